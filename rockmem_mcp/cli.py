@@ -1,0 +1,211 @@
+"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
+
+from rockmem_mcp import __version__
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import RockmemError
+
+log = logging.getLogger("rockmem_mcp")
+
+
+def _common() -> argparse.ArgumentParser:
+    # Accepted before and after the subcommand; SUPPRESS keeps a subcommand from resetting a global flag.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--home",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="data home (default: $ROCKMEM_HOME or the platform's user data dir)",
+    )
+    common.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more logging on stderr (-v info, -vv debug)"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="rockmem-mcp",
+        parents=[common],
+        description="Durable memory for AI agents over MCP. With no command, serves MCP over stdio.",
+    )
+    parser.add_argument("--version", action="version", version=f"rockmem-mcp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", parents=[common], help="serve MCP (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+
+    search = sub.add_parser("search", parents=[common], help="search long-term memory")
+    search.add_argument("query", nargs="?", default=None, help="words to look for (omit: newest entries)")
+    search.add_argument("--category", default=None)
+    search.add_argument("--tag", action="append", dest="tags", default=None, help="repeat for several")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--include-archived", action="store_true")
+    search.add_argument("--json", action="store_true", help="one JSON result per line")
+
+    imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
+    imp.add_argument("file")
+    exp = sub.add_parser("export", parents=[common], help="export all memories as JSON Lines ('-' for stdout)")
+    exp.add_argument("file")
+    sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
+    sub.add_parser("reindex", parents=[common], help="rebuild the search index from the memory files")
+    return parser
+
+
+def _configure_logging(verbosity: int, settings_level: str) -> None:
+    level = {0: settings_level, 1: "INFO"}.get(verbosity, "DEBUG")
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.load({"home": getattr(args, "home", None)})
+    except RockmemError as exc:
+        print(f"rockmem-mcp: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(getattr(args, "verbose", 0), settings.log_level)
+    command = args.command or "serve"
+    try:
+        if command == "serve":
+            return _serve(settings, args)
+        return COMMANDS[command](settings, args)
+    except RockmemError as exc:
+        print(f"rockmem-mcp: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.server.app import build_server  # the MCP SDK is only imported to serve
+
+    transport = getattr(args, "transport", "stdio")
+    if transport == "stdio":
+        build_server(settings).run("stdio")
+    else:
+        overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
+        settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", settings.host, settings.port)
+        build_server(settings).run("streamable-http", host=settings.host, port=settings.port)
+    return 0
+
+
+@contextlib.contextmanager
+def _memory(settings: Settings) -> Iterator[Any]:
+    from rockmem_mcp.services.memory import MemoryService
+
+    service = MemoryService(settings)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def _search(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        found = memory.search(args.query, args.category, args.tags, args.limit, include_archived=args.include_archived)
+    for hit in found.results:
+        if args.json:
+            print(hit.model_dump_json())
+            continue
+        entry = hit.entry
+        score = "      " if hit.score is None else f"{hit.score:6.3f}"
+        flag = " [archived]" if entry.archived else ""
+        print(f"{score}  [{entry.id}] ({entry.category or '-'}){flag} {entry.content[:200]}")
+    if not args.json:
+        print(f"{len(found.results)} of {found.total_matches} matches", file=sys.stderr)
+    return 0
+
+
+def _open_text(path: str, mode: str) -> TextIO:
+    if path == "-":
+        return sys.stdin if "r" in mode else sys.stdout
+    return open(path, mode, encoding="utf-8")
+
+
+def _import(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.transfer import import_jsonl
+
+    started = time.monotonic()
+    show = sys.stderr.isatty()
+
+    def progress(line: int) -> None:
+        if show:
+            rate = line / max(time.monotonic() - started, 1e-9)
+            print(f"\rimporting: line {line:,} ({rate:,.0f} lines/s)", end="", file=sys.stderr, flush=True)
+
+    try:
+        source = _open_text(args.file, "r")
+    except OSError as exc:
+        raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
+    with source, _memory(settings) as memory:
+        report = import_jsonl(memory, source, progress)
+    if show:
+        print(file=sys.stderr)
+    for err in report.errors[:50]:
+        print(f"line {err.line}: {err.error}", file=sys.stderr)
+    if len(report.errors) > 50:
+        print(f"... and {len(report.errors) - 50} more bad lines", file=sys.stderr)
+    print(
+        f"imported {report.imported} memories ({report.replaced} replaced existing ids), "
+        f"{len(report.errors)} bad lines, in {time.monotonic() - started:.1f}s",
+        file=sys.stderr,
+    )
+    return 1 if report.errors else 0
+
+
+def _export(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.transfer import export_jsonl
+
+    try:
+        target = _open_text(args.file, "w")
+    except OSError as exc:
+        raise RockmemError(f"cannot write {args.file}: {exc.strerror}") from None
+    with _memory(settings) as memory:
+        count = export_jsonl(memory, target)
+    if target is not sys.stdout:
+        target.close()
+    print(f"exported {count} memories", file=sys.stderr)
+    return 0
+
+
+def _stats(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        stats = memory.stats()
+        tree = memory.categories()
+    print(
+        json.dumps(
+            {
+                **stats.__dict__,
+                "top_categories": {c.category: c.total for c in tree.categories if "/" not in c.category},
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+def _reindex(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.memory import SNAPSHOT_NAME
+
+    (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
+    with _memory(settings) as memory:
+        print(f"indexed {len(memory.index)} memories", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"search": _search, "import": _import, "export": _export, "stats": _stats, "reindex": _reindex}

@@ -1,0 +1,74 @@
+"""The one settings object: defaults < ROCKMEM_* environment < command-line flags.
+
+Built once at the composition root (CLI or server start) and passed down; nothing else reads the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rockmem_mcp.errors import ConfigError
+
+ENV_PREFIX = "ROCKMEM_"
+APP_NAME = "rockmem"
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+def default_home() -> Path:
+    """The platform's user data dir for app `rockmem` (e.g. ~/.local/share/rockmem on Linux)."""
+    return Path(user_data_dir(APP_NAME, appauthor=False))
+
+
+class Settings(BaseModel):
+    """Everything configurable about a rockmem home and server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    home: Path = Field(default_factory=default_home, description="Data home; every store lives under it.")
+    log_level: LogLevel = "WARNING"
+    max_content_bytes: int = Field(100_000, ge=1, description="Largest memory content accepted (UTF-8 bytes).")
+    max_tags: int = Field(50, ge=0)
+    max_metadata_bytes: int = Field(16_000, ge=0, description="Largest metadata accepted (JSON bytes).")
+    search_limit_max: int = Field(200, ge=1)
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    # The change journal is rotated (and a fresh index snapshot written) past this many bytes.
+    journal_rotate_bytes: int = Field(1_000_000, ge=1_000)
+    # After this many changes since the last snapshot, a fresh snapshot is written in the background.
+    snapshot_every_changes: int = Field(2_000, ge=1)
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.home / "memory"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "index"
+
+    @classmethod
+    def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+        """Merge defaults, `ROCKMEM_*` variables and explicit overrides (flags); None overrides are ignored."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw not in (None, ""):
+                values[name] = raw
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        if "home" in values:
+            values["home"] = Path(values["home"]).expanduser().resolve()
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"invalid settings: {problems}") from exc

@@ -1,0 +1,26 @@
+"""Domain exceptions. Each message says what went wrong and how to fix it.
+
+They become MCP error results in one place (the tool boundary) and CLI error lines in another.
+"""
+
+from __future__ import annotations
+
+
+class RockmemError(Exception):
+    """Base class for every error rockmem reports to a user or a model."""
+
+
+class ConfigError(RockmemError):
+    """Settings could not be read."""
+
+
+class InvalidInputError(RockmemError, ValueError):
+    """An argument was rejected; the message names the argument and the accepted form."""
+
+
+class NotFoundError(RockmemError, LookupError):
+    """No entry with the given id."""
+
+
+class CorruptEntryError(RockmemError):
+    """An entry file exists but cannot be parsed."""

@@ -1,0 +1,155 @@
+"""Data shapes shared by the stores, services and the MCP surface, plus the rules that validate them."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from rockmem_mcp.errors import InvalidInputError
+
+_CATEGORY_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+_ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_CATEGORY_CHARS = 200
+MAX_TAG_CHARS = 100
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones are converted to it."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def new_entry_id() -> str:
+    """12 hex characters, as RockBot uses."""
+    return uuid.uuid4().hex[:12]
+
+
+def normalize_category(category: str | None) -> str | None:
+    """Validate a slash-separated category path; '' and None mean uncategorized.
+
+    Each segment is letters, digits, '-' or '_'. This rules out '..', absolute paths, backslashes and
+    empty segments, so a category can never name a folder outside the memory directory.
+    """
+    if category is None:
+        return None
+    value = category.strip()
+    if value.endswith("/") and len(value) > 1:
+        value = value[:-1]
+    if value == "":
+        return None
+    hint = "use segments of letters, digits, '-' or '_' separated by '/', e.g. 'user-preferences/timezone'"
+    if value.startswith("/"):
+        raise InvalidInputError(f"invalid category {category!r}: absolute paths are not allowed; {hint}")
+    if len(value) > MAX_CATEGORY_CHARS:
+        raise InvalidInputError(f"invalid category: longer than {MAX_CATEGORY_CHARS} characters; {hint}")
+    for segment in value.split("/"):
+        if segment == "":
+            raise InvalidInputError(f"invalid category {category!r}: empty path segment; {hint}")
+        if segment in (".", "..") or not _CATEGORY_SEGMENT.fullmatch(segment):
+            raise InvalidInputError(f"invalid category {category!r}: bad segment {segment!r}; {hint}")
+    return value
+
+
+def category_matches(category: str | None, prefix: str) -> bool:
+    """Whole-segment prefix match: 'project' matches 'project' and 'project/x', not 'projects'."""
+    return category is not None and (category == prefix or category.startswith(prefix + "/"))
+
+
+def normalize_tags(tags: list[str] | None, max_tags: int) -> list[str]:
+    """Strip, drop empties and duplicates (case-insensitively, first spelling kept)."""
+    result: list[str] = []
+    seen: set[str] = set()
+    for raw in tags or []:
+        if not isinstance(raw, str):
+            raise InvalidInputError(f"invalid tag {raw!r}: tags must be strings")
+        tag = raw.strip()
+        if not tag or tag.lower() in seen:
+            continue
+        if len(tag) > MAX_TAG_CHARS or _CONTROL.search(tag):
+            raise InvalidInputError(
+                f"invalid tag {tag[:40]!r}: tags are at most {MAX_TAG_CHARS} characters without control characters"
+            )
+        seen.add(tag.lower())
+        result.append(tag)
+    if len(result) > max_tags:
+        raise InvalidInputError(f"too many tags ({len(result)}); at most {max_tags} are allowed")
+    return result
+
+
+def validate_entry_id(entry_id: str) -> str:
+    if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
+        raise InvalidInputError(
+            f"invalid memory id {entry_id!r}: ids are 1-64 letters, digits, '-' or '_' "
+            "(as returned by save_memory or search_memory)"
+        )
+    return entry_id
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(as_utc)]
+
+
+class MemoryEntry(BaseModel):
+    """One long-term memory; stored as memory/{category}/{id}.json."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(description="12-hex-character id (imports may bring their own)")
+    content: str = Field(description="The fact, preference or note itself")
+    category: str | None = Field(None, description="Slash path, e.g. 'user-preferences/timezone'")
+    tags: list[str] = Field(default_factory=list)
+    created_at: UtcDatetime
+    updated_at: UtcDatetime | None = None
+    metadata: dict[str, str] = Field(default_factory=dict, description="Free key/value strings")
+    importance: float = Field(0.5, ge=0.0, le=1.0)
+    last_seen_at: UtcDatetime | None = None
+    reinforcement_count: int = Field(1, ge=1)
+    superseded_by: str | None = None
+    archived_at: UtcDatetime | None = None
+    archive_reason: str | None = None
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
+
+    def document_text(self) -> str:
+        """What BM25 indexes: content, tags, and the category with '/' and '-' as spaces."""
+        parts = [self.content, " ".join(self.tags)]
+        if self.category:
+            parts.append(self.category.replace("/", " ").replace("-", " "))
+        return " ".join(parts)
+
+
+class ScoredEntry(BaseModel):
+    entry: MemoryEntry
+    score: float | None = Field(description="BM25 relevance (higher is better); null when listing without a query")
+
+
+class SearchResults(BaseModel):
+    results: list[ScoredEntry]
+    total_matches: int = Field(description="How many entries matched before the limit was applied")
+
+
+class DeleteResult(BaseModel):
+    id: str
+    permanent: bool
+    entry: MemoryEntry | None = Field(description="The archived entry; null when permanently deleted")
+
+
+class CategoryCount(BaseModel):
+    category: str
+    entries: int = Field(description="Entries filed directly in this category")
+    total: int = Field(description="Entries in this category and all its subcategories")
+
+
+class CategoryTree(BaseModel):
+    categories: list[CategoryCount] = Field(description="Every category path and its ancestors, sorted")
+    uncategorized: int
+    total: int = Field(description="All active (not archived) entries")

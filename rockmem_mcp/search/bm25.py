@@ -1,0 +1,296 @@
+"""Incremental Okapi BM25 with RockBot's word-pair boost.
+
+Scoring (RockBot's Bm25Ranker, k1=1.5, b=0.75):
+  idf(n)   = ln((N - n + 0.5) / (n + 0.5) + 1)
+  norm(f)  = f (k1 + 1) / (f + k1 (1 - b + b |d| / avgdl))
+  score(d) = Σ_distinct query words idf · norm(tf)  +  Σ_distinct adjacent query word pairs 2 · idf · norm(pair tf)
+N, n and avgdl are taken over the documents being searched (active ones; with archived ones when asked).
+A pair is two query tokens next to each other, found next to each other in the document's tokens.
+
+Layout, chosen so that a write touches only its own document:
+- each document has a *slot*; slots are never reused while the process lives (a rewrite takes a new
+  slot and the old one is marked dead), so every posting list stays sorted by slot;
+- word postings: an immutable CSR *base* (loaded from a snapshot) plus a growable *delta* per word for
+  postings added since; dead slots are skipped at query time and dropped when a snapshot is written;
+- word pairs are not indexed globally (millions of distinct pairs would dwarf the word index); each
+  document keeps its sorted pair keys, and a query checks only the documents holding the rarer word.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rockmem_mcp.search.columns import Column, concat_segments
+
+K1 = 1.5
+B = 0.75
+PAIR_WEIGHT = 2.0
+
+DEAD, ACTIVE, ARCHIVED = 0, 1, 2
+_PAIR_SHIFT = np.int64(32)
+
+
+def bm25_idf(n_docs: int, doc_freq: int) -> float:
+    return math.log((n_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1.0)
+
+
+def bm25_norm_tf(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
+    return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc_len / avgdl))
+
+
+@dataclass
+class Hits:
+    slots: np.ndarray  # best first
+    scores: np.ndarray
+    total: int  # matches before the limit
+
+
+class BM25Index:
+    def __init__(self, k1: float = K1, b: float = B) -> None:
+        self.k1, self.b = k1, b
+        self.keys: list[str] = []  # slot -> document key ("" once dead)
+        self.slot_of: dict[str, int] = {}
+        self.doc_len = Column(np.int32)
+        self.state = Column(np.int8)
+        self.pair_start = Column(np.int64)
+        self.pair_len = Column(np.int32)
+        self.pair_keys = Column(np.int64)
+        self.pair_tf = Column(np.int32)
+        self.terms: list[str] = []
+        self.vocab: dict[str, int] = {}
+        self.base_offsets = np.zeros(1, dtype=np.int64)
+        self.base_slots = np.zeros(0, dtype=np.int32)
+        self.base_tf = np.zeros(0, dtype=np.int32)
+        self.delta: dict[int, Column] = {}  # term id -> (slot, tf) rows
+        self._count = {ACTIVE: 0, ARCHIVED: 0}
+        self._len_sum = {ACTIVE: 0, ARCHIVED: 0}
+
+    # ------------------------------------------------------------------ writes
+    def __len__(self) -> int:
+        return self._count[ACTIVE] + self._count[ARCHIVED]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.slot_of
+
+    @property
+    def slot_count(self) -> int:
+        return len(self.keys)
+
+    def add(self, key: str, tokens: Sequence[str], archived: bool = False) -> int:
+        """Index a document (replacing any previous version of `key`); returns its slot."""
+        self.remove(key)
+        slot = len(self.keys)
+        self.keys.append(key)
+        self.slot_of[key] = slot
+        state = ARCHIVED if archived else ACTIVE
+        self.doc_len.append(len(tokens))
+        self.state.append(state)
+        self._count[state] += 1
+        self._len_sum[state] += len(tokens)
+
+        ids = [self._term_id(t) for t in tokens]
+        for tid, tf in Counter(ids).items():
+            postings = self.delta.get(tid)
+            if postings is None:
+                postings = self.delta[tid] = Column(np.int32, width=2, capacity=2)
+            postings.append((slot, tf))
+
+        pairs = Counter((a << 32) | b for a, b in itertools.pairwise(ids))
+        self.pair_start.append(len(self.pair_keys))
+        self.pair_len.append(len(pairs))
+        if pairs:
+            keys = np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs))
+            tfs = np.fromiter(pairs.values(), dtype=np.int32, count=len(pairs))
+            order = np.argsort(keys)
+            self.pair_keys.extend(keys[order])
+            self.pair_tf.extend(tfs[order])
+        return slot
+
+    def remove(self, key: str) -> bool:
+        slot = self.slot_of.pop(key, None)
+        if slot is None:
+            return False
+        state = int(self.state.view[slot])
+        self._count[state] -= 1
+        self._len_sum[state] -= int(self.doc_len.view[slot])
+        self.state[slot] = DEAD
+        self.keys[slot] = ""
+        return True
+
+    def set_archived(self, key: str, archived: bool) -> None:
+        slot = self.slot_of[key]
+        old = int(self.state.view[slot])
+        new = ARCHIVED if archived else ACTIVE
+        if old != new:
+            length = int(self.doc_len.view[slot])
+            self._count[old] -= 1
+            self._len_sum[old] -= length
+            self._count[new] += 1
+            self._len_sum[new] += length
+            self.state[slot] = new
+
+    def _term_id(self, term: str) -> int:
+        tid = self.vocab.get(term)
+        if tid is None:
+            tid = self.vocab[term] = len(self.terms)
+            self.terms.append(term)
+        return tid
+
+    # ------------------------------------------------------------------ reads
+    def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        slots, tf = self.base_slots[:0], self.base_tf[:0]
+        if tid + 1 < len(self.base_offsets):
+            lo, hi = self.base_offsets[tid], self.base_offsets[tid + 1]
+            slots, tf = self.base_slots[lo:hi], self.base_tf[lo:hi]
+        delta = self.delta.get(tid)
+        if delta is not None and len(delta):
+            rows = delta.view
+            if len(slots):
+                return np.concatenate((slots, rows[:, 0])), np.concatenate((tf, rows[:, 1]))
+            return rows[:, 0], rows[:, 1]
+        return slots, tf
+
+    def _pair_tf(self, slots: np.ndarray, key: int) -> np.ndarray:
+        """Occurrences of pair `key` in each of `slots`: a vectorised binary search per document."""
+        start = self.pair_start.view[slots]
+        end = start + self.pair_len.view[slots]
+        keys = self.pair_keys.view
+        if len(keys) == 0 or len(slots) == 0:
+            return np.zeros(len(slots), dtype=np.int32)
+        lo, hi = start.copy(), end.copy()
+        while True:
+            open_ = lo < hi
+            if not open_.any():
+                break
+            mid = (lo + hi) >> 1
+            below = keys[np.where(open_, mid, 0)] < key
+            lo = np.where(open_ & below, mid + 1, lo)
+            hi = np.where(open_ & ~below, mid, hi)
+        found = lo < end
+        at = np.where(found, lo, 0)
+        found &= keys[at] == key
+        return np.where(found, self.pair_tf.view[at], 0)
+
+    def search(
+        self,
+        tokens: Sequence[str],
+        allowed: np.ndarray | None = None,
+        include_archived: bool = False,
+        limit: int = 20,
+    ) -> Hits:
+        """Rank documents for `tokens`; `allowed` (bool per slot) restricts results, not statistics."""
+        state = self.state.view
+        counted = state != DEAD if include_archived else state == ACTIVE
+        n_docs = self._count[ACTIVE] + (self._count[ARCHIVED] if include_archived else 0)
+        empty = Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
+        if n_docs == 0 or not tokens:
+            return empty
+        length_sum = self._len_sum[ACTIVE] + (self._len_sum[ARCHIVED] if include_archived else 0)
+        avgdl = length_sum / n_docs or 1.0
+        eligible = counted if allowed is None else counted & allowed
+        doc_len = self.doc_len.view
+        scores = np.zeros(len(state), dtype=np.float64)
+
+        def accumulate(slots: np.ndarray, tf: np.ndarray, doc_freq: int, weight: float) -> None:
+            keep = eligible[slots]
+            s = slots[keep]
+            norm = bm25_norm_tf(tf[keep].astype(np.float64), doc_len[s], avgdl, self.k1, self.b)
+            scores[s] += weight * bm25_idf(n_docs, doc_freq) * norm  # slots are unique per list
+
+        for term in dict.fromkeys(tokens):
+            tid = self.vocab.get(term)
+            if tid is None:
+                continue
+            slots, tf = self._postings(tid)
+            doc_freq = int(np.count_nonzero(counted[slots]))
+            if doc_freq:
+                accumulate(slots, tf, doc_freq, 1.0)
+
+        for first, second in dict.fromkeys(itertools.pairwise(tokens)):
+            a, b = self.vocab.get(first), self.vocab.get(second)
+            if a is None or b is None:
+                continue
+            slots_a, _ = self._postings(a)
+            slots_b, _ = self._postings(b)
+            slots = slots_a if len(slots_a) <= len(slots_b) else slots_b
+            slots = slots[counted[slots]]
+            tf = self._pair_tf(slots, (a << 32) | b)
+            has = tf > 0
+            doc_freq = int(np.count_nonzero(has))
+            if doc_freq:
+                accumulate(slots[has], tf[has], doc_freq, PAIR_WEIGHT)
+
+        matched = np.flatnonzero(scores > 0)
+        total = len(matched)
+        if total > limit:
+            matched = matched[np.argpartition(-scores[matched], limit - 1)[:limit]]
+        top = scores[matched]
+        order = np.lexsort((-matched, -top))  # best score first; ties: newest slot first
+        return Hits(matched[order], top[order], total)
+
+    # ------------------------------------------------------------------ snapshots
+    def live_slots(self) -> np.ndarray:
+        return np.flatnonzero(self.state.view != DEAD)
+
+    def export_arrays(self, live: np.ndarray) -> dict[str, np.ndarray]:
+        """Compact arrays of the live documents (renumbered 0..len-1 in slot order) for a snapshot."""
+        remap = np.full(self.slot_count, -1, dtype=np.int64)
+        remap[live] = np.arange(len(live))
+
+        pair_len = self.pair_len.view[live]
+        pair_idx = concat_segments(self.pair_start.view[live], pair_len)
+
+        term_ids = [np.repeat(np.arange(len(self.base_offsets) - 1, dtype=np.int64), np.diff(self.base_offsets))]
+        slots, tfs = [self.base_slots.astype(np.int64)], [self.base_tf]
+        for tid, rows in self.delta.items():
+            if len(rows):
+                term_ids.append(np.full(len(rows), tid, dtype=np.int64))
+                slots.append(rows.view[:, 0].astype(np.int64))
+                tfs.append(rows.view[:, 1])
+        all_terms, all_slots, all_tf = np.concatenate(term_ids), np.concatenate(slots), np.concatenate(tfs)
+        keep = remap[all_slots] >= 0
+        all_terms, all_slots, all_tf = all_terms[keep], remap[all_slots[keep]], all_tf[keep]
+        # Stable: within a term, base postings precede delta ones and both are in slot order already.
+        order = np.argsort(all_terms, kind="stable")
+        counts = np.bincount(all_terms, minlength=len(self.terms))
+        return {
+            "doc_len": self.doc_len.view[live],
+            "state": self.state.view[live],
+            "pair_start": (np.cumsum(pair_len) - pair_len).astype(np.int64),
+            "pair_len": pair_len,
+            "pair_keys": self.pair_keys.view[pair_idx],
+            "pair_tf": self.pair_tf.view[pair_idx],
+            "term_offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            "term_slots": all_slots[order].astype(np.int32),
+            "term_tf": all_tf[order].astype(np.int32),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], keys: list[str], terms: list[str]) -> BM25Index:
+        index = cls()
+        index.keys = keys
+        index.slot_of = {k: i for i, k in enumerate(keys)}
+        index.doc_len = Column(np.int32, data=arrays["doc_len"])
+        index.state = Column(np.int8, data=arrays["state"])
+        index.pair_start = Column(np.int64, data=arrays["pair_start"])
+        index.pair_len = Column(np.int32, data=arrays["pair_len"])
+        index.pair_keys = Column(np.int64, data=arrays["pair_keys"])
+        index.pair_tf = Column(np.int32, data=arrays["pair_tf"])
+        index.terms = terms
+        index.vocab = {t: i for i, t in enumerate(terms)}
+        index.base_offsets = arrays["term_offsets"]
+        index.base_slots = arrays["term_slots"]
+        index.base_tf = arrays["term_tf"]
+        if len(index.base_offsets) != len(terms) + 1 or len(index.doc_len) != len(keys):
+            raise ValueError("snapshot arrays do not match their vocabulary or documents")
+        state, lengths = index.state.view, index.doc_len.view
+        for s in (ACTIVE, ARCHIVED):
+            index._count[s] = int(np.count_nonzero(state == s))
+            index._len_sum[s] = int(lengths[state == s].sum())
+        return index

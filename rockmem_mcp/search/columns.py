@@ -1,0 +1,64 @@
+"""Growable numpy arrays: amortised O(1) appends, zero-copy views for vectorised search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Column:
+    """A 1-D (or fixed-width 2-D) array that grows by doubling. `view` is valid until the next append."""
+
+    __slots__ = ("_data", "_n")
+
+    def __init__(self, dtype: npt.DTypeLike, width: int = 0, capacity: int = 4, data: np.ndarray | None = None):
+        if data is not None:
+            self._data = np.array(data, dtype=dtype)  # own a writable copy (snapshots may be read-only)
+            self._n = len(self._data)
+            return
+        shape: tuple[int, ...] = (capacity, width) if width else (capacity,)
+        self._data = np.zeros(shape, dtype=dtype)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self._n]
+
+    def _reserve(self, extra: int) -> None:
+        needed = self._n + extra
+        if needed > len(self._data):
+            capacity = max(needed, 2 * len(self._data), 4)
+            grown = np.zeros((capacity, *self._data.shape[1:]), dtype=self._data.dtype)
+            grown[: self._n] = self._data[: self._n]
+            self._data = grown
+
+    def append(self, value: Any) -> int:
+        self._reserve(1)
+        self._data[self._n] = value
+        self._n += 1
+        return self._n - 1
+
+    def extend(self, values: np.ndarray) -> None:
+        self._reserve(len(values))
+        self._data[self._n : self._n + len(values)] = values
+        self._n += len(values)
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        if not 0 <= index < self._n:
+            raise IndexError(index)
+        self._data[index] = value
+
+
+def concat_segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the ranges [start, start+length) laid end to end, without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    offsets = np.repeat(starts.astype(np.int64) - (ends - lengths), lengths)
+    return offsets + np.arange(total, dtype=np.int64)

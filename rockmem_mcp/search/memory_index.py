@@ -1,0 +1,225 @@
+"""The long-term memory index: BM25 plus the columns that filters need, and its on-disk snapshot.
+
+It holds no entry content (results are read from their files, which keeps memory small and answers
+fresh); per document it keeps the id, category, tags and creation time.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits
+from rockmem_mcp.search.columns import Column
+from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
+from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.changes import JournalPosition
+from rockmem_mcp.storage.memory_files import EntryLocation
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_FORMAT = 1
+_NO_CATEGORY = -1
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    category: str | None = None  # whole-segment prefix
+    tags: tuple[str, ...] = ()  # all must match, case-insensitively
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    include_archived: bool = False
+
+
+class MemoryIndex:
+    def __init__(self, bm25: BM25Index | None = None) -> None:
+        self.bm25 = bm25 or BM25Index()
+        self.category_code = Column(np.int32)
+        self.created = Column(np.float64)
+        self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
+        self.tag_owner = Column(np.int32)
+        self.categories: list[str] = []
+        self._category_ids: dict[str, int] = {}
+        self.tags: list[str] = []  # lowercased
+        self._tag_ids: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.bm25)
+
+    def __contains__(self, entry_id: str) -> bool:
+        return entry_id in self.bm25
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, entry: MemoryEntry) -> None:
+        slot = self.bm25.add(entry.id, tokenize(entry.document_text()), archived=entry.archived)
+        self.category_code.append(self._category_id(entry.category))
+        self.created.append(entry.created_at.timestamp())
+        for tag in entry.tags:
+            self.tag_codes.append(self._tag_id(tag.lower()))
+            self.tag_owner.append(slot)
+
+    def remove(self, entry_id: str) -> bool:
+        return self.bm25.remove(entry_id)
+
+    def _category_id(self, category: str | None) -> int:
+        if category is None:
+            return _NO_CATEGORY
+        code = self._category_ids.get(category)
+        if code is None:
+            code = self._category_ids[category] = len(self.categories)
+            self.categories.append(category)
+        return code
+
+    def _tag_id(self, tag: str) -> int:
+        code = self._tag_ids.get(tag)
+        if code is None:
+            code = self._tag_ids[tag] = len(self.tags)
+            self.tags.append(tag)
+        return code
+
+    # ------------------------------------------------------------------ reads
+    def location(self, entry_id: str) -> EntryLocation | None:
+        slot = self.bm25.slot_of.get(entry_id)
+        if slot is None:
+            return None
+        code = int(self.category_code.view[slot])
+        return EntryLocation(entry_id, None if code == _NO_CATEGORY else self.categories[code])
+
+    def locations(self) -> dict[str, EntryLocation]:
+        codes = self.category_code.view
+        cats = self.categories
+        return {
+            key: EntryLocation(key, None if codes[slot] == _NO_CATEGORY else cats[codes[slot]])
+            for key, slot in self.bm25.slot_of.items()
+        }
+
+    def _allowed(self, flt: SearchFilter) -> np.ndarray | None:
+        """A bool mask over slots for the filters, or None when nothing filters."""
+        mask: np.ndarray | None = None
+
+        def narrow(m: np.ndarray) -> None:
+            nonlocal mask
+            mask = m if mask is None else mask & m
+
+        if flt.category is not None:
+            prefix = flt.category
+            lut = np.zeros(len(self.categories) + 1, dtype=bool)  # index 0 is "uncategorized"
+            for code, cat in enumerate(self.categories):
+                lut[code + 1] = cat == prefix or cat.startswith(prefix + "/")
+            narrow(lut[self.category_code.view + 1])
+        for tag in flt.tags:
+            code = self._tag_ids.get(tag.lower())
+            has = np.zeros(self.bm25.slot_count, dtype=bool)
+            if code is not None:
+                has[self.tag_owner.view[self.tag_codes.view == code]] = True
+            narrow(has)
+        if flt.created_after is not None:
+            narrow(self.created.view >= flt.created_after.timestamp())
+        if flt.created_before is not None:
+            narrow(self.created.view < flt.created_before.timestamp())
+        return mask
+
+    def search(self, query: str | None, flt: SearchFilter, limit: int) -> Hits:
+        """BM25 hits for `query`, or the newest matching entries when the query has no words."""
+        allowed = self._allowed(flt)
+        tokens = tokenize(query) if query else []
+        if tokens:
+            return self.bm25.search(tokens, allowed, flt.include_archived, limit)
+        if query and query.strip():
+            # Words were given but none is searchable (all shorter than three characters).
+            return Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
+        state = self.bm25.state.view
+        eligible = (state != DEAD) if flt.include_archived else (state == ACTIVE)
+        if allowed is not None:
+            eligible &= allowed
+        slots = np.flatnonzero(eligible)
+        created = self.created.view[slots]
+        total = len(slots)
+        if total > limit:
+            keep = np.argpartition(-created, limit - 1)[:limit]
+            slots, created = slots[keep], created[keep]
+        order = np.lexsort((-slots, -created))
+        return Hits(slots[order], np.full(len(order), np.nan), total)
+
+    def category_counts(self) -> tuple[dict[str, int], int]:
+        """Active entries per category, and the uncategorized count."""
+        active = self.bm25.state.view == ACTIVE
+        codes = self.category_code.view[active]
+        counts = np.bincount(codes + 1, minlength=len(self.categories) + 1)
+        per_category = {cat: int(counts[i + 1]) for i, cat in enumerate(self.categories) if counts[i + 1]}
+        return per_category, int(counts[0])
+
+    # ------------------------------------------------------------------ snapshots
+    def save(self, path: Path, journal: JournalPosition) -> None:
+        """Write a compact snapshot (derived data: atomic but not fsynced; a torn one is just rebuilt)."""
+        live = self.bm25.live_slots()
+        arrays = self.bm25.export_arrays(live)
+        owners = self.tag_owner.view
+        tag_keep = self.bm25.state.view[owners] != DEAD
+        remap = np.full(self.bm25.slot_count, -1, dtype=np.int64)
+        remap[live] = np.arange(len(live))
+        new_owner = remap[owners[tag_keep]]
+        order = np.argsort(new_owner, kind="stable")
+        arrays.update(
+            category_code=self.category_code.view[live],
+            created=self.created.view[live],
+            tag_owner=new_owner[order].astype(np.int32),
+            tag_codes=self.tag_codes.view[tag_keep][order],
+            keys=_pack([self.bm25.keys[s] for s in live]),
+            terms=_pack(self.bm25.terms),
+            categories=_pack(self.categories),
+            tags=_pack(self.tags),
+            header=np.array(
+                [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
+            ),
+        )
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        atomic_write(path, buffer.getvalue(), durable=False)
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[MemoryIndex, JournalPosition] | None:
+        """The snapshot at `path`, or None (with a log line) when absent, stale in format, or damaged."""
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            fmt, tok_version, generation, offset, count = (int(x) for x in arrays["header"])
+            if fmt != SNAPSHOT_FORMAT or tok_version != TOKENIZER_VERSION:
+                log.info("index snapshot %s is from another version; rebuilding", path)
+                return None
+            keys = _unpack(arrays["keys"])
+            bm25 = BM25Index.from_arrays(arrays, keys, _unpack(arrays["terms"]))
+            index = cls(bm25)
+            index.category_code = Column(np.int32, data=arrays["category_code"])
+            index.created = Column(np.float64, data=arrays["created"])
+            index.tag_owner = Column(np.int32, data=arrays["tag_owner"])
+            index.tag_codes = Column(np.int32, data=arrays["tag_codes"])
+            index.categories = _unpack(arrays["categories"])
+            index._category_ids = {c: i for i, c in enumerate(index.categories)}
+            index.tags = _unpack(arrays["tags"])
+            index._tag_ids = {t: i for i, t in enumerate(index.tags)}
+            if not (len(keys) == count == len(index.category_code) == len(index.created)):
+                raise ValueError("document columns disagree")
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            log.warning("index snapshot %s is damaged (%s); rebuilding from the memory files", path, exc)
+            return None
+        return index, JournalPosition(generation, offset)
+
+
+def _pack(strings: list[str]) -> np.ndarray:
+    # Ids, words, categories and tags never contain a newline (validated or tokenized), so it separates.
+    return np.frombuffer("\n".join(strings).encode(), dtype=np.uint8)
+
+
+def _unpack(blob: np.ndarray) -> list[str]:
+    text = blob.tobytes().decode()
+    return text.split("\n") if text else []

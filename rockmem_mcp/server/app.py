@@ -1,0 +1,46 @@
+"""The MCP server: one MCPServer, a lifespan that opens and closes the services, the tool groups."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+
+from rockmem_mcp import __version__
+from rockmem_mcp.config import Settings
+from rockmem_mcp.server.context import Services
+from rockmem_mcp.server.tools import memory as memory_tools
+from rockmem_mcp.services.memory import MemoryService
+
+INSTRUCTIONS = """\
+rockmem gives you long-term memory that lasts across sessions.
+- Save durable facts, user preferences, decisions and lessons with save_memory, one focused fact per
+  entry, filed under a category path such as 'user-preferences/timezone' or 'project-context/<name>'.
+- Before answering questions that may depend on what you learned earlier, call search_memory with the
+  key words of the question; results come best first with a relevance score.
+- Correct stale facts with update_memory; retire wrong ones with delete_memory (archived, recoverable).
+- list_memory_categories shows how memory is organised; reuse existing categories.
+"""
+
+
+def build_server(settings: Settings) -> MCPServer[Services]:
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
+        memory = await anyio.to_thread.run_sync(MemoryService, settings)
+        try:
+            yield Services(memory=memory)
+        finally:
+            await anyio.to_thread.run_sync(memory.close)
+
+    server: MCPServer[Services] = MCPServer(
+        "rockmem",
+        title="rockmem memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level=settings.log_level,
+    )
+    memory_tools.register(server)
+    return server

@@ -1,0 +1,27 @@
+"""One module per tool group; each tool validates, calls a service and shapes the reply."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from rockmem_mcp.errors import RockmemError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """The one place domain errors become MCP error results (isError, message for the model)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except RockmemError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper

@@ -1,0 +1,115 @@
+"""Long-term memory tools: save, search, get, update, delete, list categories."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, SearchResults
+from rockmem_mcp.server.context import services
+from rockmem_mcp.server.tools import reports_errors
+
+EntryId = Annotated[str, Field(description="Memory id, as returned by save_memory or search_memory")]
+Category = Annotated[
+    str | None,
+    Field(description="Slash-separated path of letters, digits, '-' and '_', e.g. 'user-preferences/timezone'"),
+]
+Tags = Annotated[list[str] | None, Field(description="Short labels, e.g. ['email', 'work']")]
+Metadata = Annotated[dict[str, str] | None, Field(description="Free string key/value pairs, e.g. {'source': 'user'}")]
+Importance = Annotated[float | None, Field(ge=0, le=1, description="0 to 1; default 0.5; 0.8+ marks must-keep facts")]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @reports_errors
+    def save_memory(
+        content: Annotated[str, Field(description="One focused fact, preference, decision or lesson")],
+        ctx: Context,
+        category: Category = None,
+        tags: Tags = None,
+        metadata: Metadata = None,
+        importance: Importance = None,
+    ) -> MemoryEntry:
+        """Save something worth remembering across sessions to long-term memory.
+
+        Use it for durable facts about the user or their projects, preferences, decisions and lessons
+        learned (category 'anti-patterns/<domain>' for "Don't X — instead Y"). Keep one fact per entry and
+        reuse existing categories (see list_memory_categories). Returns the saved entry with its id.
+        """
+        return services(ctx).memory.save(content, category, tags, metadata, importance)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def search_memory(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Words to look for; omit to list the newest entries")] = None,
+        category: Annotated[str | None, Field(description="Only this category and its subcategories")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only entries carrying all of these tags")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most results to return")] = 20,
+        created_after: Annotated[
+            datetime | None, Field(description="ISO 8601; created at or after")
+        ] = None,
+        created_before: Annotated[datetime | None, Field(description="ISO 8601; only entries created before")] = None,
+        include_archived: Annotated[bool, Field(description="Also return archived (deleted) entries")] = False,
+    ) -> SearchResults:
+        """Search long-term memory by keywords (BM25 ranking, best first, with scores).
+
+        Pass the key words of what you need, e.g. 'user timezone' or 'deploy staging checklist'. Words
+        shorter than three letters are ignored. Without a query, returns the newest entries matching the
+        filters. total_matches tells how many matched before the limit.
+        """
+        return services(ctx).memory.search(
+            query, category, tags, limit, created_after, created_before, include_archived
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def get_memory(id: EntryId, ctx: Context) -> MemoryEntry:
+        """Read one memory entry in full by its id (archived entries too)."""
+        return services(ctx).memory.get(id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @reports_errors
+    def update_memory(
+        id: EntryId,
+        ctx: Context,
+        content: Annotated[str | None, Field(description="New content; omit to keep")] = None,
+        category: Annotated[str | None, Field(description="New category; '' for uncategorized; omit to keep")] = None,
+        tags: Annotated[list[str] | None, Field(description="Replacement tag list; omit to keep")] = None,
+        metadata: Annotated[dict[str, str] | None, Field(description="Replacement metadata; omit to keep")] = None,
+        importance: Importance = None,
+    ) -> MemoryEntry:
+        """Correct or refile an existing memory; only the fields you pass change.
+
+        Use it when a remembered fact changed (new address, revised decision) instead of saving a
+        contradicting duplicate. Returns the updated entry (updated_at set).
+        """
+        return services(ctx).memory.update(id, content, category, tags, metadata, importance)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @reports_errors
+    def delete_memory(
+        id: EntryId,
+        ctx: Context,
+        permanent: Annotated[bool, Field(description="Erase the file instead of archiving it")] = False,
+        reason: Annotated[str | None, Field(description="Why it is being removed (kept with the archive)")] = None,
+    ) -> DeleteResult:
+        """Remove a memory that is wrong or no longer true.
+
+        By default the entry is archived: kept on disk with archived_at and archive_reason, hidden from
+        search unless include_archived is set, so nothing is silently lost. permanent=true erases it.
+        """
+        return services(ctx).memory.delete(id, permanent, reason)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def list_memory_categories(ctx: Context) -> CategoryTree:
+        """List every category path with entry counts (direct and including subcategories).
+
+        Call it before saving to reuse the existing organisation rather than inventing new categories.
+        """
+        return services(ctx).memory.categories()

@@ -1,0 +1,475 @@
+"""Long-term memory: save, search, get, update, delete, categories — files first, index kept in step.
+
+Every operation first reads the change journal (one stat when idle), so a search sees this process's
+writes at once and other processes' writes on its next call. Thread-safe: the MCP layer runs tools on
+worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError
+from rockmem_mcp.models import (
+    CategoryCount,
+    CategoryTree,
+    DeleteResult,
+    MemoryEntry,
+    ScoredEntry,
+    SearchResults,
+    as_utc,
+    new_entry_id,
+    normalize_category,
+    normalize_tags,
+    utc_now,
+    validate_entry_id,
+)
+from rockmem_mcp.search.bm25 import ACTIVE
+from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
+from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
+from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
+
+log = logging.getLogger(__name__)
+
+STORE = "memory"
+SNAPSHOT_NAME = "memory-index.npz"
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    home: str
+    active: int
+    archived: int
+    categories: int
+    journal_bytes: int
+    snapshot_bytes: int
+
+
+class MemoryService:
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._lock = threading.RLock()
+        settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        self.files = MemoryFiles(settings.memory_dir)
+        self.journal = ChangeJournal(settings.index_dir)
+        self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
+        self._changes_since_snapshot = 0
+        self._snapshot_thread: threading.Thread | None = None
+        self.index, self._position = self._open_index()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Wait for a background snapshot and write a final one if anything changed."""
+        thread = self._snapshot_thread
+        if thread is not None:
+            thread.join()
+        if self._changes_since_snapshot:
+            self.write_snapshot()
+        self.journal.close()
+
+    def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
+        loaded = MemoryIndex.load(self._snapshot_path)
+        if loaded is not None:
+            index, position = loaded
+            read = self.journal.read_since(position)
+            if not read.gap:
+                for record in read.records:
+                    self._apply(index, record)
+                self._reconcile_with_files(index)
+                return index, read.position
+            log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
+        position = self.journal.end()  # taken before reading: later changes are replayed on next sync
+        index = self._build_from_files()
+        self._save_snapshot(index, position)
+        return index, position
+
+    def _build_from_files(self) -> MemoryIndex:
+        index = MemoryIndex()
+        for entry in self._read_locations(self.files.walk()):
+            index.upsert(entry)
+        log.info("indexed %d memories from %s", len(index), self.files.root)
+        return index
+
+    def _read_locations(self, locations: Iterable[EntryLocation]) -> Iterator[MemoryEntry]:
+        """Read entries, skipping bad files with one warning each; of duplicate ids the newest wins."""
+        newest: dict[str, MemoryEntry] = {}
+        for location in locations:
+            try:
+                entry = self.files.read(location)
+            except FileNotFoundError:
+                continue
+            except (CorruptEntryError, OSError) as exc:
+                self.files.warn_once(str(exc))
+                continue
+            seen = newest.get(entry.id)
+            if seen is not None:
+                self.files.warn_once(
+                    f"memory id {entry.id} has files in categories {seen.category!r} and "
+                    f"{entry.category!r}; using the most recently updated one"
+                )
+                if _last_change(seen) >= _last_change(entry):
+                    continue
+            newest[entry.id] = entry
+        return iter(newest.values())
+
+    def _reconcile_with_files(self, index: MemoryIndex) -> None:
+        """Catch files added, moved or removed behind the journal's back (by hand, or a crash)."""
+        on_disk: dict[str, list[EntryLocation]] = defaultdict(list)
+        for location in self.files.walk():
+            on_disk[location.entry_id].append(location)
+        known = index.locations()
+        stale = [locs for entry_id, locs in on_disk.items() if known.get(entry_id) not in locs]
+        for entry in self._read_locations(loc for locs in stale for loc in locs):
+            index.upsert(entry)
+        for entry_id in known.keys() - on_disk.keys():
+            index.remove(entry_id)
+
+    def _apply(self, index: MemoryIndex, record: dict[str, Any]) -> None:
+        """Bring the index in line with one journal record (re-reading the file it names)."""
+        if record.get("s") != STORE:
+            return
+        try:
+            location = EntryLocation(validate_entry_id(record["id"]), normalize_category(record.get("c")))
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignoring a malformed change record: %.200r", record)
+            return
+        try:
+            entry = self.files.read(location)
+        except FileNotFoundError:
+            if index.location(location.entry_id) == location:
+                index.remove(location.entry_id)
+            return
+        except (CorruptEntryError, OSError) as exc:
+            self.files.warn_once(str(exc))
+            if index.location(location.entry_id) == location:
+                index.remove(location.entry_id)
+            return
+        index.upsert(entry)
+
+    def _sync(self) -> None:
+        """Apply what other processes wrote since the last call (caller holds the lock)."""
+        read = self.journal.read_since(self._position)
+        if read.gap:
+            log.info("fell behind the change journal; reloading the memory index")
+            self.index, self._position = self._open_index()
+            return
+        for record in read.records:
+            self._apply(self.index, record)
+        self._position = read.position
+
+    def _record(self, entries: Iterable[MemoryEntry] = (), removed: Iterable[EntryLocation] = ()) -> None:
+        records = [{"s": STORE, "op": "put", "id": e.id, "c": e.category} for e in entries]
+        records += [{"s": STORE, "op": "del", "id": loc.entry_id, "c": loc.category} for loc in removed]
+        self.journal.append(records)
+        self._changes_since_snapshot += len(records)
+        if self._changes_since_snapshot >= self.settings.snapshot_every_changes:
+            self._snapshot_in_background()
+
+    # ------------------------------------------------------------------ snapshots
+    def write_snapshot(self) -> None:
+        """Persist the index so the next start skips reading every file; rotates a long journal."""
+        with self._lock:
+            self._sync()
+            position = self._position
+            if self.journal.end().offset > self.settings.journal_rotate_bytes:
+                position = self.journal.rotate()
+                self._position = position
+            self._save_snapshot(self.index, position)
+            self._changes_since_snapshot = 0
+
+    def _save_snapshot(self, index: MemoryIndex, position: JournalPosition) -> None:
+        try:
+            index.save(self._snapshot_path, position)
+        except OSError as exc:  # derived data: failing to save it costs start-up time, nothing else
+            log.warning("could not write the index snapshot %s: %s", self._snapshot_path, exc)
+
+    def _snapshot_in_background(self) -> None:
+        if self._snapshot_thread is not None and self._snapshot_thread.is_alive():
+            return
+        self._snapshot_thread = threading.Thread(target=self.write_snapshot, name="rockmem-snapshot", daemon=True)
+        self._snapshot_thread.start()
+
+    # ------------------------------------------------------------------ validation
+    def _check_content(self, content: str) -> str:
+        if not isinstance(content, str):
+            raise InvalidInputError(f"content must be text, got {type(content).__name__}")
+        if not content.strip():
+            raise InvalidInputError("content is empty: pass the fact, preference or note to remember as text")
+        size = len(content.encode("utf-8"))
+        if size > self.settings.max_content_bytes:
+            raise InvalidInputError(
+                f"content is {size} bytes; the limit is {self.settings.max_content_bytes} "
+                "(ROCKMEM_MAX_CONTENT_BYTES). Split it into several focused memories."
+            )
+        return content
+
+    def _check_metadata(self, metadata: dict[str, str] | None) -> dict[str, str]:
+        if metadata is None:
+            return {}
+        if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise InvalidInputError('metadata must map strings to strings, e.g. {"source": "user"}')
+        if any(not k.strip() for k in metadata):
+            raise InvalidInputError("metadata keys must not be empty")
+        size = len(json.dumps(metadata).encode())
+        if size > self.settings.max_metadata_bytes:
+            raise InvalidInputError(
+                f"metadata is {size} bytes as JSON; the limit is {self.settings.max_metadata_bytes}"
+            )
+        return dict(metadata)
+
+    @staticmethod
+    def _check_importance(importance: float | None, default: float) -> float:
+        if importance is None:
+            return default
+        if isinstance(importance, bool) or not isinstance(importance, int | float) or not 0 <= importance <= 1:
+            raise InvalidInputError(f"importance must be a number from 0 to 1, got {importance!r}")
+        return float(importance)
+
+    def _check_limit(self, limit: int) -> int:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= self.settings.search_limit_max:
+            raise InvalidInputError(f"limit must be an integer from 1 to {self.settings.search_limit_max}")
+        return limit
+
+    def prepare_entry(self, fields: dict[str, Any]) -> MemoryEntry:
+        """Validate a new entry from raw fields (a save, or an imported line); fills id and times."""
+        now = self._clock()
+        data = dict(fields)
+        data["content"] = self._check_content(data.get("content"))  # type: ignore[arg-type]
+        data["category"] = normalize_category(data.get("category"))
+        data["tags"] = normalize_tags(data.get("tags"), self.settings.max_tags)
+        data["metadata"] = self._check_metadata(data.get("metadata"))
+        data["importance"] = self._check_importance(data.get("importance"), 0.5)
+        data["id"] = validate_entry_id(data["id"]) if data.get("id") is not None else new_entry_id()
+        data.setdefault("created_at", now)
+        if data["created_at"] is None:
+            data["created_at"] = now
+        data.setdefault("last_seen_at", data["created_at"])
+        try:
+            return MemoryEntry.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise InvalidInputError(f"invalid memory: {problems}") from None
+
+    # ------------------------------------------------------------------ operations
+    def save(
+        self,
+        content: str,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+        importance: float | None = None,
+    ) -> MemoryEntry:
+        entry = self.prepare_entry(
+            {"content": content, "category": category, "tags": tags, "metadata": metadata, "importance": importance}
+        )
+        with self._lock:
+            self._sync()
+            while entry.id in self.index or self.files.path_for(entry.id, entry.category).exists():
+                entry = entry.model_copy(update={"id": new_entry_id()})
+            self.files.write(entry)
+            self.index.upsert(entry)
+            self._record([entry])
+        return entry
+
+    def save_many(self, entries: list[MemoryEntry]) -> int:
+        """Write a batch (import): one durable flush for all files; ids already present are replaced.
+
+        Returns how many of the batch replaced an existing entry.
+        """
+        unique: dict[str, MemoryEntry] = {}
+        for entry in entries:
+            unique.pop(entry.id, None)
+            unique[entry.id] = entry  # last one wins, in order
+        with self._lock:
+            self._sync()
+            moved = []
+            replaced = 0
+            for entry in unique.values():
+                old = self.index.location(entry.id)
+                if old is not None:
+                    replaced += 1
+                    if old.category != entry.category:
+                        moved.append(old)
+            self.files.write_many(unique.values())
+            for location in moved:
+                self.files.remove(location)
+            for entry in unique.values():
+                self.index.upsert(entry)
+            self._record(unique.values(), moved)
+        return replaced + len(entries) - len(unique)
+
+    def _read_current(self, entry_id: str) -> tuple[MemoryEntry, EntryLocation]:
+        validate_entry_id(entry_id)
+        location = self.index.location(entry_id)
+        if location is not None:
+            try:
+                return self.files.read(location), location
+            except FileNotFoundError:
+                self.index.remove(entry_id)
+        raise NotFoundError(
+            f"no memory with id {entry_id!r}; use an id from save_memory or search_memory results "
+            "(search_memory with a few words of the content finds it)"
+        )
+
+    def get(self, entry_id: str) -> MemoryEntry:
+        with self._lock:
+            self._sync()
+            return self._read_current(entry_id)[0]
+
+    def update(
+        self,
+        entry_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+        importance: float | None = None,
+    ) -> MemoryEntry:
+        """Change the given fields (None leaves a field as it is; category '' files it uncategorized)."""
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = self._check_content(content)
+        if category is not None:
+            changes["category"] = normalize_category(category)
+        if tags is not None:
+            changes["tags"] = normalize_tags(tags, self.settings.max_tags)
+        if metadata is not None:
+            changes["metadata"] = self._check_metadata(metadata)
+        if importance is not None:
+            changes["importance"] = self._check_importance(importance, 0.5)
+        if not changes:
+            raise InvalidInputError(
+                "nothing to update: pass at least one of content, category, tags, metadata, importance"
+            )
+        with self._lock:
+            self._sync()
+            current, location = self._read_current(entry_id)
+            updated = current.model_copy(update={**changes, "updated_at": self._clock()})
+            self.files.write(updated)
+            moved = location.category != updated.category
+            if moved:
+                self.files.remove(location)
+            self.index.upsert(updated)
+            self._record([updated], [location] if moved else [])
+        return updated
+
+    def delete(self, entry_id: str, permanent: bool = False, reason: str | None = None) -> DeleteResult:
+        """Archive (default: kept on disk, hidden from search) or permanently remove an entry."""
+        with self._lock:
+            self._sync()
+            current, location = self._read_current(entry_id)
+            if permanent:
+                self.files.remove(location)
+                self.index.remove(entry_id)
+                self._record(removed=[location])
+                return DeleteResult(id=entry_id, permanent=True, entry=None)
+            if current.archived:
+                return DeleteResult(id=entry_id, permanent=False, entry=current)
+            archived = current.model_copy(
+                update={"archived_at": self._clock(), "archive_reason": reason or "deleted with delete_memory"}
+            )
+            self.files.write(archived)
+            self.index.bm25.set_archived(entry_id, True)
+            self._record([archived])
+            return DeleteResult(id=entry_id, permanent=False, entry=archived)
+
+    def search(
+        self,
+        query: str | None = None,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        limit: int = 20,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        include_archived: bool = False,
+    ) -> SearchResults:
+        """Best BM25 matches for `query`; without a query, the newest entries. Filters narrow both."""
+        flt = SearchFilter(
+            category=normalize_category(category),
+            tags=tuple(normalize_tags(tags, self.settings.max_tags)),
+            created_after=as_utc(created_after) if created_after else None,
+            created_before=as_utc(created_before) if created_before else None,
+            include_archived=include_archived,
+        )
+        limit = self._check_limit(limit)
+        with self._lock:
+            self._sync()
+            hits = self.index.search(query, flt, limit)
+            results: list[ScoredEntry] = []
+            for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
+                entry = self._hydrate(self.index.bm25.keys[slot])
+                if entry is not None:
+                    results.append(ScoredEntry(entry=entry, score=None if score != score else round(score, 6)))
+            return SearchResults(results=results, total_matches=hits.total)
+
+    def _hydrate(self, entry_id: str) -> MemoryEntry | None:
+        location = self.index.location(entry_id)
+        if location is None:
+            return None
+        try:
+            return self.files.read(location)
+        except FileNotFoundError:
+            self.index.remove(entry_id)  # removed behind our back; the index catches up
+        except (CorruptEntryError, OSError) as exc:
+            self.files.warn_once(str(exc))
+            self.index.remove(entry_id)
+        return None
+
+    def categories(self) -> CategoryTree:
+        with self._lock:
+            self._sync()
+            direct, uncategorized = self.index.category_counts()
+        totals: dict[str, int] = defaultdict(int)
+        for category, count in direct.items():
+            parts = category.split("/")
+            for depth in range(1, len(parts) + 1):
+                totals["/".join(parts[:depth])] += count
+        return CategoryTree(
+            categories=[CategoryCount(category=c, entries=direct.get(c, 0), total=totals[c]) for c in sorted(totals)],
+            uncategorized=uncategorized,
+            total=uncategorized + sum(direct.values()),
+        )
+
+    def iter_entries(self) -> Iterator[MemoryEntry]:
+        """Every entry, archived included, oldest first (for export)."""
+        with self._lock:
+            self._sync()
+            slots = self.index.bm25.live_slots()
+            created = self.index.created.view[slots]
+            ids = [self.index.bm25.keys[s] for s in slots[created.argsort(kind="stable")]]
+        for entry_id in ids:
+            with self._lock:
+                entry = self._hydrate(entry_id)
+            if entry is not None:
+                yield entry
+
+    def stats(self) -> MemoryStats:
+        with self._lock:
+            self._sync()
+            bm25 = self.index.bm25
+            active = int((bm25.state.view == ACTIVE).sum())
+            return MemoryStats(
+                home=str(self.settings.home),
+                active=active,
+                archived=len(bm25) - active,
+                categories=len(self.index.category_counts()[0]),
+                journal_bytes=self.journal.end().offset,
+                snapshot_bytes=self._snapshot_path.stat().st_size if self._snapshot_path.exists() else 0,
+            )
+
+
+def _last_change(entry: MemoryEntry) -> datetime:
+    return entry.updated_at or entry.created_at

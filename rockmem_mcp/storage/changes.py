@@ -1,0 +1,162 @@
+"""The change journal: how one process learns what other processes on the same home wrote.
+
+Append-only JSON-lines files `changes-{generation}.jsonl`. Every write to a store appends one small
+record *after* the file it describes is in place; readers remember (generation, offset) and read only
+what is new — one stat per check when nothing changed.
+
+Rotation starts generation g+1 under an exclusive lock, so once g+1 exists nobody appends to g again
+and a reader can finish g and move on. Generations before g are deleted at rotation; a reader that
+fell that far behind is told there is a gap and reloads from an index snapshot. The journal is derived
+data: the entry files are always the truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:  # POSIX advisory locks; without them (Windows) appends and rotation are not coordinated.
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"changes-(\d{8})\.jsonl")
+
+
+@dataclass(frozen=True)
+class JournalPosition:
+    generation: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    records: list[dict[str, Any]]
+    position: JournalPosition
+    gap: bool  # True: records may have been missed; reload from a snapshot or rescan the files
+
+
+class ChangeJournal:
+    def __init__(self, directory: Path, writer_id: str | None = None) -> None:
+        self.directory = directory
+        self.writer_id = writer_id or secrets.token_hex(6)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._thread_lock = threading.Lock()
+        self._lock_fd = os.open(directory / "changes.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._generation = 0
+        with self._locked(exclusive=True):
+            if self._current_generation() == 0:
+                self._create(1)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._lock_fd)
+
+    def _path(self, generation: int) -> Path:
+        return self.directory / f"changes-{generation:08d}.jsonl"
+
+    def _create(self, generation: int) -> None:
+        os.close(os.open(self._path(generation), os.O_WRONLY | os.O_CREAT, 0o644))
+        self._generation = generation
+
+    def _current_generation(self) -> int:
+        """The newest generation on disk: probe forward from the last one seen (a listing only if lost)."""
+        generation = self._generation
+        if generation and self._path(generation).exists():
+            while self._path(generation + 1).exists():
+                generation += 1
+        else:
+            found = [int(m.group(1)) for n in os.listdir(self.directory) if (m := _NAME.fullmatch(n))]
+            generation = max(found, default=0)
+        self._generation = generation
+        return generation
+
+    @contextlib.contextmanager
+    def _locked(self, exclusive: bool) -> Iterator[None]:
+        with self._thread_lock:
+            if fcntl is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        data = "".join(json.dumps({"w": self.writer_id, **r}, separators=(",", ":")) + "\n" for r in records).encode()
+        with self._locked(exclusive=False):
+            generation = self._current_generation()
+            if generation == 0:  # the index folder was removed under us
+                self._create(1)
+                generation = 1
+            fd = os.open(self._path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    def end(self) -> JournalPosition:
+        generation = self._current_generation()
+        try:
+            return JournalPosition(generation, os.stat(self._path(generation)).st_size)
+        except FileNotFoundError:
+            return JournalPosition(generation, 0)
+
+    def read_since(self, position: JournalPosition) -> JournalRead:
+        """Records other writers appended after `position` (one stat when there are none)."""
+        generation, offset = position.generation, position.offset
+        records: list[dict[str, Any]] = []
+        while True:
+            path = self._path(generation)
+            sealed = self._path(generation + 1).exists()  # checked first: after that, g is complete
+            try:
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if size < offset:
+                        return JournalRead([], self.end(), gap=True)
+                    if size > offset:
+                        f.seek(offset)
+                        chunk = f.read(size - offset)
+                        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
+                        offset += len(complete)
+                        records.extend(self._parse(complete))
+            except FileNotFoundError:
+                return JournalRead([], self.end(), gap=True)
+            if not sealed:
+                return JournalRead(records, JournalPosition(generation, offset), gap=False)
+            generation, offset = generation + 1, 0
+
+    def _parse(self, data: bytes) -> Iterator[dict[str, Any]]:
+        for line in data.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                log.warning("skipping an unreadable line in the change journal in %s", self.directory)
+                continue
+            if isinstance(record, dict) and record.get("w") != self.writer_id:
+                yield record
+
+    def rotate(self) -> JournalPosition:
+        """Start a new generation and drop those before the previous one."""
+        with self._locked(exclusive=True):
+            current = self._current_generation()
+            self._create(current + 1)
+            for name in os.listdir(self.directory):
+                m = _NAME.fullmatch(name)
+                if m and int(m.group(1)) < current:
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.directory / name)
+            return JournalPosition(current + 1, 0)
