@@ -13,7 +13,11 @@ Layout, chosen so that a write touches only its own document:
 - word postings: an immutable CSR *base* (loaded from a snapshot) plus a growable *delta* per word for
   postings added since; dead slots are skipped at query time and dropped when a snapshot is written;
 - word pairs are not indexed globally (millions of distinct pairs would dwarf the word index); each
-  document keeps its sorted pair keys, and a query checks only the documents holding the rarer word.
+  document keeps its sorted pair keys and a 256-bit signature of them. A query checks the documents
+  holding the rarer word of a pair: the signature rules most out with one mask, and a binary search in
+  the pair keys of the rest gives the exact count;
+- pairs found in many documents ("and the") would make that check slow, so a snapshot lists them as
+  *hot* pairs with postings of their own, which later writes keep up to date.
 """
 
 from __future__ import annotations
@@ -33,7 +37,15 @@ B = 0.75
 PAIR_WEIGHT = 2.0
 
 DEAD, ACTIVE, ARCHIVED = 0, 1, 2
-_PAIR_SHIFT = np.int64(32)
+HOT_PAIR_DOCS = 256  # pairs in at least this many documents get their own postings at snapshot time
+SIGNATURE_WORDS = 4  # 256 bits per document: ~9% false positives at 24 pairs, 32 bytes a document
+_MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing spreads the structured pair keys over the signature bits
+
+
+def pair_bits(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(signature word, bit mask) for each pair key."""
+    h = (keys.astype(np.uint64) * np.uint64(_MIX)) >> np.uint64(56)
+    return (h >> np.uint64(6)).astype(np.intp), np.left_shift(np.uint64(1), h & np.uint64(63))
 
 
 def bm25_idf(n_docs: int, doc_freq: int) -> float:
@@ -62,12 +74,14 @@ class BM25Index:
         self.pair_len = Column(np.int32)
         self.pair_keys = Column(np.int64)
         self.pair_tf = Column(np.int32)
+        self.pair_signature = Column(np.uint64, width=SIGNATURE_WORDS)
         self.terms: list[str] = []
         self.vocab: dict[str, int] = {}
         self.base_offsets = np.zeros(1, dtype=np.int64)
         self.base_slots = np.zeros(0, dtype=np.int32)
         self.base_tf = np.zeros(0, dtype=np.int32)
         self.delta: dict[int, Column] = {}  # term id -> (slot, tf) rows
+        self.hot_pairs: dict[int, Column] = {}  # pair key -> (slot, tf) rows
         self._count = {ACTIVE: 0, ARCHIVED: 0}
         self._len_sum = {ACTIVE: 0, ARCHIVED: 0}
 
@@ -104,12 +118,21 @@ class BM25Index:
         pairs = Counter((a << 32) | b for a, b in itertools.pairwise(ids))
         self.pair_start.append(len(self.pair_keys))
         self.pair_len.append(len(pairs))
+        signature = np.zeros(SIGNATURE_WORDS, dtype=np.uint64)
         if pairs:
             keys = np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs))
             tfs = np.fromiter(pairs.values(), dtype=np.int32, count=len(pairs))
             order = np.argsort(keys)
             self.pair_keys.extend(keys[order])
             self.pair_tf.extend(tfs[order])
+            words, bits = pair_bits(keys)
+            np.bitwise_or.at(signature, words, bits)
+            if self.hot_pairs:
+                for key, tf in pairs.items():
+                    hot = self.hot_pairs.get(key)
+                    if hot is not None:
+                        hot.append((slot, tf))
+        self.pair_signature.append(signature)
         return slot
 
     def remove(self, key: str) -> bool:
@@ -156,6 +179,22 @@ class BM25Index:
             return rows[:, 0], rows[:, 1]
         return slots, tf
 
+    def _pair_postings(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Slots holding words a, b next to each other, with counts (dead slots included)."""
+        key = (a << 32) | b
+        hot = self.hot_pairs.get(key)
+        if hot is not None:
+            rows = hot.view
+            return rows[:, 0], rows[:, 1]
+        slots_a, _ = self._postings(a)
+        slots_b, _ = self._postings(b)
+        slots = slots_a if len(slots_a) <= len(slots_b) else slots_b
+        word, bit = pair_bits(np.array([key], dtype=np.int64))
+        slots = slots[(self.pair_signature.view[slots, word[0]] & bit[0]) != 0]
+        tf = self._pair_tf(slots, key)
+        has = tf > 0
+        return slots[has], tf[has]
+
     def _pair_tf(self, slots: np.ndarray, key: int) -> np.ndarray:
         """Occurrences of pair `key` in each of `slots`: a vectorised binary search per document."""
         start = self.pair_start.view[slots]
@@ -197,18 +236,22 @@ class BM25Index:
         doc_len = self.doc_len.view
         scores = np.zeros(len(state), dtype=np.float64)
 
+        # When every slot is searchable and nothing filters, skip masking each posting list.
+        everything = allowed is None and n_docs == len(state)
+
         def accumulate(slots: np.ndarray, tf: np.ndarray, doc_freq: int, weight: float) -> None:
-            keep = eligible[slots]
-            s = slots[keep]
-            norm = bm25_norm_tf(tf[keep].astype(np.float64), doc_len[s], avgdl, self.k1, self.b)
-            scores[s] += weight * bm25_idf(n_docs, doc_freq) * norm  # slots are unique per list
+            if not everything:
+                keep = eligible[slots]
+                slots, tf = slots[keep], tf[keep]
+            norm = bm25_norm_tf(tf.astype(np.float64), doc_len[slots], avgdl, self.k1, self.b)
+            scores[slots] += weight * bm25_idf(n_docs, doc_freq) * norm  # slots are unique per list
 
         for term in dict.fromkeys(tokens):
             tid = self.vocab.get(term)
             if tid is None:
                 continue
             slots, tf = self._postings(tid)
-            doc_freq = int(np.count_nonzero(counted[slots]))
+            doc_freq = len(slots) if everything else int(np.count_nonzero(counted[slots]))
             if doc_freq:
                 accumulate(slots, tf, doc_freq, 1.0)
 
@@ -216,15 +259,12 @@ class BM25Index:
             a, b = self.vocab.get(first), self.vocab.get(second)
             if a is None or b is None:
                 continue
-            slots_a, _ = self._postings(a)
-            slots_b, _ = self._postings(b)
-            slots = slots_a if len(slots_a) <= len(slots_b) else slots_b
-            slots = slots[counted[slots]]
-            tf = self._pair_tf(slots, (a << 32) | b)
-            has = tf > 0
-            doc_freq = int(np.count_nonzero(has))
-            if doc_freq:
-                accumulate(slots[has], tf[has], doc_freq, PAIR_WEIGHT)
+            slots, tf = self._pair_postings(a, b)
+            if not everything:
+                keep = counted[slots]
+                slots, tf = slots[keep], tf[keep]
+            if len(slots):
+                accumulate(slots, tf, len(slots), PAIR_WEIGHT)
 
         matched = np.flatnonzero(scores > 0)
         total = len(matched)
@@ -259,13 +299,23 @@ class BM25Index:
         # Stable: within a term, base postings precede delta ones and both are in slot order already.
         order = np.argsort(all_terms, kind="stable")
         counts = np.bincount(all_terms, minlength=len(self.terms))
+        pair_keys = self.pair_keys.view[pair_idx]
+        pair_tf = self.pair_tf.view[pair_idx]
+        pair_owner = np.repeat(np.arange(len(live), dtype=np.int32), pair_len)
+        unique, pair_docs = np.unique(pair_keys, return_counts=True)
+        hot = np.isin(pair_keys, unique[pair_docs >= HOT_PAIR_DOCS])
+        hot_order = np.argsort(pair_keys[hot], kind="stable")  # by key; slots stay ascending within a key
         return {
+            "hot_keys": pair_keys[hot][hot_order],
+            "hot_slots": pair_owner[hot][hot_order],
+            "hot_tf": pair_tf[hot][hot_order],
             "doc_len": self.doc_len.view[live],
             "state": self.state.view[live],
             "pair_start": (np.cumsum(pair_len) - pair_len).astype(np.int64),
             "pair_len": pair_len,
-            "pair_keys": self.pair_keys.view[pair_idx],
-            "pair_tf": self.pair_tf.view[pair_idx],
+            "pair_keys": pair_keys,
+            "pair_tf": pair_tf,
+            "pair_signature": self.pair_signature.view[live],
             "term_offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
             "term_slots": all_slots[order].astype(np.int32),
             "term_tf": all_tf[order].astype(np.int32),
@@ -282,11 +332,18 @@ class BM25Index:
         index.pair_len = Column(np.int32, data=arrays["pair_len"])
         index.pair_keys = Column(np.int64, data=arrays["pair_keys"])
         index.pair_tf = Column(np.int32, data=arrays["pair_tf"])
+        index.pair_signature = Column(np.uint64, data=arrays["pair_signature"])
         index.terms = terms
         index.vocab = {t: i for i, t in enumerate(terms)}
         index.base_offsets = arrays["term_offsets"]
         index.base_slots = arrays["term_slots"]
         index.base_tf = arrays["term_tf"]
+        hot_keys = arrays["hot_keys"]
+        if len(hot_keys):
+            starts = np.flatnonzero(np.concatenate(([True], hot_keys[1:] != hot_keys[:-1])))
+            rows = np.stack((arrays["hot_slots"], arrays["hot_tf"]), axis=1).astype(np.int32)
+            for lo, hi in zip(starts, [*starts[1:], len(hot_keys)], strict=True):
+                index.hot_pairs[int(hot_keys[lo])] = Column(np.int32, data=rows[lo:hi])
         if len(index.base_offsets) != len(terms) + 1 or len(index.doc_len) != len(keys):
             raise ValueError("snapshot arrays do not match their vocabulary or documents")
         state, lengths = index.state.view, index.doc_len.view

@@ -6,7 +6,6 @@ fresh); per document it keeps the id, category, tags and creation time.
 
 from __future__ import annotations
 
-import io
 import logging
 import zipfile
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from rockmem_mcp.storage.memory_files import EntryLocation
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 3
 _NO_CATEGORY = -1
 
 
@@ -180,9 +179,7 @@ class MemoryIndex:
                 [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
             ),
         )
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        atomic_write(path, buffer.getvalue(), durable=False)
+        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
 
     @classmethod
     def load(cls, path: Path) -> tuple[MemoryIndex, JournalPosition] | None:

@@ -168,12 +168,18 @@ class MemoryService:
             self._apply(self.index, record)
         self._position = read.position
 
-    def _record(self, entries: Iterable[MemoryEntry] = (), removed: Iterable[EntryLocation] = ()) -> None:
+    def _record(
+        self, entries: Iterable[MemoryEntry] = (), removed: Iterable[EntryLocation] = (), bulk: bool = False
+    ) -> None:
+        """Journal the change for other processes; now and then refresh the snapshot in the background.
+
+        Bulk writes (import) leave the snapshot to close(): one at the end beats one per batch.
+        """
         records = [{"s": STORE, "op": "put", "id": e.id, "c": e.category} for e in entries]
         records += [{"s": STORE, "op": "del", "id": loc.entry_id, "c": loc.category} for loc in removed]
         self.journal.append(records)
         self._changes_since_snapshot += len(records)
-        if self._changes_since_snapshot >= self.settings.snapshot_every_changes:
+        if not bulk and self._changes_since_snapshot >= self.settings.snapshot_every_changes:
             self._snapshot_in_background()
 
     # ------------------------------------------------------------------ snapshots
@@ -308,7 +314,7 @@ class MemoryService:
                 self.files.remove(location)
             for entry in unique.values():
                 self.index.upsert(entry)
-            self._record(unique.values(), moved)
+            self._record(unique.values(), moved, bulk=True)
         return replaced + len(entries) - len(unique)
 
     def _read_current(self, entry_id: str) -> tuple[MemoryEntry, EntryLocation]:

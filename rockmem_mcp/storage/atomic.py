@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 TEMP_SUFFIX = ".tmp"
 
@@ -27,28 +28,31 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(path: Path, data: bytes, durable: bool) -> Path:
+Content = bytes | Callable[[BinaryIO], object]  # the bytes, or a function that writes them to a file
+
+
+def _write_temp(path: Path, content: Content, durable: bool) -> Path:
     tmp = temp_path_for(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
+        with open(tmp, "xb") as f:
+            if isinstance(content, bytes):
+                f.write(content)
+            else:
+                content(f)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
     except BaseException:
-        os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    os.close(fd)
     return tmp
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data` atomically; durable=False skips fsync (for derived data only)."""
+def atomic_write(path: Path, content: Content, *, durable: bool = True) -> None:
+    """Replace `path` atomically; durable=False skips the fsyncs (for derived data only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(path, data, durable)
+    tmp = _write_temp(path, content, durable)
     try:
         os.replace(tmp, path)
     except BaseException:

@@ -1,0 +1,1 @@
+"""Benchmarks: seeded corpora, speed and scale harnesses. See BENCHMARKS.md."""
