@@ -1,0 +1,173 @@
+"""The MCP tool surface as clients see it, pinned.
+
+Agents are prompted with these names, parameters and hints; renaming a tool or a parameter, changing a
+default or a hint must be a deliberate act that updates this file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import Tool
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.server.app import build_server
+
+REQUIRED = object()  # marks a parameter without a default
+
+# tool -> {parameter: default (or REQUIRED)}
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "save_memory": dict(content=REQUIRED, category=None, tags=None, metadata=None, importance=None),
+    "search_memory": dict(
+        query=None,
+        category=None,
+        tags=None,
+        limit=20,
+        created_after=None,
+        created_before=None,
+        include_archived=False,
+    ),
+    "get_memory": dict(id=REQUIRED),
+    "update_memory": dict(id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None),
+    "delete_memory": dict(id=REQUIRED, permanent=False, reason=None),
+    "list_memory_categories": {},
+}
+
+# tool -> {parameter: JSON type ('a|b' for a union)}
+PARAMETER_TYPES: dict[str, dict[str, str]] = {
+    "save_memory": {
+        "content": "string",
+        "category": "string|null",
+        "tags": "array|null",
+        "metadata": "object|null",
+        "importance": "number|null",
+    },
+    "search_memory": {
+        "query": "string|null",
+        "category": "string|null",
+        "tags": "array|null",
+        "limit": "integer",
+        "created_after": "string|null",
+        "created_before": "string|null",
+        "include_archived": "boolean",
+    },
+    "get_memory": {"id": "string"},
+    "update_memory": {
+        "id": "string",
+        "content": "string|null",
+        "category": "string|null",
+        "tags": "array|null",
+        "metadata": "object|null",
+        "importance": "number|null",
+    },
+    "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null"},
+    "list_memory_categories": {},
+}
+
+# tool -> the annotation hints that are set (every other hint is unset)
+ANNOTATIONS: dict[str, dict[str, bool]] = {
+    "save_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
+    "search_memory": {"read_only_hint": True},
+    "get_memory": {"read_only_hint": True},
+    "update_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
+    "delete_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
+    "list_memory_categories": {"read_only_hint": True},
+}
+
+# Numeric bounds agents rely on.
+BOUNDS = {
+    ("search_memory", "limit"): {"minimum": 1, "maximum": 200},
+    ("save_memory", "importance"): {"minimum": 0, "maximum": 1},
+    ("update_memory", "importance"): {"minimum": 0, "maximum": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tool]:
+    settings = Settings.load({"home": tmp_path_factory.mktemp("contract-home")}, env={})
+
+    async def list_tools() -> list[Tool]:
+        async with Client(build_server(settings)) as client:
+            return (await client.list_tools()).tools
+
+    return {tool.name: tool for tool in anyio.run(list_tools)}
+
+
+def _json_type(schema: dict[str, Any]) -> str:
+    if "anyOf" in schema:
+        return "|".join(_json_type(option) for option in schema["anyOf"])
+    return schema["type"]
+
+
+def test_the_tool_names_are_exactly_these(tools: dict[str, Tool]) -> None:
+    assert sorted(tools) == sorted(PARAMETERS)
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_parameter_names_required_set_and_defaults(tools: dict[str, Tool], name: str) -> None:
+    schema = tools[name].input_schema
+    properties = schema.get("properties", {})
+    expected = PARAMETERS[name]
+
+    assert set(properties) == set(expected), "parameters were added, removed or renamed"
+    assert set(schema.get("required", [])) == {p for p, default in expected.items() if default is REQUIRED}
+    for param, default in expected.items():
+        if default is REQUIRED:
+            assert "default" not in properties[param], param
+        else:
+            assert "default" in properties[param], f"{param} lost its default"
+            assert properties[param]["default"] == default, param
+    assert "ctx" not in properties  # the MCP context is injected, never a parameter
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETER_TYPES))
+def test_parameter_types(tools: dict[str, Tool], name: str) -> None:
+    properties = tools[name].input_schema.get("properties", {})
+    assert {param: _json_type(spec) for param, spec in properties.items()} == PARAMETER_TYPES[name]
+
+
+@pytest.mark.parametrize(("name", "param"), sorted(BOUNDS))
+def test_numeric_bounds(tools: dict[str, Tool], name: str, param: str) -> None:
+    spec = tools[name].input_schema["properties"][param]
+    options = spec.get("anyOf", [spec])
+    numeric = next(option for option in options if option["type"] in ("integer", "number"))
+    assert {k: numeric.get(k) for k in ("minimum", "maximum")} == BOUNDS[(name, param)]
+
+
+@pytest.mark.parametrize("name", sorted(ANNOTATIONS))
+def test_annotations(tools: dict[str, Tool], name: str) -> None:
+    annotations = tools[name].annotations
+    assert annotations is not None
+    assert annotations.model_dump(exclude_none=True) == ANNOTATIONS[name]
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_every_tool_has_a_description_and_an_output_schema(tools: dict[str, Tool], name: str) -> None:
+    tool = tools[name]
+    assert tool.description and tool.description.strip()
+    assert tool.output_schema, f"{name} has no output schema (structured content)"
+    assert tool.output_schema.get("type") == "object"
+    assert tool.output_schema.get("properties")
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETERS))
+def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None:
+    for param, spec in tools[name].input_schema.get("properties", {}).items():
+        assert spec.get("description", "").strip(), f"{name}.{param} has no description"
+
+
+@pytest.mark.parametrize(
+    ("names", "fields"),
+    [
+        (("save_memory", "get_memory", "update_memory"), {"id", "content", "category", "tags", "created_at"}),
+        (("search_memory",), {"results", "total_matches"}),
+        (("delete_memory",), {"id", "permanent", "entry"}),
+        (("list_memory_categories",), {"categories", "uncategorized", "total"}),
+    ],
+)
+def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:
+    for name in names:
+        assert fields <= set(tools[name].output_schema["properties"]), name

@@ -1,0 +1,87 @@
+"""The real server process over streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Poll a TCP connect until the server accepts, it dies, or the timeout passes."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"server did not listen on {HOST}:{port} within {STARTUP_TIMEOUT}s:\n{log.read_text()}")
+
+
+@pytest.fixture
+def http_server(home: Path, tmp_path: Path) -> Iterator[str]:
+    """`rockmem-mcp serve --transport streamable-http` on a free loopback port; yields the /mcp URL."""
+    port = free_port()
+    log = tmp_path / "http-server.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
+    command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve"]
+    command += ["--transport", "streamable-http", "--host", HOST, "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        wait_until_listening(process, port, log)
+        yield f"http://{HOST}:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    assert "Traceback" not in log.read_text()
+
+
+def ids(found: dict[str, Any]) -> list[str]:
+    return [hit["entry"]["id"] for hit in found["results"]]
+
+
+async def test_save_and_search_over_http(http_server, call, call_error) -> None:
+    async with Client(http_server) as client:
+        tools = (await client.list_tools()).tools
+        assert len(tools) == 6
+        saved = await call(client, "save_memory", content="HTTP clients can remember too", category="transport/http")
+        found = await call(client, "search_memory", query="remember http")
+        assert ids(found) == [saved["id"]]
+        assert found["results"][0]["score"] > 0
+        assert "invalid category" in await call_error(client, "save_memory", content="x", category="../x")
+
+    async with Client(http_server) as again:  # a second connection sees the same memory
+        assert await call(again, "get_memory", id=saved["id"]) == saved
+
+
+async def test_http_and_stdio_processes_share_one_home(http_server, stdio_server, home, call) -> None:
+    async with Client(http_server) as over_http, stdio_server(home) as over_stdio:
+        saved = await call(over_stdio, "save_memory", content="Written over stdio, read over HTTP")
+        assert ids(await call(over_http, "search_memory", query="written stdio")) == [saved["id"]]

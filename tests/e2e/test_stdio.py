@@ -1,0 +1,169 @@
+"""The real server process over stdio: tool list, persistence across restarts, two processes on one home."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {"save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"}
+
+
+def ids(found: dict[str, Any]) -> list[str]:
+    return [hit["entry"]["id"] for hit in found["results"]]
+
+
+async def test_tools_list_returns_exactly_the_six_tools(stdio_server, home) -> None:
+    async with stdio_server(home) as client:
+        tools = (await client.list_tools()).tools
+        assert sorted(t.name for t in tools) == sorted(TOOLS)
+        assert client.server_info is not None
+        assert client.server_info.name == "rockmem"
+
+
+async def test_memory_survives_a_restart(stdio_server, home, call) -> None:
+    async with stdio_server(home) as first:
+        saved = await call(first, "save_memory", content="The deploy key lives in the vault", category="ops/secrets")
+        kept = await call(first, "save_memory", content="Archived fact about the old vault")
+        await call(first, "delete_memory", id=kept["id"])
+
+    async with stdio_server(home) as second:
+        found = await call(second, "search_memory", query="deploy vault")
+        assert ids(found) == [saved["id"]]
+        assert await call(second, "get_memory", id=saved["id"]) == saved
+        archived = await call(second, "search_memory", query="vault", include_archived=True)
+        assert sorted(ids(archived)) == sorted([saved["id"], kept["id"]])
+        tree = await call(second, "list_memory_categories")
+        assert tree["total"] == 1
+
+
+async def test_restart_without_the_index_rebuilds_it(stdio_server, home, call) -> None:
+    async with stdio_server(home) as first:
+        saved = await call(first, "save_memory", content="Rebuild me from the files")
+    for path in (home / "index").iterdir():
+        path.unlink()
+    async with stdio_server(home) as second:
+        assert ids(await call(second, "search_memory", query="rebuild")) == [saved["id"]]
+
+
+async def test_two_processes_on_one_home_see_each_others_writes(stdio_server, home, call, call_error) -> None:
+    async with stdio_server(home) as a, stdio_server(home) as b:
+        # A save through A is found by B's next call, without restarting B.
+        saved = await call(a, "save_memory", content="The team prefers squash merges", category="team/git")
+        assert ids(await call(b, "search_memory", query="squash merges")) == [saved["id"]]
+        assert (await call(b, "list_memory_categories"))["total"] == 1
+
+        # An update through B (new words, new category) is seen by A.
+        await call(b, "update_memory", id=saved["id"], content="The team prefers rebase merges", category="team/vcs")
+        assert (await call(a, "search_memory", query="squash"))["total_matches"] == 0
+        found = await call(a, "search_memory", query="rebase", category="team/vcs")
+        assert ids(found) == [saved["id"]]
+        assert found["results"][0]["entry"]["content"] == "The team prefers rebase merges"
+        assert (await call(a, "search_memory", category="team/git"))["total_matches"] == 0
+
+        # An archive through B is seen by A.
+        await call(b, "delete_memory", id=saved["id"], reason="outdated")
+        assert (await call(a, "search_memory", query="rebase"))["total_matches"] == 0
+        assert ids(await call(a, "search_memory", query="rebase", include_archived=True)) == [saved["id"]]
+        assert (await call(a, "get_memory", id=saved["id"]))["archive_reason"] == "outdated"
+
+        # A permanent delete through B is seen by A.
+        await call(b, "delete_memory", id=saved["id"], permanent=True)
+        assert (await call(a, "search_memory", query="rebase", include_archived=True))["total_matches"] == 0
+        assert "no memory with id" in await call_error(a, "get_memory", id=saved["id"])
+
+        # Both write concurrently; each sees everything.
+        async def save(client: Any, content: str) -> None:
+            await call(client, "save_memory", content=content)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(save, a, f"Parallel fact alpha {n}")
+                tg.start_soon(save, b, f"Parallel fact beta {n}")
+        for client in (a, b):
+            assert (await call(client, "search_memory", query="parallel fact"))["total_matches"] == 10
+
+
+async def test_invalid_calls_over_stdio_return_errors_and_the_process_keeps_serving(
+    stdio_server, home, call, call_error
+) -> None:
+    async with stdio_server(home) as client:
+        assert "no memory with id" in await call_error(client, "get_memory", id="0123456789ab")
+        assert "invalid category" in await call_error(client, "save_memory", content="x", category="../x")
+        assert "limit" in await call_error(client, "search_memory", limit=0)
+        assert "tags" in await call_error(client, "save_memory", content="x", tags="5")
+        saved = await call(client, "save_memory", content="Still serving after bad calls")
+        assert ids(await call(client, "search_memory", query="serving")) == [saved["id"]]
+    assert "Traceback" not in stdio_server.logs[0].read_text()
+
+
+async def _raw_session(home: Path, messages: list[dict[str, Any]]) -> tuple[list[bytes], str]:
+    """Speak JSON-RPC to the server by hand; returns every stdout line and the stderr text."""
+    command = [sys.executable, "-m", "rockmem_mcp", "-vv", "--home", str(home)]
+    err = bytearray()
+
+    async def drain_stderr(stream: Any) -> None:  # read concurrently so a full pipe never blocks the server
+        async for chunk in stream:
+            err.extend(chunk)
+
+    async with await anyio.open_process(command) as process, anyio.create_task_group() as tg:
+        assert process.stdin and process.stdout and process.stderr
+        tg.start_soon(drain_stderr, process.stderr)
+        stdout = BufferedByteReceiveStream(process.stdout)
+        lines: list[bytes] = []
+        with anyio.fail_after(30):
+            for message in messages:
+                await process.stdin.send(json.dumps(message).encode() + b"\n")
+                if "id" in message:  # a request: wait for its response
+                    while True:
+                        line = await stdout.receive_until(b"\n", 10_000_000)
+                        lines.append(line)
+                        if json.loads(line).get("id") == message["id"]:
+                            break
+            await process.stdin.aclose()  # EOF: the server shuts down
+            rest = bytearray()
+            async for chunk in stdout:
+                rest.extend(chunk)
+            lines += bytes(rest).splitlines()
+            assert await process.wait() == 0
+    return lines, err.decode()
+
+
+async def test_stdout_carries_only_protocol_messages(home) -> None:
+    def request(n: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+
+    lines, stderr = await _raw_session(
+        home,
+        [
+            request(
+                1,
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+            ),
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            request(2, "tools/list", {}),
+            request(3, "tools/call", {"name": "save_memory", "arguments": {"content": "Logged but not printed"}}),
+            request(4, "tools/call", {"name": "search_memory", "arguments": {"query": "logged"}}),
+            request(5, "tools/call", {"name": "get_memory", "arguments": {"id": "0123456789ab"}}),
+        ],
+    )
+
+    messages = [json.loads(line) for line in lines]  # every stdout line is JSON ...
+    assert all(m.get("jsonrpc") == "2.0" for m in messages)  # ... and JSON-RPC
+    by_id = {m["id"]: m for m in messages if "id" in m}
+    assert set(by_id) == {1, 2, 3, 4, 5}
+    assert len(by_id[2]["result"]["tools"]) == 6
+    assert by_id[3]["result"]["isError"] is False
+    assert by_id[4]["result"]["structuredContent"]["total_matches"] == 1
+    assert by_id[5]["result"]["isError"] is True
+    # Logging (debug level here) went to stderr.
+    assert "rockmem_mcp" in stderr
+    assert "Traceback" not in stderr

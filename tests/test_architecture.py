@@ -1,0 +1,120 @@
+"""Layering rules, checked on the source: the core knows nothing of MCP, and stdout belongs to the protocol."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import rockmem_mcp
+
+PACKAGE_DIR = Path(rockmem_mcp.__file__).parent
+PACKAGE = "rockmem_mcp"
+MCP_PACKAGES = ("mcp", "mcp_types")  # the SDK and its protocol types
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. rockmem_mcp.services.memory
+    path: Path
+    tree: ast.Module
+
+    @property
+    def relpath(self) -> str:
+        return self.path.relative_to(PACKAGE_DIR.parent).as_posix()
+
+    def imports(self) -> set[str]:
+        """Every module this one imports, anywhere in the file (function-local imports too), made absolute."""
+        found: set[str] = set()
+        is_package = self.path.name == "__init__.py"
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = self.name.split(".")
+                    anchor = parts if is_package else parts[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        return found
+
+    def calls_print(self) -> list[int]:
+        return [
+            node.lineno
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+        ]
+
+    def uses_stdout(self) -> list[int]:
+        return [
+            node.lineno
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("stdout", "__stdout__")
+        ]
+
+
+def _load_modules() -> list[Module]:
+    modules = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules.append(Module(".".join(parts), path, ast.parse(path.read_text(encoding="utf-8"), str(path))))
+    return modules
+
+
+MODULES = _load_modules()
+
+
+def _in(module: Module, *prefixes: str) -> bool:
+    return any(module.name == p or module.name.startswith(p + ".") for p in prefixes)
+
+
+def _imports_any(module: Module, *targets: str) -> set[str]:
+    return {name for name in module.imports() if any(name == t or name.startswith(t + ".") for t in targets)}
+
+
+def test_the_package_was_found() -> None:
+    names = {m.name for m in MODULES}
+    assert {"rockmem_mcp.cli", "rockmem_mcp.server.app", "rockmem_mcp.services.memory", "rockmem_mcp.models"} <= names
+
+
+def test_the_checker_resolves_imports() -> None:
+    server_app = next(m for m in MODULES if m.name == "rockmem_mcp.server.app")
+    assert _imports_any(server_app, "mcp")
+    assert "rockmem_mcp.services.memory" in server_app.imports()
+
+
+MCP_ALLOWED = (f"{PACKAGE}.server", f"{PACKAGE}.cli")
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if not _in(m, *MCP_ALLOWED)], ids=lambda m: m.relpath)
+def test_only_the_server_and_cli_import_mcp(module: Module) -> None:
+    assert _imports_any(module, *MCP_PACKAGES) == set(), f"{module.relpath} imports the MCP SDK; the core is MCP-free"
+
+
+CORE = [f"{PACKAGE}.{name}" for name in ("services", "search", "storage", "models", "config", "errors")]
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _in(m, *CORE)], ids=lambda m: m.relpath)
+def test_the_core_never_imports_the_server_or_cli(module: Module) -> None:
+    assert _imports_any(module, f"{PACKAGE}.server", f"{PACKAGE}.cli") == set()
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in MODULES if _in(m, f"{PACKAGE}.search", f"{PACKAGE}.storage")], ids=lambda m: m.relpath
+)
+def test_search_and_storage_never_import_services(module: Module) -> None:
+    assert _imports_any(module, f"{PACKAGE}.services") == set()
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m.name != f"{PACKAGE}.cli"], ids=lambda m: m.relpath)
+def test_only_the_cli_prints(module: Module) -> None:
+    """Over stdio, stdout is the protocol channel: a stray print corrupts it."""
+    assert module.calls_print() == [], f"{module.relpath} calls print() at lines {module.calls_print()}"
+    assert module.uses_stdout() == [], f"{module.relpath} touches sys.stdout at lines {module.uses_stdout()}"

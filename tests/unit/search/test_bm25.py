@@ -1,0 +1,303 @@
+"""BM25Index: scores against hand-derived values, the write operations, and snapshot arrays."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from rockmem_mcp.search import bm25
+from rockmem_mcp.search.bm25 import B, K1, PAIR_WEIGHT, BM25Index
+
+# The hand-computed corpus. N = 3, total length 9, avgdl = 3.
+DOCS = {
+    "d0": ["red", "apple", "pie"],  # dl 3; "red apple" adjacent
+    "d1": ["green", "apple"],  # dl 2; no "red"
+    "d2": ["red", "car", "fast", "apple"],  # dl 4; "red" and "apple" present but not adjacent
+}
+
+# idf(n) = ln((N - n + 0.5) / (n + 0.5) + 1) with N = 3:
+IDF_RED = math.log(1.6)  # n=2: ln(1.5/2.5 + 1) = ln 1.6 = 0.470003629...
+IDF_APPLE = math.log(8 / 7)  # n=3: ln(0.5/3.5 + 1) = ln(8/7) = 0.133531392...
+IDF_PAIR = math.log(8 / 3)  # "red apple" adjacent in d0 only, n=1: ln(2.5/1.5 + 1) = ln(8/3) = 0.980829253...
+# norm(f=1, dl) = 2.5 / (1 + 1.5 (0.25 + 0.75 dl/3)):
+NORM_DL3 = 1.0  # 2.5 / (1 + 1.5 * 1.0)  = 2.5/2.5
+NORM_DL2 = 20 / 17  # 2.5 / (1 + 1.5 * 0.75) = 2.5/2.125 = 1.176470588...
+NORM_DL4 = 20 / 23  # 2.5 / (1 + 1.5 * 1.25) = 2.5/2.875 = 0.869565217...
+# Query "red apple":
+#   d0 = IDF_RED*1 + IDF_APPLE*1 + 2*IDF_PAIR*1          = 0.470004 + 0.133531 + 1.961659 = 2.565194
+#   d2 = (IDF_RED + IDF_APPLE) * 20/23 (no pair bonus)  = 0.603535 * 0.869565           = 0.524813
+#   d1 = IDF_APPLE * 20/17                               = 0.133531 * 1.176471           = 0.157096
+EXPECTED_RED_APPLE = {"d0": 2.565193527893711, "d2": 0.5248130624958768, "d1": 0.15709575602885006}
+
+
+def build(docs: dict[str, Sequence[str]], archived: Sequence[str] = ()) -> BM25Index:
+    index = BM25Index()
+    for key, tokens in docs.items():
+        index.add(key, tokens, archived=key in archived)
+    return index
+
+
+def ranked(index: BM25Index, tokens: Sequence[str], **kwargs) -> list[tuple[str, float]]:
+    hits = index.search(tokens, **kwargs)
+    return [(index.keys[s], float(score)) for s, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True)]
+
+
+def reference_scores(docs: dict[str, Sequence[str]], query: Sequence[str]) -> dict[str, float]:
+    """The docstring's formula, directly (used where hand numbers would only repeat the arithmetic above)."""
+    n_docs = len(docs)
+    avgdl = sum(map(len, docs.values())) / n_docs
+
+    def idf(n: int) -> float:
+        return math.log((n_docs - n + 0.5) / (n + 0.5) + 1)
+
+    def norm(f: int, dl: int) -> float:
+        return f * (K1 + 1) / (f + K1 * (1 - B + B * dl / avgdl))
+
+    scores = dict.fromkeys(docs, 0.0)
+    for word in dict.fromkeys(query):
+        tf = {k: d.count(word) for k, d in docs.items()}
+        n = sum(1 for f in tf.values() if f)
+        for k, f in tf.items():
+            if f:
+                scores[k] += idf(n) * norm(f, len(docs[k]))
+    for pair in dict.fromkeys(zip(query, query[1:], strict=False)):
+        tf = {k: list(zip(d, d[1:], strict=False)).count(pair) for k, d in docs.items()}
+        n = sum(1 for f in tf.values() if f)
+        for k, f in tf.items():
+            if f:
+                scores[k] += PAIR_WEIGHT * idf(n) * norm(f, len(docs[k]))
+    return {k: s for k, s in scores.items() if s > 0}
+
+
+# ---------------------------------------------------------------------- hand-computed scores
+def test_constants_are_rockbots() -> None:
+    assert (K1, B, PAIR_WEIGHT) == (1.5, 0.75, 2.0)
+
+
+def test_hand_computed_scores_with_and_without_pair_bonus() -> None:
+    result = ranked(build(DOCS), ["red", "apple"])
+    assert [k for k, _ in result] == ["d0", "d2", "d1"]
+    for key, score in result:
+        assert score == pytest.approx(EXPECTED_RED_APPLE[key], rel=1e-12)
+    # The literals agree with the derivation written out above.
+    assert EXPECTED_RED_APPLE["d0"] == pytest.approx(IDF_RED * NORM_DL3 + IDF_APPLE * NORM_DL3 + 2 * IDF_PAIR * NORM_DL3)
+    assert EXPECTED_RED_APPLE["d2"] == pytest.approx((IDF_RED + IDF_APPLE) * NORM_DL4)
+    assert EXPECTED_RED_APPLE["d1"] == pytest.approx(IDF_APPLE * NORM_DL2)
+
+
+def test_pair_bonus_needs_the_query_order() -> None:
+    # "apple red" never occurs in that order, so d0 gets only the word scores: 0.470004 + 0.133531.
+    scores = dict(ranked(build(DOCS), ["apple", "red"]))
+    assert scores["d0"] == pytest.approx(0.6035350218702582, rel=1e-12)
+    assert scores["d2"] == pytest.approx(EXPECTED_RED_APPLE["d2"], rel=1e-12)
+
+
+def test_single_word_query_hand_computed() -> None:
+    # "green": n=1 -> idf ln(8/3); only d1 (dl 2) has it -> ln(8/3) * 20/17 = 1.153917...
+    assert ranked(build(DOCS), ["green"]) == [("d1", pytest.approx(1.1539167682490897, rel=1e-12))]
+
+
+def test_pair_term_frequency_counts_every_adjacent_occurrence() -> None:
+    docs = {"a": ["new", "york", "new", "york"], "b": ["new", "york", "city", "lights"], "c": ["old", "town", "road", "map"]}
+    got = dict(ranked(build(docs), ["new", "york"]))
+    assert got == pytest.approx(reference_scores(docs, ["new", "york"]), rel=1e-12)
+    assert got["a"] > got["b"]
+
+
+# ---------------------------------------------------------------------- result set semantics
+def test_documents_without_query_words_are_not_returned() -> None:
+    hits = build(DOCS).search(["green"])
+    assert hits.total == 1
+    assert [build(DOCS).keys[s] for s in hits.slots] == ["d1"]
+    assert build(DOCS).search(["unknown"]).total == 0
+
+
+def test_repeated_and_unknown_query_words_count_once() -> None:
+    index = build(DOCS)
+    assert ranked(index, ["red", "red", "red"]) == ranked(index, ["red"])
+    # "zzz" is in no document: it scores nothing and breaks the "red apple" pair apart.
+    assert ranked(index, ["red", "zzz", "apple"]) == ranked(index, ["apple", "red"])
+    assert ranked(index, ["red", "zzz"]) == ranked(index, ["red"])
+
+
+def test_empty_index_and_empty_query() -> None:
+    assert BM25Index().search(["anything"]).total == 0
+    hits = build(DOCS).search([])
+    assert (hits.total, len(hits.slots)) == (0, 0)
+
+
+def test_limit_keeps_the_best_and_total_counts_all_matches() -> None:
+    index = BM25Index()
+    for i in range(12):
+        index.add(f"k{i}", ["word"] * (i % 4 + 1) + ["pad"] * 3)
+    full = ranked(index, ["word"], limit=100)
+    top = ranked(index, ["word"], limit=5)
+    hits = index.search(["word"], limit=5)
+    assert hits.total == 12 and len(hits.slots) == 5
+    assert [s for _, s in top] == [s for _, s in full[:5]]
+    assert all(a >= b for (_, a), (_, b) in zip(full, full[1:], strict=False))
+
+
+def test_ties_are_ordered_newest_slot_first() -> None:
+    index = BM25Index()
+    for i in range(6):
+        index.add(f"k{i}", ["same", "words"])
+    assert [k for k, _ in ranked(index, ["same"], limit=10)] == [f"k{i}" for i in reversed(range(6))]
+
+
+def test_limit_cut_respects_the_tie_order() -> None:
+    """With tied scores, limit=k must return the first k of the full ranking (newest first)."""
+    index = BM25Index()
+    for i in range(10):
+        index.add(f"k{i}", ["same", "words"])
+    full = [k for k, _ in ranked(index, ["same"], limit=10)]
+    assert [k for k, _ in ranked(index, ["same"], limit=3)] == full[:3]
+
+
+# ---------------------------------------------------------------------- writes
+def test_remove_drops_the_document_and_updates_statistics() -> None:
+    index = build(DOCS)
+    assert index.remove("d1") is True
+    assert index.remove("d1") is False
+    assert "d1" not in index and len(index) == 2
+    remaining = {k: v for k, v in DOCS.items() if k != "d1"}  # N=2, avgdl=3.5, df(apple)=2
+    got = dict(ranked(index, ["red", "apple"]))
+    assert set(got) == {"d0", "d2"}
+    assert got == pytest.approx(reference_scores(remaining, ["red", "apple"]), rel=1e-12)
+    assert got["d0"] != pytest.approx(EXPECTED_RED_APPLE["d0"])  # statistics really changed
+
+
+def test_re_adding_a_key_replaces_the_document() -> None:
+    index = build(DOCS)
+    index.add("d1", ["blue", "sky"])
+    assert len(index) == 3
+    assert "d1" not in dict(ranked(index, ["green"]))
+    assert [k for k, _ in ranked(index, ["blue"])] == ["d1"]
+    new_docs = {**DOCS, "d1": ["blue", "sky"]}
+    assert dict(ranked(index, ["red", "apple"])) == pytest.approx(reference_scores(new_docs, ["red", "apple"]))
+
+
+def test_archived_documents_leave_default_search_and_statistics() -> None:
+    index = build(DOCS)
+    index.set_archived("d1", True)
+    active = {k: v for k, v in DOCS.items() if k != "d1"}
+    got = dict(ranked(index, ["red", "apple"]))
+    assert got == pytest.approx(reference_scores(active, ["red", "apple"]), rel=1e-12)
+    assert ranked(index, ["green"]) == []
+    # include_archived: the full corpus and its statistics.
+    with_archived = dict(ranked(index, ["red", "apple"], include_archived=True))
+    assert with_archived == pytest.approx(EXPECTED_RED_APPLE, rel=1e-12)
+    index.set_archived("d1", False)
+    assert dict(ranked(index, ["red", "apple"])) == pytest.approx(EXPECTED_RED_APPLE, rel=1e-12)
+
+
+def test_adding_archived_and_archiving_twice() -> None:
+    index = build(DOCS, archived=["d1"])
+    index.set_archived("d1", True)  # no-op, must not double count
+    index.set_archived("d0", True)
+    index.set_archived("d0", False)
+    active = {k: v for k, v in DOCS.items() if k != "d1"}
+    assert dict(ranked(index, ["red", "apple"])) == pytest.approx(reference_scores(active, ["red", "apple"]))
+    assert len(index) == 3
+
+
+def test_allowed_mask_restricts_results_not_statistics() -> None:
+    index = build(DOCS)
+    allowed = np.array([False, False, True])  # only d2's slot
+    assert ranked(index, ["red", "apple"], allowed=allowed) == [("d2", pytest.approx(EXPECTED_RED_APPLE["d2"]))]
+    assert index.search(["red", "apple"], allowed=allowed).total == 1
+    allowed_d0 = np.array([True, False, False])
+    assert dict(ranked(index, ["red", "apple"], allowed=allowed_d0)) == pytest.approx({"d0": EXPECTED_RED_APPLE["d0"]})
+
+
+# ---------------------------------------------------------------------- snapshot arrays
+def round_trip(index: BM25Index) -> BM25Index:
+    live = index.live_slots()
+    arrays = index.export_arrays(live)
+    return BM25Index.from_arrays(arrays, [index.keys[s] for s in live], list(index.terms))
+
+
+def random_tokens(rng: random.Random, vocab: list[str]) -> list[str]:
+    return [rng.choice(vocab) for _ in range(rng.randint(0, 12))]
+
+
+def assert_same_results(a: BM25Index, b: BM25Index, queries: list[list[str]]) -> None:
+    for query in queries:
+        for include_archived in (False, True):
+            ra = ranked(a, query, include_archived=include_archived, limit=1000)
+            rb = ranked(b, query, include_archived=include_archived, limit=1000)
+            assert [k for k, _ in ra] == [k for k, _ in rb], query
+            assert [s for _, s in ra] == pytest.approx([s for _, s in rb], rel=1e-12), query
+
+
+@pytest.mark.parametrize("hot_pair_docs", [None, 3], ids=["default", "many-hot-pairs"])
+def test_snapshot_arrays_round_trip_through_removals_base_and_delta(
+    hot_pair_docs: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if hot_pair_docs is not None:  # make common pairs "hot" (own postings) so that path is exercised too
+        monkeypatch.setattr(bm25, "HOT_PAIR_DOCS", hot_pair_docs)
+    rng = random.Random(7)
+    vocab = [f"w{i:02d}x" for i in range(25)]
+    queries = [[rng.choice(vocab) for _ in range(rng.randint(1, 4))] for _ in range(60)]
+    index = BM25Index()
+    truth: dict[str, tuple[list[str], bool]] = {}  # live docs in slot order
+
+    def add(key: str, archived: bool = False) -> None:
+        tokens = random_tokens(rng, vocab)
+        index.add(key, tokens, archived=archived)
+        truth.pop(key, None)
+        truth[key] = (tokens, archived)
+
+    def remove(key: str) -> None:
+        index.remove(key)
+        del truth[key]
+
+    def fresh() -> BM25Index:
+        rebuilt = BM25Index()
+        for key, (tokens, archived) in truth.items():
+            rebuilt.add(key, tokens, archived=archived)
+        return rebuilt
+
+    for i in range(80):
+        add(f"k{i}", archived=i % 9 == 0)
+    for i in range(0, 80, 7):
+        remove(f"k{i}")  # dead slots
+    for i in range(3, 80, 11):
+        add(f"k{i}")  # rewrites take new slots
+
+    # Adjacent pairs that really occur, so pair bonuses (hot or not) are part of the comparison.
+    queries += [tokens[i : i + 2] for tokens, _ in list(truth.values())[::3] for i in range(0, len(tokens) - 1, 4)]
+    loaded = round_trip(index)
+    assert bool(loaded.hot_pairs) == (hot_pair_docs is not None)
+    assert loaded.slot_count == len(truth) == len(loaded)  # dead slots compacted
+    assert_same_results(index, loaded, queries)
+    assert_same_results(fresh(), loaded, queries)
+
+    # Postings now split between the loaded base and a delta.
+    index = loaded
+    for i in range(80, 110):
+        add(f"k{i}")
+    for key in ["k1", "k2", "k85"]:
+        remove(key)
+    add("k5")
+    index.set_archived("k6", True)
+    truth["k6"] = (truth["k6"][0], True)
+    assert_same_results(fresh(), index, queries)
+
+    again = round_trip(index)  # merges base and delta
+    assert again.slot_count == len(truth)
+    assert_same_results(fresh(), again, queries)
+
+
+def test_from_arrays_rejects_mismatched_arrays() -> None:
+    index = build(DOCS)
+    live = index.live_slots()
+    arrays = index.export_arrays(live)
+    with pytest.raises(ValueError):
+        BM25Index.from_arrays(arrays, ["d0", "d1"], list(index.terms))
+    with pytest.raises(ValueError):
+        BM25Index.from_arrays(arrays, ["d0", "d1", "d2"], [*index.terms, "extra"])
