@@ -65,6 +65,8 @@ def category_matches(category: str | None, prefix: str) -> bool:
 
 def normalize_tags(tags: list[str] | None, max_tags: int) -> list[str]:
     """Strip, drop empties and duplicates (case-insensitively, first spelling kept)."""
+    if tags is not None and not isinstance(tags, list | tuple):
+        raise InvalidInputError(f"tags must be a list of strings, e.g. [\"email\", \"work\"], got {tags!r:.60}")
     result: list[str] = []
     seen: set[str] = set()
     for raw in tags or []:

@@ -205,6 +205,37 @@ def test_import_of_a_file_that_is_not_utf8_fails_cleanly(home: Path, tmp_path: P
     assert "line 2" in result.stderr or "utf-8" in result.stderr.lower()
 
 
+@pytest.mark.parametrize(
+    ("bad_line", "field"),
+    [
+        ({"content": "Category given as a number", "category": 5}, "category"),
+        ({"content": "Tags given as one string", "tags": "abc"}, "tag"),
+        ({"content": "Tags holding a number", "tags": [1]}, "tag"),
+        ({"content": "Metadata with a number", "metadata": {"k": 1}}, "metadata"),
+        ({"content": "Importance out of range", "importance": 2}, "importance"),
+        ({"content": "Bad creation time", "created_at": "yesterday"}, "created_at"),
+        ({"content": "Bad id", "id": "../escape"}, "id"),
+        (["not", "an", "object"], "object"),
+    ],
+    ids=["category-int", "tags-str", "tags-int", "metadata-int", "importance", "created_at", "id", "array"],
+)
+def test_import_rejects_malformed_fields_by_line(home: Path, tmp_path: Path, bad_line: Any, field: str) -> None:
+    source = write_jsonl(
+        tmp_path / "odd.jsonl", [{"content": "A good line before"}, bad_line, {"content": "And after"}]
+    )
+
+    result = rockmem("--home", home, "import", source)
+
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1
+    errors = re.findall(r"^line (\d+): (.*)$", result.stderr, re.MULTILINE)
+    assert [int(n) for n, _ in errors] == [2]
+    assert field in errors[0][1]
+    assert "imported 2 memories" in result.stderr
+    stored = [json.loads(path.read_text("utf-8")) for path in (home / "memory").rglob("*.json")]
+    assert sorted(e["content"] for e in stored) == ["A good line before", "And after"]
+
+
 # ---------------------------------------------------------------------------------------------- export
 
 
@@ -235,6 +266,13 @@ def test_export_to_stdout_prints_only_the_entries(seeded: Path, tmp_path: Path) 
     to_stdout = ok("--home", seeded, "export", "-")
     assert to_stdout.stdout == to_file.read_text("utf-8")
     assert "exported 5 memories" in to_stdout.stderr
+
+
+def test_export_to_an_unwritable_path_fails_cleanly(seeded: Path, tmp_path: Path) -> None:
+    target = tmp_path / "no-such-dir" / "export.jsonl"
+    result = rockmem("--home", seeded, "export", target)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"rockmem-mcp: cannot write {target}: No such file or directory"
 
 
 # ---------------------------------------------------------------------------------------------- search

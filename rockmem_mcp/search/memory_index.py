@@ -7,7 +7,6 @@ fresh); per document it keeps the id, category, tags and creation time.
 from __future__ import annotations
 
 import logging
-import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rockmem_mcp.models import MemoryEntry
-from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits
+from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.storage.atomic import atomic_write
@@ -139,13 +138,8 @@ class MemoryIndex:
         if allowed is not None:
             eligible &= allowed
         slots = np.flatnonzero(eligible)
-        created = self.created.view[slots]
-        total = len(slots)
-        if total > limit:
-            keep = np.argpartition(-created, limit - 1)[:limit]
-            slots, created = slots[keep], created[keep]
-        order = np.lexsort((-slots, -created))
-        return Hits(slots[order], np.full(len(order), np.nan), total)
+        newest = top_k(slots, self.created.view[slots], limit)
+        return Hits(slots[newest], np.full(len(newest), np.nan), len(slots))
 
     def category_counts(self) -> tuple[dict[str, int], int]:
         """Active entries per category, and the uncategorized count."""
@@ -157,7 +151,15 @@ class MemoryIndex:
 
     # ------------------------------------------------------------------ snapshots
     def save(self, path: Path, journal: JournalPosition) -> None:
-        """Write a compact snapshot (derived data: atomic but not fsynced; a torn one is just rebuilt)."""
+        self.write_snapshot(path, self.snapshot_arrays(journal))
+
+    @staticmethod
+    def write_snapshot(path: Path, arrays: dict[str, np.ndarray]) -> None:
+        """Write a snapshot (derived data: atomic but not fsynced; a torn one is just rebuilt)."""
+        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
+
+    def snapshot_arrays(self, journal: JournalPosition) -> dict[str, np.ndarray]:
+        """Compact copies of the index (dead slots dropped) as of `journal`; safe to write unlocked."""
         live = self.bm25.live_slots()
         arrays = self.bm25.export_arrays(live)
         owners = self.tag_owner.view
@@ -179,7 +181,7 @@ class MemoryIndex:
                 [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
             ),
         )
-        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
+        return arrays
 
     @classmethod
     def load(cls, path: Path) -> tuple[MemoryIndex, JournalPosition] | None:
@@ -206,7 +208,8 @@ class MemoryIndex:
             index._tag_ids = {t: i for i, t in enumerate(index.tags)}
             if not (len(keys) == count == len(index.category_code) == len(index.created)):
                 raise ValueError("document columns disagree")
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        except Exception as exc:  # derived data: whatever is wrong with it, rebuild it
+            # (a damaged zip alone can raise BadZipFile, NotImplementedError, EOFError, OSError, ...)
             log.warning("index snapshot %s is damaged (%s); rebuilding from the memory files", path, exc)
             return None
         return index, JournalPosition(generation, offset)

@@ -56,8 +56,7 @@ class ChangeJournal:
         self._lock_fd = os.open(directory / "changes.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._generation = 0
         with self._locked(exclusive=True):
-            if self._current_generation() == 0:
-                self._create(1)
+            self._ensure_generation()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -70,6 +69,15 @@ class ChangeJournal:
         os.close(os.open(self._path(generation), os.O_WRONLY | os.O_CREAT, 0o644))
         self._generation = generation
 
+    def _ensure_generation(self) -> int:
+        """The current generation, starting generation 1 (and the folder) if there is none."""
+        generation = self._current_generation()
+        if generation == 0:  # first use, or the index folder was removed under us
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._create(1)
+            generation = 1
+        return generation
+
     def _current_generation(self) -> int:
         """The newest generation on disk: probe forward from the last one seen (a listing only if lost)."""
         generation = self._generation
@@ -77,8 +85,11 @@ class ChangeJournal:
             while self._path(generation + 1).exists():
                 generation += 1
         else:
-            found = [int(m.group(1)) for n in os.listdir(self.directory) if (m := _NAME.fullmatch(n))]
-            generation = max(found, default=0)
+            try:
+                names = os.listdir(self.directory)
+            except FileNotFoundError:
+                names = []
+            generation = max((int(m.group(1)) for n in names if (m := _NAME.fullmatch(n))), default=0)
         self._generation = generation
         return generation
 
@@ -98,10 +109,7 @@ class ChangeJournal:
             return
         data = "".join(json.dumps({"w": self.writer_id, **r}, separators=(",", ":")) + "\n" for r in records).encode()
         with self._locked(exclusive=False):
-            generation = self._current_generation()
-            if generation == 0:  # the index folder was removed under us
-                self._create(1)
-                generation = 1
+            generation = self._ensure_generation()
             fd = os.open(self._path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 os.write(fd, data)
@@ -109,7 +117,7 @@ class ChangeJournal:
                 os.close(fd)
 
     def end(self) -> JournalPosition:
-        generation = self._current_generation()
+        generation = self._ensure_generation()
         try:
             return JournalPosition(generation, os.stat(self._path(generation)).st_size)
         except FileNotFoundError:
@@ -152,7 +160,7 @@ class ChangeJournal:
     def rotate(self) -> JournalPosition:
         """Start a new generation and drop those before the previous one."""
         with self._locked(exclusive=True):
-            current = self._current_generation()
+            current = self._ensure_generation()
             self._create(current + 1)
             for name in os.listdir(self.directory):
                 m = _NAME.fullmatch(name)

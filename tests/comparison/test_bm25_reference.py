@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import Counter
@@ -58,7 +59,7 @@ class Reference:
             return {}
         avgdl = (sum(len(d) for d in docs.values()) / n_docs) or 1.0
         word_tf = {k: Counter(d) for k, d in docs.items()}
-        pair_tf = {k: Counter(zip(d, d[1:], strict=False)) for k, d in docs.items()}
+        pair_tf = {k: Counter(itertools.pairwise(d)) for k, d in docs.items()}
 
         def idf(n: int) -> float:
             return math.log((n_docs - n + 0.5) / (n + 0.5) + 1)
@@ -69,7 +70,7 @@ class Reference:
         scores = dict.fromkeys(docs, 0.0)
         for counts, features, weight in (
             (word_tf, dict.fromkeys(query), 1.0),
-            (pair_tf, dict.fromkeys(zip(query, query[1:], strict=False)), PAIR_WEIGHT),
+            (pair_tf, dict.fromkeys(itertools.pairwise(query)), PAIR_WEIGHT),
         ):
             for feature in features:
                 having = {k: c[feature] for k, c in counts.items() if c[feature]}
@@ -107,7 +108,7 @@ def assert_matches_reference(index: BM25Index, reference: Reference, query: list
     # Ranking: non-increasing reference score; equal scores newest (latest added) first.
     slot_of = {k: i for i, k in enumerate(reference.docs)}
     order = [index.keys[s] for s in hits.slots.tolist()]
-    for first, second in zip(order, order[1:], strict=False):
+    for first, second in itertools.pairwise(order):
         a, b = expected[first], expected[second]
         if math.isclose(a, b, rel_tol=REL):
             assert slot_of[first] > slot_of[second], (query, first, second)

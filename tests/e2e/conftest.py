@@ -104,7 +104,8 @@ class StdioServers:
         self.logs: list[Path] = []
         self._handles: list[IO[str]] = []
 
-    def __call__(self, home: Path) -> Client:
+    def __call__(self, home: Path, **env: str) -> Client:
+        """`env` adds variables (e.g. ROCKMEM_JOURNAL_ROTATE_BYTES) to the server's environment."""
         log_path = self.directory / f"server-{len(self.logs)}.stderr"
         self.logs.append(log_path)
         handle = log_path.open("w")
@@ -112,7 +113,7 @@ class StdioServers:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "rockmem_mcp", "--home", str(home)],
-            env={"ROCKMEM_LOG_LEVEL": "INFO"},  # merged over the SDK's minimal default environment
+            env={"ROCKMEM_LOG_LEVEL": "INFO", **env},  # merged over the SDK's minimal default environment
             cwd=str(self.directory),
         )
         return Client(stdio_client(params, errlog=handle))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -422,6 +424,47 @@ async def test_many_errors_in_a_row_leave_the_server_healthy(client, call, call_
     assert ids(await call(client, "search_memory", query="still working")) == [saved["id"]]
     assert disk.temp_files() == []
     assert [p.name for p in (home / "memory").iterdir()] == [f"{saved['id']}.json"]
+
+
+async def test_concurrent_calls_are_all_applied(client, call, disk) -> None:
+    first = await call(client, "save_memory", content="Counter starts here", category="load")
+
+    async def save(n: int) -> None:
+        await call(client, "save_memory", content=f"Concurrent item {n}", category="load/items")
+
+    async def update(n: int) -> None:
+        await call(client, "update_memory", id=first["id"], tags=[f"round-{n}"])
+
+    async with anyio.create_task_group() as tg:
+        for n in range(20):
+            tg.start_soon(save, n)
+            tg.start_soon(update, n)
+            tg.start_soon(call, client, "search_memory")
+
+    assert (await call(client, "search_memory", query="concurrent item", limit=100))["total_matches"] == 20
+    tree = await call(client, "list_memory_categories")
+    assert tree["categories"] == [
+        {"category": "load", "entries": 1, "total": 21},
+        {"category": "load/items", "entries": 20, "total": 20},
+    ]
+    assert len(disk.entries()) == 21
+    assert disk.temp_files() == []
+    final_tags = (await call(client, "get_memory", id=first["id"]))["tags"]
+    assert len(final_tags) == 1
+    assert ids(await call(client, "search_memory", tags=final_tags)) == [first["id"]]
+
+
+async def test_removing_the_index_folder_while_serving_does_not_break_it(settings_for, call, home) -> None:
+    # The index and journal are derived data; the memory files are the truth.
+    async with Client(build_server(settings_for())) as client:
+        before = await call(client, "save_memory", content="Saved before the index folder vanished")
+        shutil.rmtree(home / "index")
+
+        assert ids(await call(client, "search_memory", query="vanished")) == [before["id"]]
+        after = await call(client, "save_memory", content="Saved after the index folder vanished")
+        assert sorted(ids(await call(client, "search_memory", query="vanished"))) == sorted([before["id"], after["id"]])
+    async with Client(build_server(settings_for())) as restarted:
+        assert (await call(restarted, "search_memory", query="vanished"))["total_matches"] == 2
 
 
 async def test_created_at_is_utc_and_recent(client, call) -> None:

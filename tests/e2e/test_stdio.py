@@ -91,6 +91,23 @@ async def test_two_processes_on_one_home_see_each_others_writes(stdio_server, ho
             assert (await call(client, "search_memory", query="parallel fact"))["total_matches"] == 10
 
 
+async def test_two_processes_keep_in_step_through_journal_rotations(stdio_server, home, call) -> None:
+    # A tiny journal and frequent snapshots: the journal rotates many times and readers fall behind it.
+    small = {"ROCKMEM_JOURNAL_ROTATE_BYTES": "1000", "ROCKMEM_SNAPSHOT_EVERY_CHANGES": "3"}
+    async with stdio_server(home, **small) as a, stdio_server(home, **small) as b:
+        for n in range(30):
+            writer, other = (a, b) if n % 2 else (b, a)
+            saved = await call(writer, "save_memory", content=f"item{n} original wording")
+            await call(other, "update_memory", id=saved["id"], content=f"item{n} changed wording")
+            for client in (a, b):
+                assert ids(await call(client, "search_memory", query=f"item{n}")) == [saved["id"]]
+                assert (await call(client, "search_memory", query="original"))["total_matches"] == 0
+        for client in (a, b):
+            assert (await call(client, "search_memory", query="changed", limit=100))["total_matches"] == 30
+    generations = sorted((home / "index").glob("changes-*.jsonl"))
+    assert generations and generations[-1].name > "changes-00000003.jsonl", "the journal never rotated"
+
+
 async def test_invalid_calls_over_stdio_return_errors_and_the_process_keeps_serving(
     stdio_server, home, call, call_error
 ) -> None:
@@ -102,6 +119,24 @@ async def test_invalid_calls_over_stdio_return_errors_and_the_process_keeps_serv
         saved = await call(client, "save_memory", content="Still serving after bad calls")
         assert ids(await call(client, "search_memory", query="serving")) == [saved["id"]]
     assert "Traceback" not in stdio_server.logs[0].read_text()
+
+
+async def test_damaged_and_stray_files_in_the_home_do_not_stop_the_server(stdio_server, home, call) -> None:
+    corrupt = home / "memory" / "notes" / "0123456789ab.json"
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_text("{not json", encoding="utf-8")
+    (home / "memory" / "not a category").mkdir()
+    (home / "memory" / "not-an-id!.json").write_text("{}", encoding="utf-8")
+
+    async with stdio_server(home) as client:
+        assert (await call(client, "search_memory"))["total_matches"] == 0
+        saved = await call(client, "save_memory", content="Healthy entry next to a damaged one", category="notes")
+        assert ids(await call(client, "search_memory", query="healthy")) == [saved["id"]]
+
+    assert corrupt.read_text(encoding="utf-8") == "{not json"  # rockmem never deletes a user's file
+    log = stdio_server.logs[0].read_text()
+    assert "0123456789ab.json is not a valid entry" in log
+    assert "Traceback" not in log
 
 
 async def _raw_session(home: Path, messages: list[dict[str, Any]]) -> tuple[list[bytes], str]:

@@ -129,7 +129,9 @@ def test_validate_entry_id_accepts(good: str) -> None:
     assert validate_entry_id(good) == good
 
 
-@pytest.mark.parametrize("bad", ["", "../x", "a/b", "a\\b", ".hidden", "-lead", "_lead", "a.b", "a b", "9" * 65, None, 5])
+@pytest.mark.parametrize(
+    "bad", ["", "../x", "a/b", "a\\b", ".hidden", "-lead", "_lead", "a.b", "a b", "9" * 65, None, 5]
+)
 def test_validate_entry_id_rejects(bad: object) -> None:
     with pytest.raises(InvalidInputError, match="memory id"):
         validate_entry_id(bad)  # type: ignore[arg-type]
@@ -156,7 +158,9 @@ def test_entry_times_are_normalized_to_utc() -> None:
 
 
 def test_entry_document_text_and_archived_flag() -> None:
-    e = MemoryEntry(id="a1", content="Body", tags=["t-one", "two"], category="user-prefs/time-zone", created_at=datetime.now(UTC))
+    e = MemoryEntry(
+        id="a1", content="Body", tags=["t-one", "two"], category="user-prefs/time-zone", created_at=datetime.now(UTC)
+    )
     assert e.document_text() == "Body t-one two user prefs time zone"
     assert not e.archived
     assert e.model_copy(update={"archived_at": datetime.now(UTC)}).archived

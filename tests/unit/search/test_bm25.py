@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from rockmem_mcp.search import bm25
-from rockmem_mcp.search.bm25 import B, K1, PAIR_WEIGHT, BM25Index
+from rockmem_mcp.search.bm25 import K1, PAIR_WEIGHT, B, BM25Index
 
 # The hand-computed corpus. N = 3, total length 9, avgdl = 3.
 DOCS = {
@@ -64,8 +65,8 @@ def reference_scores(docs: dict[str, Sequence[str]], query: Sequence[str]) -> di
         for k, f in tf.items():
             if f:
                 scores[k] += idf(n) * norm(f, len(docs[k]))
-    for pair in dict.fromkeys(zip(query, query[1:], strict=False)):
-        tf = {k: list(zip(d, d[1:], strict=False)).count(pair) for k, d in docs.items()}
+    for pair in dict.fromkeys(itertools.pairwise(query)):
+        tf = {k: list(itertools.pairwise(d)).count(pair) for k, d in docs.items()}
         n = sum(1 for f in tf.values() if f)
         for k, f in tf.items():
             if f:
@@ -84,7 +85,9 @@ def test_hand_computed_scores_with_and_without_pair_bonus() -> None:
     for key, score in result:
         assert score == pytest.approx(EXPECTED_RED_APPLE[key], rel=1e-12)
     # The literals agree with the derivation written out above.
-    assert EXPECTED_RED_APPLE["d0"] == pytest.approx(IDF_RED * NORM_DL3 + IDF_APPLE * NORM_DL3 + 2 * IDF_PAIR * NORM_DL3)
+    assert EXPECTED_RED_APPLE["d0"] == pytest.approx(
+        IDF_RED * NORM_DL3 + IDF_APPLE * NORM_DL3 + 2 * IDF_PAIR * NORM_DL3
+    )
     assert EXPECTED_RED_APPLE["d2"] == pytest.approx((IDF_RED + IDF_APPLE) * NORM_DL4)
     assert EXPECTED_RED_APPLE["d1"] == pytest.approx(IDF_APPLE * NORM_DL2)
 
@@ -102,7 +105,11 @@ def test_single_word_query_hand_computed() -> None:
 
 
 def test_pair_term_frequency_counts_every_adjacent_occurrence() -> None:
-    docs = {"a": ["new", "york", "new", "york"], "b": ["new", "york", "city", "lights"], "c": ["old", "town", "road", "map"]}
+    docs = {
+        "a": ["new", "york", "new", "york"],
+        "b": ["new", "york", "city", "lights"],
+        "c": ["old", "town", "road", "map"],
+    }
     got = dict(ranked(build(docs), ["new", "york"]))
     assert got == pytest.approx(reference_scores(docs, ["new", "york"]), rel=1e-12)
     assert got["a"] > got["b"]
@@ -139,7 +146,7 @@ def test_limit_keeps_the_best_and_total_counts_all_matches() -> None:
     hits = index.search(["word"], limit=5)
     assert hits.total == 12 and len(hits.slots) == 5
     assert [s for _, s in top] == [s for _, s in full[:5]]
-    assert all(a >= b for (_, a), (_, b) in zip(full, full[1:], strict=False))
+    assert all(a >= b for (_, a), (_, b) in itertools.pairwise(full))
 
 
 def test_ties_are_ordered_newest_slot_first() -> None:

@@ -77,7 +77,9 @@ def test_nothing_new_returns_the_same_position(pair: tuple[ChangeJournal, Change
     assert a.append([]) is None and a.end() == first.position  # an empty append writes nothing
 
 
-def test_a_partial_last_line_waits_until_completed(pair: tuple[ChangeJournal, ChangeJournal], journal_dir: Path) -> None:
+def test_a_partial_last_line_waits_until_completed(
+    pair: tuple[ChangeJournal, ChangeJournal], journal_dir: Path
+) -> None:
     _, b = pair
     path = generation_file(journal_dir, 1)
     with open(path, "ab") as f:

@@ -33,7 +33,9 @@ def touch(path: Path, data: bytes = b"{}") -> Path:
 
 
 def test_path_layout(files: MemoryFiles) -> None:
-    assert files.path_for("abc", "user-preferences/timezone") == files.root / "user-preferences" / "timezone" / "abc.json"
+    assert (
+        files.path_for("abc", "user-preferences/timezone") == files.root / "user-preferences" / "timezone" / "abc.json"
+    )
     assert files.path_for("abc", None) == files.root / "abc.json"
 
 
@@ -102,7 +104,14 @@ def test_walk_clears_only_stale_temp_files(files: MemoryFiles) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"{not json", b"", b'{"id": "x"}', b"[1, 2, 3]", b'{"id": "x", "content": "c", "created_at": "yesterday"}', b"\xff\xfe"],
+    [
+        b"{not json",
+        b"",
+        b'{"id": "x"}',
+        b"[1, 2, 3]",
+        b'{"id": "x", "content": "c", "created_at": "yesterday"}',
+        b"\xff\xfe",
+    ],
     ids=["syntax", "empty", "missing-fields", "not-object", "bad-date", "not-utf8"],
 )
 def test_malformed_file_raises_corrupt_entry_and_is_kept(files: MemoryFiles, data: bytes) -> None:

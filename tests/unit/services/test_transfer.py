@@ -1,0 +1,150 @@
+"""JSON Lines import and export of long-term memory."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.transfer import export_jsonl, import_jsonl
+
+from .helpers import Services, entry_files
+
+
+def export_text(service: MemoryService) -> str:
+    out = io.StringIO()
+    export_jsonl(service, out)
+    return out.getvalue()
+
+
+def line(**fields) -> str:
+    return json.dumps(fields)
+
+
+def test_import_reports_bad_lines_by_number_and_imports_the_good_ones(
+    service: MemoryService, settings: Settings
+) -> None:
+    lines = [
+        line(content="first good line", category="imported", tags=["a1"]),  # 1
+        "",  # 2: blank lines are skipped silently
+        "   ",  # 3
+        "{not json",  # 4
+        "[1, 2, 3]",  # 5: not an object
+        line(category="x"),  # 6: no content
+        line(content="   "),  # 7: blank content
+        line(content="bad category", category="../up"),  # 8
+        line(content="bad id", id="../x"),  # 9
+        line(content="bad date", created_at="yesterday"),  # 10
+        line(content="second good line", id="keepthisid01", created_at="2020-02-02T10:00:00Z"),  # 11
+    ]
+    report = import_jsonl(service, lines)
+    assert report.imported == 2 and report.replaced == 0
+    assert [e.line for e in report.errors] == [4, 5, 6, 7, 8, 9, 10]
+    assert all(e.error and "\n" not in e.error for e in report.errors)
+    assert "JSON object" in report.errors[1].error
+    assert "category" in report.errors[4].error
+    imported = service.get("keepthisid01")
+    assert imported.created_at.isoformat() == "2020-02-02T10:00:00+00:00"
+    assert sorted(r.entry.content for r in service.search("good line").results) == [
+        "first good line",
+        "second good line",
+    ]
+    assert len(entry_files(settings)) == 2
+    assert not any(name.startswith(".") or "/." in name for name in entry_files(settings))
+
+
+def test_import_accepts_bytes_lines_and_reports_progress(service: MemoryService) -> None:
+    lines = [line(content=f"bulk entry {i}").encode() + b"\n" for i in range(7)]
+    seen: list[int] = []
+    report = import_jsonl(service, lines, progress=seen.append, batch_size=3)
+    assert report.imported == 7 and not report.errors
+    assert seen == [3, 6, 7]
+    assert service.search("bulk entry", limit=20).total_matches == 7
+
+
+def test_importing_an_existing_id_replaces_it(service: MemoryService, settings: Settings) -> None:
+    original = service.save("original text", category="old")
+    report = import_jsonl(service, [line(id=original.id, content="replacement text", category="new")])
+    assert (report.imported, report.replaced) == (1, 1)
+    assert service.get(original.id).content == "replacement text"
+    assert entry_files(settings) == [f"new/{original.id}.json"]  # the old file moved, not duplicated
+    assert [r.entry.id for r in service.search("text").results] == [original.id]
+
+
+def test_duplicate_ids_within_an_import_last_one_wins(service: MemoryService) -> None:
+    report = import_jsonl(service, [line(id="dup000000001", content="first"), line(id="dup000000001", content="last")])
+    assert (report.imported, report.replaced) == (2, 1)
+    assert service.get("dup000000001").content == "last"
+
+
+def test_import_does_not_split_a_string_of_tags_into_letters(service: MemoryService) -> None:
+    report = import_jsonl(service, [line(content="tagged by a string", tags="python", id="tagstring001")])
+    if report.errors:  # rejecting the line is acceptable...
+        assert report.errors[0].line == 1
+        return
+    assert service.get("tagstring001").tags == ["python"]  # ...splitting it into letters is not
+
+
+def test_imported_entries_are_visible_to_another_instance(services: Services) -> None:
+    a, b = services.open(), services.open()
+    import_jsonl(a, [line(content="imported elsewhere", id="elsewhere001")])
+    assert [r.entry.id for r in b.search("imported elsewhere").results] == ["elsewhere001"]
+
+
+def populated(service: MemoryService) -> None:
+    plain = service.save("plain entry")
+    service.save("categorized entry", category="a/b-c", tags=["T1", "t2"], metadata={"src": "test"}, importance=0.8)
+    service.save('unicode entry: Zürich café ✓ "quoted"\nsecond line')
+    archived = service.save("archived entry", category="old")
+    service.delete(archived.id, reason="obsolete")
+    service.update(plain.id, content="plain entry, edited", category="moved")
+
+
+def test_export_then_import_into_an_empty_home_round_trips_byte_for_byte(
+    services: Services, settings: Settings, tmp_path: Path
+) -> None:
+    source = services.open()
+    populated(source)
+    exported = export_text(source)
+    assert len(exported.splitlines()) == 4
+    assert all(json.loads(x)["id"] for x in exported.splitlines())
+
+    target = services.open(Settings(home=tmp_path / "other-home"))
+    report = import_jsonl(target, io.StringIO(exported))
+    assert (report.imported, report.replaced, report.errors) == (4, 0, [])
+    assert export_text(target) == exported
+    assert sorted(entry_files(target.settings)) == sorted(entry_files(settings))
+    assert [r.entry.content for r in target.search("archived", include_archived=True).results] == ["archived entry"]
+    assert target.search("archived").results == []
+
+
+def test_export_survives_a_restart_of_the_importer(services: Services, settings: Settings, tmp_path: Path) -> None:
+    source = services.open()
+    populated(source)
+    exported = export_text(source)
+    other = Settings(home=tmp_path / "other-home")
+    importer = services.open(other)
+    import_jsonl(importer, exported.splitlines())
+    services.close(importer)
+    assert export_text(services.open(other)) == exported
+
+
+def test_export_of_an_empty_home(service: MemoryService) -> None:
+    out = io.StringIO()
+    assert export_jsonl(service, out) == 0
+    assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 1000])
+def test_batch_size_does_not_change_the_result(services: Services, tmp_path: Path, batch_size: int) -> None:
+    lines = [
+        line(content=f"entry number {i}", id=f"batch{i:07d}", created_at=f"2024-01-01T00:00:{i:02d}Z") for i in range(5)
+    ]
+    service = services.open(Settings(home=tmp_path / f"home-{batch_size}"))
+    report = import_jsonl(service, [*lines, lines[0]], batch_size=batch_size)
+    assert (report.imported, report.replaced) == (6, 1)
+    assert [json.loads(x)["id"] for x in export_text(service).splitlines()] == [f"batch{i:07d}" for i in range(5)]
