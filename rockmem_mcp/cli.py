@@ -9,7 +9,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
@@ -131,10 +131,17 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_text(path: str, mode: str) -> TextIO:
+def _open_output(path: str) -> TextIO:
     if path == "-":
-        return sys.stdin if "r" in mode else sys.stdout
-    return open(path, mode, encoding="utf-8")
+        return sys.stdout
+    return open(path, "w", encoding="utf-8")
+
+
+def _open_input(path: str) -> BinaryIO:
+    # Bytes, decoded line by line by the importer, so one bad line is reported instead of ending the import.
+    if path == "-":
+        return sys.stdin.buffer
+    return open(path, "rb")
 
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
@@ -149,7 +156,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
             print(f"\rimporting: line {line:,} ({rate:,.0f} lines/s)", end="", file=sys.stderr, flush=True)
 
     try:
-        source = _open_text(args.file, "r")
+        source = _open_input(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
     with source, _memory(settings) as memory:
@@ -172,7 +179,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services.transfer import export_jsonl
 
     try:
-        target = _open_text(args.file, "w")
+        target = _open_output(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot write {args.file}: {exc.strerror}") from None
     with _memory(settings) as memory:

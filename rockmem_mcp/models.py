@@ -40,6 +40,8 @@ def normalize_category(category: str | None) -> str | None:
     """
     if category is None:
         return None
+    if not isinstance(category, str):
+        raise InvalidInputError(f"invalid category {category!r}: categories are text like 'user-preferences/timezone'")
     value = category.strip()
     if value.endswith("/") and len(value) > 1:
         value = value[:-1]
@@ -66,7 +68,7 @@ def category_matches(category: str | None, prefix: str) -> bool:
 def normalize_tags(tags: list[str] | None, max_tags: int) -> list[str]:
     """Strip, drop empties and duplicates (case-insensitively, first spelling kept)."""
     if tags is not None and not isinstance(tags, list | tuple):
-        raise InvalidInputError(f"tags must be a list of strings, e.g. [\"email\", \"work\"], got {tags!r:.60}")
+        raise InvalidInputError(f'tags must be a list of strings, e.g. ["email", "work"], got {tags!r:.60}')
     result: list[str] = []
     seen: set[str] = set()
     for raw in tags or []:

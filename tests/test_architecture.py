@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +28,19 @@ class Module:
 
     def imports(self) -> set[str]:
         """Every module this one imports, anywhere in the file (function-local imports too), made absolute."""
+        return self._imports(ast.walk(self.tree))
+
+    def top_level_imports(self) -> set[str]:
+        """Imports run when the module is imported: the module body, not inside functions or classes."""
+        definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        return self._imports(
+            node for stmt in self.tree.body if not isinstance(stmt, definitions) for node in ast.walk(stmt)
+        )
+
+    def _imports(self, nodes: Iterable[ast.AST]) -> set[str]:
         found: set[str] = set()
         is_package = self.path.name == "__init__.py"
-        for node in ast.walk(self.tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -51,10 +62,14 @@ class Module:
         ]
 
     def uses_stdout(self) -> list[int]:
+        """Lines mentioning sys.stdout or sys.__stdout__."""
         return [
             node.lineno
             for node in ast.walk(self.tree)
-            if isinstance(node, ast.Attribute) and node.attr in ("stdout", "__stdout__")
+            if isinstance(node, ast.Attribute)
+            and node.attr in ("stdout", "__stdout__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
         ]
 
 
@@ -90,6 +105,15 @@ def test_the_checker_resolves_imports() -> None:
     assert "rockmem_mcp.services.memory" in server_app.imports()
 
 
+def test_the_checker_sees_relative_local_and_print_violations() -> None:
+    source = "from ..server import app\ndef f():\n    import mcp.types\n    print('x')\n    sys.stdout.write('y')\n"
+    fake = Module("rockmem_mcp.search.fake", PACKAGE_DIR / "search" / "fake.py", ast.parse(source))
+    assert {"rockmem_mcp.server", "rockmem_mcp.server.app", "mcp.types"} <= fake.imports()
+    assert fake.top_level_imports() == {"rockmem_mcp.server", "rockmem_mcp.server.app"}
+    assert fake.calls_print() == [4]
+    assert fake.uses_stdout() == [5]
+
+
 MCP_ALLOWED = (f"{PACKAGE}.server", f"{PACKAGE}.cli")
 
 
@@ -118,3 +142,14 @@ def test_only_the_cli_prints(module: Module) -> None:
     """Over stdio, stdout is the protocol channel: a stray print corrupts it."""
     assert module.calls_print() == [], f"{module.relpath} calls print() at lines {module.calls_print()}"
     assert module.uses_stdout() == [], f"{module.relpath} touches sys.stdout at lines {module.uses_stdout()}"
+
+
+def test_the_cli_imports_the_server_only_to_serve() -> None:
+    """`search`, `import` and friends must not pay for (or depend on) the MCP SDK."""
+    cli = next(m for m in MODULES if m.name == f"{PACKAGE}.cli")
+    eager = {
+        name
+        for name in cli.top_level_imports()
+        if any(name == t or name.startswith(t + ".") for t in (*MCP_PACKAGES, f"{PACKAGE}.server"))
+    }
+    assert eager == set()

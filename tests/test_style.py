@@ -10,6 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_check_is_clean() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "rockmem_mcp", "tests", "benchmarks"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -49,15 +49,16 @@ def import_jsonl(
 
     number = 0
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
         try:
-            record = json.loads(line)
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            if not text.strip():
+                continue
+            record = json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError('expected a JSON object like {"content": "..."}')
             batch.append(memory.prepare_entry(record))
-        except (ValueError, RockmemError) as exc:
-            report.errors.append(LineError(number, str(exc).splitlines()[0]))
+        except (ValueError, RockmemError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))
         if len(batch) >= batch_size:
             flush()
             if progress:

@@ -107,9 +107,11 @@ async def test_search_without_query_lists_newest_first(client, call) -> None:
     assert listed["total_matches"] == 4
 
 
-async def test_listing_uses_creation_time_not_save_order(notes, client, call) -> None:
+async def test_listing_uses_creation_time_not_save_order(seed, client, call) -> None:
+    shuffled = [DEPLOY_NOTES[n] for n in (2, 0, 3, 1)]  # mar, jan, apr, feb
+    mar, jan, apr, feb = seed(shuffled)
     listed = await call(client, "search_memory")
-    assert ids(listed) == [notes["apr"], notes["mar"], notes["feb"], notes["jan"]]
+    assert ids(listed) == [apr, mar, feb, jan]
 
 
 async def test_query_of_only_short_words_matches_nothing(client, call) -> None:

@@ -50,9 +50,7 @@ def register(server: MCPServer) -> None:
         category: Annotated[str | None, Field(description="Only this category and its subcategories")] = None,
         tags: Annotated[list[str] | None, Field(description="Only entries carrying all of these tags")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Most results to return")] = 20,
-        created_after: Annotated[
-            datetime | None, Field(description="ISO 8601; created at or after")
-        ] = None,
+        created_after: Annotated[datetime | None, Field(description="ISO 8601; created at or after")] = None,
         created_before: Annotated[datetime | None, Field(description="ISO 8601; only entries created before")] = None,
         include_archived: Annotated[bool, Field(description="Also return archived (deleted) entries")] = False,
     ) -> SearchResults:
