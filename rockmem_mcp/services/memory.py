@@ -103,8 +103,12 @@ class MemoryService:
         return index
 
     def _read_locations(self, locations: Iterable[EntryLocation]) -> Iterator[MemoryEntry]:
-        """Read entries, skipping bad files with one warning each; of duplicate ids the newest wins."""
-        newest: dict[str, MemoryEntry] = {}
+        """Read entries, skipping bad files with one warning each.
+
+        Streams (a rebuild never holds every entry at once). Of two files with one id, a later one is
+        yielded only if it changed more recently, so upserting in order leaves the newest indexed.
+        """
+        last_change: dict[str, datetime] = {}
         for location in locations:
             try:
                 entry = self.files.read(location)
@@ -113,16 +117,16 @@ class MemoryService:
             except (CorruptEntryError, OSError) as exc:
                 self.files.warn_once(str(exc))
                 continue
-            seen = newest.get(entry.id)
+            seen = last_change.get(entry.id)
             if seen is not None:
                 self.files.warn_once(
-                    f"memory id {entry.id} has files in categories {seen.category!r} and "
-                    f"{entry.category!r}; using the most recently updated one"
+                    f"memory id {entry.id} has more than one file (one in {entry.category!r}); "
+                    "using the most recently updated one"
                 )
-                if _last_change(seen) >= _last_change(entry):
+                if seen >= _last_change(entry):
                     continue
-            newest[entry.id] = entry
-        return iter(newest.values())
+            last_change[entry.id] = _last_change(entry)
+            yield entry
 
     def _reconcile_with_files(self, index: MemoryIndex) -> None:
         """Catch files added, moved or removed behind the journal's back (by hand, or a crash)."""
