@@ -52,8 +52,13 @@ def bm25_idf(n_docs: int, doc_freq: int) -> float:
     return math.log((n_docs - doc_freq + 0.5) / (doc_freq + 0.5) + 1.0)
 
 
-def bm25_norm_tf(tf: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
-    return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * doc_len / avgdl))
+def bm25_length_norm(doc_len: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
+    """The per-document part of norm(): k1 (1 - b + b |d| / avgdl)."""
+    return k1 * (1.0 - b + b * doc_len / avgdl)
+
+
+def bm25_norm_tf(tf: np.ndarray, length_norm: np.ndarray, k1: float = K1) -> np.ndarray:
+    return tf * (k1 + 1.0) / (tf + length_norm)
 
 
 def top_k(slots: np.ndarray, values: np.ndarray, limit: int) -> np.ndarray:
@@ -100,6 +105,8 @@ class BM25Index:
         self.hot_pairs: dict[int, Column] = {}  # pair key -> (slot, tf) rows
         self._count = {ACTIVE: 0, ARCHIVED: 0}
         self._len_sum = {ACTIVE: 0, ARCHIVED: 0}
+        # length_norm for every slot, reused until a write changes avgdl or adds a slot
+        self._length_norm: tuple[tuple[int, float], np.ndarray] | None = None
 
     # ------------------------------------------------------------------ writes
     def __len__(self) -> int:
@@ -249,7 +256,7 @@ class BM25Index:
         length_sum = self._len_sum[ACTIVE] + (self._len_sum[ARCHIVED] if include_archived else 0)
         avgdl = length_sum / n_docs or 1.0
         eligible = counted if allowed is None else counted & allowed
-        doc_len = self.doc_len.view
+        length_norm = self._length_norms(avgdl)
         scores = np.zeros(len(state), dtype=np.float64)
 
         # When every slot is searchable and nothing filters, skip masking each posting list.
@@ -259,7 +266,7 @@ class BM25Index:
             if not everything:
                 keep = eligible[slots]
                 slots, tf = slots[keep], tf[keep]
-            norm = bm25_norm_tf(tf.astype(np.float64), doc_len[slots], avgdl, self.k1, self.b)
+            norm = bm25_norm_tf(tf.astype(np.float64), length_norm[slots], self.k1)
             scores[slots] += weight * bm25_idf(n_docs, doc_freq) * norm  # slots are unique per list
 
         for term in dict.fromkeys(tokens):
@@ -285,6 +292,12 @@ class BM25Index:
         matched = np.flatnonzero(scores > 0)
         best = top_k(matched, scores[matched], limit)
         return Hits(matched[best], scores[matched][best], len(matched))
+
+    def _length_norms(self, avgdl: float) -> np.ndarray:
+        key = (self.slot_count, avgdl)
+        if self._length_norm is None or self._length_norm[0] != key:
+            self._length_norm = (key, bm25_length_norm(self.doc_len.view.astype(np.float64), avgdl, self.k1, self.b))
+        return self._length_norm[1]
 
     # ------------------------------------------------------------------ snapshots
     def live_slots(self) -> np.ndarray:
