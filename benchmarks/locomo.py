@@ -1,0 +1,210 @@
+"""LoCoMo retrieval quality: recall@1/5/10 at turn and session level, per question category.
+
+    python -m benchmarks.locomo                         # reads ../shared/bench/locomo/locomo-dev.json
+
+Each dialogue turn becomes one memory, imported through `rockmem-mcp import`'s code path into a fresh home
+per conversation; each question is asked through the `search_memory` MCP tool (in-memory client). A hit at
+k: an evidence turn (turn level) or a turn from an evidence session (session level) is in the top k.
+The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
+same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
+is read from ../shared, never copied here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.server.app import build_server
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.transfer import import_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+RESULTS = Path(__file__).parent / "results"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: frozenset[str]
+    category: int
+
+    @property
+    def sessions(self) -> frozenset[int]:
+        return frozenset(session_of(e) for e in self.evidence)
+
+
+def session_of(dia_id: str) -> int:
+    return int(dia_id.split(":")[0].lstrip("D"))
+
+
+def turns_of(sample: dict[str, Any]) -> list[Turn]:
+    conversation = sample["conversation"]
+    turns = []
+    for key, value in conversation.items():
+        if not re.fullmatch(r"session_\d+", key):
+            continue
+        for turn in value:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            turns.append(Turn(turn["dia_id"], session_of(turn["dia_id"]), text))
+    return turns
+
+
+def questions_of(sample: dict[str, Any]) -> list[Question]:
+    questions = []
+    for qa in sample["qa"]:
+        if qa.get("category") not in CATEGORIES:
+            continue  # category 5 is adversarial: no evidence to find
+        # Ids are "D3:5"; the data also holds "D8:6; D9:17", "D:11:26" (read as D11:26) and a bare "D".
+        evidence = frozenset(
+            f"D{s}:{t}" for raw in qa.get("evidence", []) for s, t in re.findall(r"D:?(\d+):(\d+)", raw)
+        )
+        if evidence:
+            questions.append(Question(qa["question"], evidence, qa["category"]))
+    return questions
+
+
+class PlainBM25:
+    """The baseline: rank-bm25's BM25Okapi over lowercase word tokens, no other processing."""
+
+    def __init__(self, turns: list[Turn]) -> None:
+        from rank_bm25 import BM25Okapi  # test extra; only this baseline needs it
+
+        self.turns = turns
+        self.bm25 = BM25Okapi([self.tokens(t.content) for t in turns])
+
+    @staticmethod
+    def tokens(text: str) -> list[str]:
+        return re.findall(r"\w+", text.lower())
+
+    def search(self, query: str, k: int) -> list[str]:
+        scores = self.bm25.get_scores(self.tokens(query))
+        best = sorted(range(len(scores)), key=lambda i: -scores[i])[:k]
+        return [self.turns[i].dia_id for i in best if scores[i] > 0]
+
+
+async def rockmem_rankings(turns: list[Turn], questions: list[Question], k: int) -> list[list[str]]:
+    """Import the turns into a fresh home, then ask every question through the search_memory tool."""
+    with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
+        settings = Settings.load({"home": home}, env={})
+        lines = [json.dumps({"content": t.content, "metadata": {"dia_id": t.dia_id}}) for t in turns]
+        memory = MemoryService(settings)
+        try:
+            report = import_jsonl(memory, lines)
+        finally:
+            memory.close()
+        assert not report.errors, report.errors
+        rankings = []
+        async with Client(build_server(settings)) as client:
+            for question in questions:
+                result = await client.call_tool("search_memory", {"query": question.text, "limit": k})
+                assert not result.is_error, result.content
+                hits = result.structured_content["results"]
+                rankings.append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
+        return rankings
+
+
+def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, Any]:
+    """Recall@k at turn and session level, overall and per category."""
+    hits: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for question, ranked in zip(questions, rankings, strict=True):
+        for k in KS:
+            top = ranked[:k]
+            turn_hit = any(d in question.evidence for d in top)
+            session_hit = any(session_of(d) in question.sessions for d in top)
+            for group in ("overall", CATEGORIES[question.category]):
+                hits[group][f"turn_R@{k}"].append(turn_hit)
+                hits[group][f"session_R@{k}"].append(session_hit)
+    return {
+        group: {"questions": len(next(iter(m.values())))} | {name: round(sum(v) / len(v), 4) for name, v in m.items()}
+        for group, m in hits.items()
+    }
+
+
+def run(data: Path, conversations: int | None = None, questions_per: int | None = None) -> dict[str, Any]:
+    samples = json.loads(data.read_text())[:conversations]
+    all_questions: list[Question] = []
+    ranked: dict[str, list[list[str]]] = {"rockmem_bm25": [], "plain_bm25": []}
+    misses: list[dict[str, Any]] = []
+    timings: dict[str, float] = defaultdict(float)
+    for sample in samples:
+        turns = turns_of(sample)
+        questions = questions_of(sample)[:questions_per]
+        by_id = {t.dia_id: t.content for t in turns}
+        started = time.perf_counter()
+        ours = anyio.run(rockmem_rankings, turns, questions, max(KS))
+        timings["rockmem_s"] += time.perf_counter() - started
+        started = time.perf_counter()
+        plain = PlainBM25(turns)
+        baseline = [plain.search(q.text, max(KS)) for q in questions]
+        timings["plain_bm25_s"] += time.perf_counter() - started
+        ranked["rockmem_bm25"] += ours
+        ranked["plain_bm25"] += baseline
+        all_questions += questions
+        for question, top in zip(questions, ours, strict=True):
+            if not any(d in question.evidence for d in top[:5]):
+                misses.append(
+                    {
+                        "conversation": sample["sample_id"],
+                        "category": CATEGORIES[question.category],
+                        "question": question.text,
+                        "evidence": [by_id.get(e, e) for e in sorted(question.evidence)],
+                        "top1": by_id.get(top[0]) if top else None,
+                    }
+                )
+    return {
+        "benchmark": "locomo",
+        "data": str(data),
+        "date": time.strftime("%Y-%m-%d"),
+        "conversations": [s["sample_id"] for s in samples],
+        "questions": len(all_questions),
+        "methods": {name: score(all_questions, r) for name, r in ranked.items()},
+        "seconds": {k: round(v, 2) for k, v in timings.items()},
+        "misses_at_5": misses,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
+    parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
+    args = parser.parse_args()
+    if not args.data.exists():
+        sys.exit(f"LoCoMo data not found at {args.data} (it lives in ../shared/bench/locomo beside the checkout)")
+    report = run(args.data, args.conversations, args.questions)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    for name, groups in report["methods"].items():
+        overall = groups["overall"]
+        print(f"{name:14s} " + "  ".join(f"{m} {overall[m]:.3f}" for m in overall if m != "questions"))
+    print(f"{report['questions']} questions; misses at 5 listed in {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
