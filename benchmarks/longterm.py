@@ -39,8 +39,8 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-def build_home(size: int) -> Path:
-    home = Path(tempfile.gettempdir()) / f"rockmem-bench-{size}"
+def build_home(size: int, root: Path | None = None) -> Path:
+    home = (root or Path(tempfile.gettempdir())) / f"rockmem-bench-{size}"
     if (home / "index" / "memory-index.npz").exists():
         return home
     source = write_jsonl(home.with_suffix(".jsonl"), size)
