@@ -92,7 +92,7 @@ class MemoryService:
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
         position = self.journal.end()  # taken before reading: later changes are replayed on next sync
         index = self._build_from_files()
-        self._save_snapshot(index, position)
+        self._write_snapshot_file(index.snapshot_arrays(position))
         return index, position
 
     def _build_from_files(self) -> MemoryIndex:
@@ -203,9 +203,6 @@ class MemoryService:
                 arrays = self.index.snapshot_arrays(self._position)
                 self._changes_since_snapshot = 0
             self._write_snapshot_file(arrays)
-
-    def _save_snapshot(self, index: MemoryIndex, position: JournalPosition) -> None:
-        self._write_snapshot_file(index.snapshot_arrays(position))
 
     def _write_snapshot_file(self, arrays: dict[str, Any]) -> None:
         try:
