@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -121,42 +120,71 @@ class BM25Index:
 
     def add(self, key: str, tokens: Sequence[str], archived: bool = False) -> int:
         """Index a document (replacing any previous version of `key`); returns its slot."""
-        self.remove(key)
-        slot = len(self.keys)
-        self.keys.append(key)
-        self.slot_of[key] = slot
-        state = ARCHIVED if archived else ACTIVE
-        self.doc_len.append(len(tokens))
-        self.state.append(state)
-        self._count[state] += 1
-        self._len_sum[state] += len(tokens)
+        return self.add_many([(key, tokens, archived)])[0]
 
-        ids = [self._term_id(t) for t in tokens]
-        for tid, tf in Counter(ids).items():
+    def add_many(self, docs: Sequence[tuple[str, Sequence[str], bool]]) -> list[int]:
+        """Index (key, tokens, archived) documents in order, as add() would one by one; returns their slots.
+
+        Vectorised over the batch, so an import pays one numpy pass per batch, not per document.
+        """
+        last = {key: i for i, (key, _, _) in enumerate(docs)}  # a key given twice: its last version wins
+        docs = [doc for i, doc in enumerate(docs) if last[doc[0]] == i]
+        for key, _, _ in docs:
+            self.remove(key)
+        first = len(self.keys)
+        slots = list(range(first, first + len(docs)))
+        term_id = self._term_id
+        ids = [[term_id(t) for t in tokens] for _, tokens, _ in docs]
+        lengths = np.fromiter((len(d) for d in ids), dtype=np.int64, count=len(docs))
+        for slot, (key, tokens, archived) in zip(slots, docs, strict=True):
+            self.keys.append(key)
+            self.slot_of[key] = slot
+            state = ARCHIVED if archived else ACTIVE
+            self._count[state] += 1
+            self._len_sum[state] += len(tokens)
+        self.doc_len.extend(lengths)
+        self.state.extend(np.array([ARCHIVED if a else ACTIVE for _, _, a in docs], dtype=np.int8))
+
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        owner = np.repeat(np.arange(first, first + len(docs), dtype=np.int64), lengths)
+        self._add_postings(owner, flat)
+        self._add_pairs(owner, flat, lengths, first)
+        return slots
+
+    def _add_postings(self, owner: np.ndarray, term_ids: np.ndarray) -> None:
+        """Append (slot, tf) to each word's delta postings; slots ascend because new slots are the highest."""
+        if not len(term_ids):
+            return
+        term_ids, slot_of_run, tf = _runs(term_ids, owner)  # by word, then slot
+        starts = np.flatnonzero(np.concatenate(([True], term_ids[1:] != term_ids[:-1])))
+        rows = np.stack((slot_of_run, tf), axis=1).astype(np.int32)
+        for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(term_ids)], strict=True):
+            tid = int(term_ids[lo])
             postings = self.delta.get(tid)
             if postings is None:
-                postings = self.delta[tid] = Column(np.int32, width=2, capacity=2)
-            postings.append((slot, tf))
+                postings = self.delta[tid] = Column(np.int32, width=2, capacity=max(2, hi - lo))
+            postings.extend(rows[lo:hi])
 
-        pairs = Counter((a << 32) | b for a, b in itertools.pairwise(ids))
-        self.pair_start.append(len(self.pair_keys))
-        self.pair_len.append(len(pairs))
-        signature = np.zeros(SIGNATURE_WORDS, dtype=np.uint64)
-        if pairs:
-            keys = np.fromiter(pairs.keys(), dtype=np.int64, count=len(pairs))
-            tfs = np.fromiter(pairs.values(), dtype=np.int32, count=len(pairs))
-            order = np.argsort(keys)
-            self.pair_keys.extend(keys[order])
-            self.pair_tf.extend(tfs[order])
-            words, bits = pair_bits(keys)
-            np.bitwise_or.at(signature, words, bits)
-            if self.hot_pairs:
-                for key, tf in pairs.items():
-                    hot = self.hot_pairs.get(key)
-                    if hot is not None:
-                        hot.append((slot, tf))
-        self.pair_signature.append(signature)
-        return slot
+    def _add_pairs(self, owner: np.ndarray, term_ids: np.ndarray, lengths: np.ndarray, first: int) -> None:
+        """Per document: its sorted distinct adjacent-word pairs with counts, and their signature."""
+        n_docs = len(lengths)
+        within = owner[1:] == owner[:-1]  # adjacent tokens of one document
+        keys = ((term_ids[:-1] << 32) | term_ids[1:])[within]
+        pair_owner = owner[1:][within]
+        pair_owner, keys, tf = _runs(pair_owner, keys)  # by document, then key: what each document keeps
+        per_doc = np.bincount(pair_owner - first, minlength=n_docs)
+        self.pair_start.extend(len(self.pair_keys) + np.cumsum(per_doc) - per_doc)
+        self.pair_len.extend(per_doc)
+        self.pair_keys.extend(keys)
+        self.pair_tf.extend(tf)
+        signatures = np.zeros((n_docs, SIGNATURE_WORDS), dtype=np.uint64)
+        words, bits = pair_bits(keys)
+        np.bitwise_or.at(signatures, (pair_owner - first, words), bits)
+        self.pair_signature.extend(signatures)
+        if self.hot_pairs and len(keys):
+            hot = np.isin(keys, np.fromiter(self.hot_pairs, dtype=np.int64, count=len(self.hot_pairs)))
+            for key, slot, count in zip(keys[hot].tolist(), pair_owner[hot].tolist(), tf[hot].tolist(), strict=True):
+                self.hot_pairs[key].append((slot, count))
 
     def remove(self, key: str) -> bool:
         slot = self.slot_of.pop(key, None)
@@ -304,36 +332,27 @@ class BM25Index:
         return np.flatnonzero(self.state.view != DEAD)
 
     def export_arrays(self, live: np.ndarray) -> dict[str, np.ndarray]:
-        """Compact arrays of the live documents (renumbered 0..len-1 in slot order) for a snapshot."""
-        remap = np.full(self.slot_count, -1, dtype=np.int64)
-        remap[live] = np.arange(len(live))
+        """Compact arrays of the live documents (renumbered 0..len-1 in slot order) for a snapshot.
+
+        Written to keep temporaries small (int32 where it fits, one sort per posting kind): this runs
+        in the server, and its peak is the server's peak.
+        """
+        everything_live = len(live) == self.slot_count
+        remap = None
+        if not everything_live:
+            remap = np.full(self.slot_count, -1, dtype=np.int32)
+            remap[live] = np.arange(len(live), dtype=np.int32)
 
         pair_len = self.pair_len.view[live]
         pair_idx = concat_segments(self.pair_start.view[live], pair_len)
-
-        term_ids = [np.repeat(np.arange(len(self.base_offsets) - 1, dtype=np.int64), np.diff(self.base_offsets))]
-        slots, tfs = [self.base_slots.astype(np.int64)], [self.base_tf]
-        for tid, rows in self.delta.items():
-            if len(rows):
-                term_ids.append(np.full(len(rows), tid, dtype=np.int64))
-                slots.append(rows.view[:, 0].astype(np.int64))
-                tfs.append(rows.view[:, 1])
-        all_terms, all_slots, all_tf = np.concatenate(term_ids), np.concatenate(slots), np.concatenate(tfs)
-        keep = remap[all_slots] >= 0
-        all_terms, all_slots, all_tf = all_terms[keep], remap[all_slots[keep]], all_tf[keep]
-        # Stable: within a term, base postings precede delta ones and both are in slot order already.
-        order = np.argsort(all_terms, kind="stable")
-        counts = np.bincount(all_terms, minlength=len(self.terms))
         pair_keys = self.pair_keys.view[pair_idx]
         pair_tf = self.pair_tf.view[pair_idx]
-        pair_owner = np.repeat(np.arange(len(live), dtype=np.int32), pair_len)
-        unique, pair_docs = np.unique(pair_keys, return_counts=True)
-        hot = np.isin(pair_keys, unique[pair_docs >= HOT_PAIR_DOCS])
-        hot_order = np.argsort(pair_keys[hot], kind="stable")  # by key; slots stay ascending within a key
+        del pair_idx
+        hot_keys, hot_slots, hot_tf = _hot_pairs(pair_keys, pair_tf, pair_len)
         return {
-            "hot_keys": pair_keys[hot][hot_order],
-            "hot_slots": pair_owner[hot][hot_order],
-            "hot_tf": pair_tf[hot][hot_order],
+            "hot_keys": hot_keys,
+            "hot_slots": hot_slots,
+            "hot_tf": hot_tf,
             "doc_len": self.doc_len.view[live],
             "state": self.state.view[live],
             "pair_start": (np.cumsum(pair_len) - pair_len).astype(np.int64),
@@ -341,9 +360,35 @@ class BM25Index:
             "pair_keys": pair_keys,
             "pair_tf": pair_tf,
             "pair_signature": self.pair_signature.view[live],
+            **self._export_postings(remap),
+        }
+
+    def _export_postings(self, remap: np.ndarray | None) -> dict[str, np.ndarray]:
+        """Base and delta word postings merged into one CSR, dead slots dropped (remap None: none dead)."""
+        deltas = [(tid, rows.view) for tid, rows in self.delta.items() if len(rows)]
+        if remap is None and not deltas and len(self.base_offsets) == len(self.terms) + 1:
+            # Nothing written since the last snapshot: the base arrays are never modified in place.
+            return {"term_offsets": self.base_offsets, "term_slots": self.base_slots, "term_tf": self.base_tf}
+        base_counts = np.diff(self.base_offsets)
+        term_ids = [np.repeat(np.arange(len(base_counts), dtype=np.int32), base_counts)]
+        slots, tfs = [self.base_slots], [self.base_tf]
+        for tid, rows in deltas:
+            term_ids.append(np.full(len(rows), tid, dtype=np.int32))
+            slots.append(rows[:, 0])
+            tfs.append(rows[:, 1])
+        all_terms, all_slots, all_tf = np.concatenate(term_ids), np.concatenate(slots), np.concatenate(tfs)
+        del term_ids, slots, tfs
+        if remap is not None:
+            all_slots = remap[all_slots]
+            keep = all_slots >= 0
+            all_terms, all_slots, all_tf = all_terms[keep], all_slots[keep], all_tf[keep]
+        # Stable: within a term, base postings precede delta ones and both are in slot order already.
+        order = np.argsort(all_terms, kind="stable")
+        counts = np.bincount(all_terms, minlength=len(self.terms))
+        return {
             "term_offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-            "term_slots": all_slots[order].astype(np.int32),
-            "term_tf": all_tf[order].astype(np.int32),
+            "term_slots": all_slots[order].astype(np.int32, copy=False),
+            "term_tf": all_tf[order].astype(np.int32, copy=False),
         }
 
     @classmethod
@@ -376,3 +421,26 @@ class BM25Index:
             index._count[s] = int(np.count_nonzero(state == s))
             index._len_sum[s] = int(lengths[state == s].sum())
         return index
+
+
+def _runs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (major, minor) pairs sorted by major then minor, with how often each occurs."""
+    if not len(major):
+        return major, minor, np.zeros(0, dtype=np.int32)
+    order = np.lexsort((minor, major))
+    major, minor = major[order], minor[order]
+    starts = np.flatnonzero(np.concatenate(([True], (major[1:] != major[:-1]) | (minor[1:] != minor[:-1]))))
+    counts = np.diff(np.append(starts, len(major))).astype(np.int32)
+    return major[starts], minor[starts], counts
+
+
+def _hot_pairs(pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents, by key then slot."""
+    order = np.argsort(pair_keys, kind="stable")  # stable: slots stay ascending within a key
+    ordered = pair_keys[order]
+    starts = np.flatnonzero(np.concatenate(([len(ordered) > 0], ordered[1:] != ordered[:-1])))
+    run_len = np.diff(np.append(starts, len(ordered)))
+    hot = np.repeat(run_len >= HOT_PAIR_DOCS, run_len)
+    picked = order[hot]
+    owner = np.repeat(np.arange(len(pair_len), dtype=np.int32), pair_len)
+    return ordered[hot], owner[picked], pair_tf[picked]

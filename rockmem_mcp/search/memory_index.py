@@ -7,6 +7,7 @@ fresh); per document it keeps the id, category, tags and creation time.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -56,12 +57,19 @@ class MemoryIndex:
 
     # ------------------------------------------------------------------ writes
     def upsert(self, entry: MemoryEntry) -> None:
-        slot = self.bm25.add(entry.id, tokenize(entry.document_text()), archived=entry.archived)
-        self.category_code.append(self._category_id(entry.category))
-        self.created.append(entry.created_at.timestamp())
-        for tag in entry.tags:
-            self.tag_codes.append(self._tag_id(tag.lower()))
-            self.tag_owner.append(slot)
+        self.upsert_many([entry])
+
+    def upsert_many(self, entries: Sequence[MemoryEntry]) -> None:
+        """Index entries in order (a later version of an id replaces an earlier one)."""
+        last = {e.id: i for i, e in enumerate(entries)}
+        entries = [e for i, e in enumerate(entries) if last[e.id] == i]
+        slots = self.bm25.add_many([(e.id, tokenize(e.document_text()), e.archived) for e in entries])
+        self.category_code.extend(np.array([self._category_id(e.category) for e in entries], dtype=np.int32))
+        self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))
+        for slot, entry in zip(slots, entries, strict=True):
+            for tag in entry.tags:
+                self.tag_codes.append(self._tag_id(tag.lower()))
+                self.tag_owner.append(slot)
 
     def remove(self, entry_id: str) -> bool:
         return self.bm25.remove(entry_id)
@@ -90,13 +98,18 @@ class MemoryIndex:
         code = int(self.category_code.view[slot])
         return EntryLocation(entry_id, None if code == _NO_CATEGORY else self.categories[code])
 
-    def locations(self) -> dict[str, EntryLocation]:
-        codes = self.category_code.view
-        cats = self.categories
-        return {
-            key: EntryLocation(key, None if codes[slot] == _NO_CATEGORY else cats[codes[slot]])
-            for key, slot in self.bm25.slot_of.items()
-        }
+    def ids_by_category(self) -> dict[str | None, set[str]]:
+        """Indexed ids grouped by category (None: uncategorized), for diffing against the folders."""
+        codes = self.category_code.view.tolist()
+        names: list[str | None] = [*self.categories, None]  # code -1 picks the trailing None
+        grouped: dict[str | None, set[str]] = {}
+        for key, slot in self.bm25.slot_of.items():
+            category = names[codes[slot]]
+            ids = grouped.get(category)
+            if ids is None:
+                ids = grouped[category] = set()
+            ids.add(key)
+        return grouped
 
     def _allowed(self, flt: SearchFilter) -> np.ndarray | None:
         """A bool mask over slots for the filters, or None when nothing filters."""

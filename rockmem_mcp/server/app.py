@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
@@ -25,10 +26,12 @@ rockmem gives you long-term memory that lasts across sessions.
 """
 
 
-def build_server(settings: Settings) -> MCPServer[Services]:
+def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | None = None) -> MCPServer[Services]:
+    """The server for `settings`; `open_memory` supplies the store (the CLI starts opening it early)."""
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
-        memory = await anyio.to_thread.run_sync(MemoryService, settings)
+        memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
         try:
             yield Services(memory=memory)
         finally:

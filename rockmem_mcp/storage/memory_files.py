@@ -30,10 +30,15 @@ class EntryLocation:
 class MemoryFiles:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root_text = str(root)
         self._warned: set[str] = set()
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
-        return (self.root / category / f"{entry_id}.json") if category else self.root / f"{entry_id}.json"
+        return Path(self._path_text(entry_id, category))
+
+    def _path_text(self, entry_id: str, category: str | None) -> str:
+        # The one place the layout is spelled out; a string, as batches of files are written by it.
+        return f"{self._root_text}/{category}/{entry_id}.json" if category else f"{self._root_text}/{entry_id}.json"
 
     @staticmethod
     def encode(entry: MemoryEntry) -> bytes:
@@ -45,8 +50,9 @@ class MemoryFiles:
         The path is the truth about where an entry lives: a file moved by hand into another folder takes
         that folder as its category.
         """
-        path = self.path_for(location.entry_id, location.category)
-        data = path.read_bytes()
+        path = self._path_text(location.entry_id, location.category)
+        with open(path, "rb") as f:  # not Path.read_bytes: this is on every search result's path
+            data = f.read()
         try:
             entry = MemoryEntry.model_validate_json(data)
         except ValidationError as exc:
@@ -67,7 +73,7 @@ class MemoryFiles:
         atomic_write(self.path_for(entry.id, entry.category), self.encode(entry))
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
-        return atomic_write_many((self.path_for(e.id, e.category), self.encode(e)) for e in entries)
+        return atomic_write_many((self._path_text(e.id, e.category), self.encode(e)) for e in entries)
 
     def remove(self, location: EntryLocation) -> bool:
         return remove_durably(self.path_for(location.entry_id, location.category))
@@ -75,36 +81,47 @@ class MemoryFiles:
     def walk(self) -> list[EntryLocation]:
         """Every entry file by name only (no reads, no stats); stale temp files from crashes are cleared."""
         found: list[EntryLocation] = []
+        for category, stems in self.listing().items():
+            found.extend(loc for stem in stems if (loc := self.location(stem, category)) is not None)
+        return found
+
+    def listing(self) -> dict[str | None, set[str]]:
+        """File stems (unvalidated ids) per category folder: the cheap form of walk() for diffing."""
+        found: dict[str | None, set[str]] = {}
         if not self.root.is_dir():
             return found
-        stack: list[tuple[Path, str | None]] = [(self.root, None)]
+        stack: list[tuple[str, str | None]] = [(str(self.root), None)]
         now = time.time()
         while stack:
             directory, category = stack.pop()
             try:
-                entries = list(os.scandir(directory))
+                items = list(os.scandir(directory))
             except OSError as exc:
                 self.warn_once(f"cannot list {directory}: {exc}")
                 continue
-            for item in entries:
+            stems = found.setdefault(category, set())
+            for item in items:
                 name = item.name
                 if name.startswith("."):
                     if name.endswith(TEMP_SUFFIX):
                         self._clear_stale_temp(item, now)
-                    continue
-                if item.is_dir(follow_symlinks=False):
+                elif name.endswith(".json"):  # never a folder: category segments have no dots
+                    stems.add(name[:-5])
+                elif item.is_dir(follow_symlinks=False):
                     sub = f"{category}/{name}" if category else name
                     try:
-                        stack.append((Path(item.path), normalize_category(sub)))
+                        stack.append((item.path, normalize_category(sub)))
                     except ValueError:
                         self.warn_once(f"ignoring folder {item.path}: not a valid category name")
-                elif name.endswith(".json"):
-                    stem = name[:-5]
-                    try:
-                        found.append(EntryLocation(validate_entry_id(stem), category))
-                    except ValueError:
-                        self.warn_once(f"ignoring {item.path}: file name is not a memory id")
         return found
+
+    def location(self, stem: str, category: str | None) -> EntryLocation | None:
+        """The entry a listed file stands for, or None (warned once) when its name is not an id."""
+        try:
+            return EntryLocation(validate_entry_id(stem), category)
+        except ValueError:
+            self.warn_once(f"ignoring {self.path_for(stem, category)}: file name is not a memory id")
+            return None
 
     @staticmethod
     def _clear_stale_temp(item: os.DirEntry[str], now: float) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
-from benchmarks import locomo, longterm
+from benchmarks import locomo, speed
 from benchmarks.corpus import Corpus
 
 
@@ -16,14 +15,26 @@ def test_corpus_is_deterministic() -> None:
     assert Corpus(seed=3).queries(4) == Corpus(seed=3).queries(4)
 
 
-def test_longterm_harness_runs_at_tiny_size(tmp_path: Path) -> None:
-    home = longterm.build_home(300, root=tmp_path)
-    queries = Corpus(seed=99).queries(10)
-    local = longterm.in_process(home, queries)
-    assert local["search"]["n"] == 10 and local["durable_save"]["n"] == 200
-    stdio = anyio.run(longterm.over_stdio, home, queries[:3], 1)
-    assert stdio["search_tool_call_python_sdk_client"]["n"] == 3
-    assert longterm.raw_stdio(home, queries[:3])["search_tool_call_raw_jsonrpc"]["n"] == 3
+def test_speed_harness_runs_every_system_at_tiny_size(tmp_path: Path) -> None:
+    report = speed.run_size(300, tmp_path, queries=12, systems=speed.SYSTEMS, stdio=True, starts=1)
+    systems = report["systems"]
+    assert systems["rockmem"]["build"]["import_s"] > 0
+    serve = systems["rockmem"]["serve"]
+    assert serve["search_20_results"]["n"] == serve["index_top10"]["n"] == 12
+    assert serve["durable_save"]["n"] == systems["fts5"]["durable_save"]["n"] == 200
+    assert systems["rank-bm25"]["query_top10"]["n"] == systems["fts5"]["query_top10"]["n"] == 12
+    stdio = systems["rockmem"]["stdio"]
+    assert stdio["search_tool_call_raw_jsonrpc"]["n"] == stdio["search_tool_call_python_sdk_client"]["n"] == 12
+    assert len(stdio["cold_start_to_first_search_s"]["runs"]) == 1
+    assert set(report["ratios"]) == {
+        f"{s}_query_p50_over_rockmem_{m}" for s in ("rank-bm25", "fts5") for m in ("index_top10", "search_20_results")
+    }
+    assert not (tmp_path / "speed-300").exists()  # work files are cleaned up
+
+
+def test_sizes_parse_with_suffixes() -> None:
+    assert [speed.parse_size(s) for s in ("300", "10k", "1M")] == [300, 10_000, 1_000_000]
+    assert [speed.label(n) for n in (300, 10_000, 1_000_000)] == ["300", "10k", "1m"]
 
 
 @pytest.mark.skipif(

@@ -300,6 +300,33 @@ def test_snapshot_arrays_round_trip_through_removals_base_and_delta(
     assert_same_results(fresh(), again, queries)
 
 
+@pytest.mark.parametrize("hot_pair_docs", [None, 3], ids=["default", "many-hot-pairs"])
+def test_add_many_equals_adding_one_by_one(hot_pair_docs: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if hot_pair_docs is not None:
+        monkeypatch.setattr(bm25, "HOT_PAIR_DOCS", hot_pair_docs)
+    rng = random.Random(11)
+    vocab = [f"v{i:02d}y" for i in range(20)]
+    first = [(f"k{i}", random_tokens(rng, vocab), i % 5 == 0) for i in range(60)]
+    # A second batch after a snapshot load (hot pairs then exist): rewrites of loaded keys, a key given
+    # twice in the batch (the later wins), and an empty document.
+    second = [(f"k{i}", random_tokens(rng, vocab), False) for i in (3, 70, 71, 3, 72)] + [("k73", [], False)]
+    one_by_one, batched = BM25Index(), BM25Index()
+    for key, tokens, archived in first:
+        one_by_one.add(key, tokens, archived=archived)
+    batched.add_many(first)
+    one_by_one, batched = round_trip(one_by_one), round_trip(batched)
+    for key, tokens, archived in second:
+        one_by_one.add(key, tokens, archived=archived)
+    slots = batched.add_many(second)
+
+    assert len(slots) == 5 and batched.slot_of["k3"] == slots[2]  # k3 once, at its later place
+    assert batched.slot_of.keys() == one_by_one.slot_of.keys()
+    queries = [[rng.choice(vocab) for _ in range(rng.randint(1, 3))] for _ in range(60)]
+    queries += [tokens[i : i + 2] for _, tokens, _ in first + second for i in range(0, len(tokens) - 1, 3)]
+    assert_same_results(one_by_one, batched, queries)
+    assert_same_results(round_trip(one_by_one), round_trip(batched), queries)
+
+
 def test_from_arrays_rejects_mismatched_arrays() -> None:
     index = build(DOCS)
     live = index.live_slots()

@@ -112,9 +112,9 @@ def test_filters_restrict_results_but_not_bm25_statistics() -> None:
 
 
 # ---------------------------------------------------------------------- query forms
-def test_query_of_only_short_words_returns_nothing() -> None:
+def test_query_of_only_stopwords_returns_nothing() -> None:
     index = index_of(entry("e1", "go to it"), entry("e2"))
-    hits = index.search("go to it", SearchFilter(), 10)
+    hits = index.search("to it", SearchFilter(), 10)
     assert (hits.total, len(hits.slots)) == (0, 0)
 
 
@@ -160,7 +160,7 @@ def test_upsert_replaces_and_remove_forgets() -> None:
     assert ids(index, "first") == []
     assert ids(index, "second") == ["e1"]
     assert index.location("e1") == EntryLocation("e1", "b/c")
-    assert index.locations() == {"e1": EntryLocation("e1", "b/c")}
+    assert index.ids_by_category() == {"b/c": {"e1"}}
     assert index.remove("e1") is True
     assert "e1" not in index and index.location("e1") is None
     assert index.remove("e1") is False
@@ -211,7 +211,7 @@ def assert_same(a: MemoryIndex, b: MemoryIndex) -> None:
             assert [k for k, _ in ra] == [k for k, _ in rb], (query, flt)
             assert np.allclose([s for _, s in ra], [s for _, s in rb], rtol=1e-12, equal_nan=True)
     assert a.category_counts() == b.category_counts()
-    assert a.locations() == b.locations()
+    assert a.ids_by_category() == b.ids_by_category()
 
 
 def test_snapshot_round_trip(tmp_path: Path) -> None:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from rockmem_mcp.search.tokenizer import MIN_TOKEN_CHARS, tokenize
+from rockmem_mcp.search.tokenizer import MIN_TOKEN_CHARS, STOPWORDS, tokenize
 
 
 def test_lowercases() -> None:
-    assert tokenize("Hello WORLD MiXeD") == ["hello", "world", "mixed"]
+    assert tokenize("Hello WORLD Rome") == ["hello", "world", "rome"]
 
 
 @pytest.mark.parametrize(
@@ -16,32 +16,39 @@ def test_lowercases() -> None:
         ("kebab-case-name", ["kebab", "case", "name"]),
         ("path/to/file.txt", ["path", "file", "txt"]),
         ("one,two;three:four", ["one", "two", "three", "four"]),
-        ("tabs\tand\nnewlines", ["tabs", "and", "newlines"]),
-        ("email@example.com", ["email", "example", "com"]),
+        ("tabs\tplus\nnewlines", ["tab", "plus", "newlin"]),
+        ("email@example.com", ["email", "exampl", "com"]),
     ],
 )
 def test_splits_on_every_non_alphanumeric_including_underscore_and_dash(text: str, expected: list[str]) -> None:
     assert tokenize(text) == expected
 
 
-def test_drops_tokens_shorter_than_three_characters() -> None:
-    assert MIN_TOKEN_CHARS == 3
-    assert tokenize("a an the I go to Rome") == ["the", "rome"]
-    assert tokenize("x_y-z ab") == []
+def test_inflections_share_a_stem() -> None:
+    assert tokenize("painting painted paints") == ["paint"] * 3
+    assert tokenize("adopting adoption adopts") == ["adopt"] * 3
 
 
-def test_digits_are_word_characters() -> None:
-    assert tokenize("version 2024 of py3k v2") == ["version", "2024", "py3k"]
+def test_drops_stopwords_and_single_letters() -> None:
+    assert {"the", "and", "what", "did", "was", "to"} <= STOPWORDS
+    assert tokenize("What did I go to the UK for?") == ["go", "uk"]
+    assert tokenize("x_y-z a") == []
+
+
+def test_numbers_of_any_length_are_kept() -> None:
+    assert MIN_TOKEN_CHARS == 2
+    assert tokenize("version 2024 of py3k v2, 5 cats") == ["version", "2024", "py3k", "v2", "5", "cat"]
 
 
 def test_keeps_unicode_letters() -> None:
-    assert tokenize("Zürich café naïve ΑΘΗΝΑ") == ["zürich", "café", "naïve", "αθηνα"]
+    assert tokenize("Zürich café ΑΘΗΝΑ") == ["zürich", "café", "αθηνα"]
 
 
 def test_preserves_order_and_duplicates() -> None:
     assert tokenize("gamma alpha beta alpha") == ["gamma", "alpha", "beta", "alpha"]
 
 
-def test_empty_and_punctuation_only() -> None:
+def test_empty_punctuation_and_stopword_only() -> None:
     assert tokenize("") == []
     assert tokenize("!!! ... --- ___") == []
+    assert tokenize("it is what it was") == []

@@ -286,6 +286,20 @@ def test_files_changed_by_hand_while_stopped_are_picked_up(services: Services, s
     assert sorted(found(service)) == sorted([kept.id, moved.id, "handmade0001"])
 
 
+def test_a_copy_of_an_indexed_entry_added_by_hand_does_not_displace_it(services: Services, settings: Settings) -> None:
+    first = services.open()
+    original = first.save("the original wording", category="home")
+    services.close(first)
+    write_by_hand(settings, f"elsewhere/{original.id}.json", content="a stray copy")
+    write_by_hand(settings, "elsewhere/not an id!.json", content="ignored: the name is not an id")
+
+    service = services.open()
+    assert service.get(original.id).category == "home"
+    assert found(service, "original") == [original.id]
+    assert found(service, "stray") == []
+    assert found(service, "ignored") == []
+
+
 # ---------------------------------------------------------------------- several instances on one home
 def test_writes_in_one_instance_are_seen_by_another_without_restart(services: Services, settings: Settings) -> None:
     a, b = services.open(), services.open()

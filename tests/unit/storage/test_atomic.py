@@ -31,7 +31,7 @@ def fail_on_call(monkeypatch: pytest.MonkeyPatch, name: str, call: int) -> None:
 
 
 def test_temp_names_are_hidden_and_marked() -> None:
-    tmp = temp_path_for(Path("/some/dir/entry.json"))
+    tmp = Path(temp_path_for(Path("/some/dir/entry.json")))
     assert tmp.parent == Path("/some/dir")
     assert tmp.name.startswith(".entry.json.") and tmp.name.endswith(TEMP_SUFFIX)
     assert temp_path_for(Path("/x/a.json")) != temp_path_for(Path("/x/a.json"))

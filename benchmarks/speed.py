@@ -1,0 +1,342 @@
+"""Speed and scale, side by side: rockmem vs rank-bm25 (BM25Okapi) vs SQLite FTS5, on one seeded corpus.
+
+    python -m benchmarks.speed --size 100k                 # all three systems, plus stdio and cold start
+    python -m benchmarks.speed --size 10k --size 1m        # several sizes in one run
+
+Every system runs in its own fresh worker process, so peak resident memory (ru_maxrss) is its own:
+  - rockmem: `import` of the corpus into a new home (durable files, index, snapshot), then, in a second
+    process, open the home and search through MemoryService (20 results read back from their files, as
+    the tool answers) and through the index alone; durable single saves.
+  - rank-bm25: BM25Okapi over lowercase `\\w+` tokens (how it is commonly used), in memory; a query is
+    get_scores plus a top-10 selection. Its queries are capped by time at large sizes (n says how many).
+  - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
+    words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
+At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
+search, and search as a raw JSON-RPC tool call and through the Python SDK client.
+Writes benchmarks/results/speed-{size}.json. Figures are p50/p95 over ≥ 200 queries; compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from mcp import Client, StdioServerParameters
+
+from benchmarks.corpus import Corpus, write_jsonl
+from rockmem_mcp.config import Settings
+from rockmem_mcp.search.memory_index import SearchFilter
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.transfer import import_jsonl
+
+RESULTS = Path(__file__).parent / "results"
+SYSTEMS = ("rockmem", "rank-bm25", "fts5")
+QUERY_SEED = 99
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1e3, 3),
+        "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)] * 1e3, 3),
+        "n": len(ordered),
+    }
+
+
+def timed(fn: Callable[[str], object], queries: list[str], budget_s: float = float("inf")) -> dict[str, float]:
+    """Run `fn` per query; stop early once `budget_s` is spent (at least 10 queries always run)."""
+    samples = []
+    deadline = time.perf_counter() + budget_s
+    for query in queries:
+        t = time.perf_counter()
+        fn(query)
+        samples.append(time.perf_counter() - t)
+        if len(samples) >= 10 and time.perf_counter() > deadline:
+            break
+    return percentiles(samples)
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # kB on Linux
+
+
+def read_contents(corpus: Path) -> list[str]:
+    with corpus.open(encoding="utf-8") as f:
+        return [json.loads(line)["content"] for line in f]
+
+
+# ------------------------------------------------------------------------------------------------ workers
+def rockmem_build(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    home = work / "rockmem-home"
+    started = time.perf_counter()
+    memory = MemoryService(Settings.load({"home": home}, env={}))
+    with corpus.open("rb") as f:
+        report = import_jsonl(memory, f)
+    memory.close()  # writes the index snapshot the next start loads
+    assert not report.errors, report.errors[:3]
+    return {"import_s": round(time.perf_counter() - started, 2), "peak_rss_mb": peak_rss_mb()}
+
+
+def rockmem_search(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    home = work / "rockmem-home"
+    started = time.perf_counter()
+    memory = MemoryService(Settings.load({"home": home}, env={}))
+    opened = time.perf_counter() - started
+    everything = SearchFilter()
+    result = {
+        "open_s": round(opened, 3),
+        "search_20_results": timed(lambda q: memory.search(q, limit=20), queries),
+        "index_top10": timed(lambda q: memory.index.search(q, everything, 10), queries),
+    }
+    saves = []
+    for i in range(200):
+        t = time.perf_counter()
+        memory.save(f"benchmark note {i}: deploy review happens on Thursday at 10:30", "notes/benchmark")
+        saves.append(time.perf_counter() - t)
+    result["durable_save"] = percentiles(saves)
+    for hit in memory.search(category="notes/benchmark", limit=200).results:  # leave the corpus as it was
+        memory.delete(hit.entry.id, permanent=True)
+    memory.close()
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
+def plain_tokens(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def rank_bm25(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    from rank_bm25 import BM25Okapi  # test extra; only this baseline needs it
+
+    contents = read_contents(corpus)
+    started = time.perf_counter()
+    bm25 = BM25Okapi([plain_tokens(c) for c in contents])
+    built = time.perf_counter() - started
+    del contents
+
+    def search(query: str) -> np.ndarray:
+        scores = bm25.get_scores(plain_tokens(query))
+        best = np.argpartition(-scores, 10)[:10]
+        return best[np.argsort(-scores[best])]
+
+    return {
+        "build_s": round(built, 2),
+        "query_top10": timed(search, queries, budget_s=60),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def fts5(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    path = work / "fts5.db"
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE VIRTUAL TABLE docs USING fts5(content, tokenize='porter unicode61')")
+    started = time.perf_counter()
+    db.execute("BEGIN")
+    with corpus.open(encoding="utf-8") as f:
+        db.executemany("INSERT INTO docs(content) VALUES (?)", ((json.loads(line)["content"],) for line in f))
+    db.execute("COMMIT")
+    built = time.perf_counter() - started
+
+    def search(query: str) -> list[tuple[int, float]]:
+        words = " OR ".join(f'"{w}"' for w in plain_tokens(query))
+        sql = "SELECT rowid, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT 10"
+        return db.execute(sql, (words,)).fetchall() if words else []
+
+    result = {"build_s": round(built, 2), "query_top10": timed(search, queries)}
+    saves = []
+    for i in range(200):
+        t = time.perf_counter()
+        db.execute("BEGIN")
+        db.execute("INSERT INTO docs(content) VALUES (?)", (f"benchmark note {i}: deploy review on Thursday",))
+        db.execute("COMMIT")
+        saves.append(time.perf_counter() - t)
+    db.close()
+    return result | {"durable_save": percentiles(saves), "peak_rss_mb": peak_rss_mb()}
+
+
+WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
+    "rockmem-build": rockmem_build,
+    "rockmem-search": rockmem_search,
+    "rank-bm25": rank_bm25,
+    "fts5": fts5,
+}
+
+
+def run_worker(name: str, corpus: Path, work: Path, queries: int) -> dict[str, Any]:
+    """Run one worker in a fresh interpreter; its JSON answer is the last line of stdout."""
+    args = [sys.executable, "-m", "benchmarks.speed", "--worker", name, "--corpus", str(corpus), "--work", str(work)]
+    done = subprocess.run([*args, "--queries", str(queries)], check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------------ stdio
+def server_params(home: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)])
+
+
+def server_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+async def sdk_client(home: Path, queries: list[str], starts: int = 5) -> dict[str, Any]:
+    """Cold start (spawn → first search answered) and tool calls through the Python SDK's Client."""
+    cold = []
+    for _ in range(starts):
+        t = time.perf_counter()
+        async with Client(server_params(home)) as client:
+            result = await client.call_tool("search_memory", {"query": queries[0], "limit": 5})
+            cold.append(time.perf_counter() - t)
+            assert not result.is_error
+    calls = []
+    async with Client(server_params(home)) as client:
+        for query in queries:
+            t = time.perf_counter()
+            await client.call_tool("search_memory", {"query": query})
+            calls.append(time.perf_counter() - t)
+    return {
+        "cold_start_to_first_search_s": {"p50": round(statistics.median(cold), 3), "runs": [round(c, 3) for c in cold]},
+        "search_tool_call_python_sdk_client": percentiles(calls),
+    }
+
+
+def raw_stdio(home: Path, queries: list[str]) -> dict[str, Any]:
+    """Tool-call latency as the pipe sees it: plain JSON-RPC lines, no client-side validation.
+
+    The Python SDK's Client re-validates every structured result with the pure-Python jsonschema
+    package (~2.6 ms for 20 entries here); clients in other languages do not pay that, so both are reported.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def call(message: dict[str, Any]) -> dict[str, Any] | None:
+        stdin.write((json.dumps(message) + "\n").encode())
+        stdin.flush()
+        return json.loads(stdout.readline()) if "id" in message else None
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
+        call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        samples = []
+        for i, query in enumerate(queries, start=1):
+            params = {"name": "search_memory", "arguments": {"query": query}}
+            t = time.perf_counter()
+            reply = call({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
+            samples.append(time.perf_counter() - t)
+            assert reply is not None and not reply["result"].get("isError"), reply
+        rss = server_rss_mb(proc.pid)
+    finally:
+        stdin.close()
+        proc.wait(timeout=60)
+    return {"search_tool_call_raw_jsonrpc": percentiles(samples), "server_rss_mb_after_queries": rss}
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([km]?)", text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(f"size like 10000, 100k or 1m, not {text!r}")
+    return int(match[1]) * {"": 1, "k": 1_000, "m": 1_000_000}[match[2]]
+
+
+def label(size: int) -> str:
+    return f"{size // 1_000_000}m" if size % 1_000_000 == 0 else f"{size // 1_000}k" if size % 1_000 == 0 else str(size)
+
+
+def ratio(slow: float | None, fast: float | None) -> float | None:
+    return round(slow / fast, 1) if slow and fast else None
+
+
+def run_size(
+    size: int, root: Path, queries: int, systems: tuple[str, ...], stdio: bool, starts: int = 5
+) -> dict[str, Any]:
+    work = root / f"speed-{label(size)}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    corpus = write_jsonl(work / "corpus.jsonl", size)
+    report: dict[str, Any] = {
+        "benchmark": "speed",
+        "size": size,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "queries": queries,
+        "systems": {},
+    }
+    results = report["systems"]
+    for system in systems:
+        print(f"[{label(size)}] {system} ...", file=sys.stderr, flush=True)
+        if system == "rockmem":
+            built = run_worker("rockmem-build", corpus, work, queries)
+            results["rockmem"] = {"build": built, "serve": run_worker("rockmem-search", corpus, work, queries)}
+        else:
+            results[system] = run_worker(system, corpus, work, queries)
+    if stdio and "rockmem" in systems:
+        print(f"[{label(size)}] rockmem over stdio ...", file=sys.stderr, flush=True)
+        asked = Corpus(seed=QUERY_SEED).queries(queries)
+        home = work / "rockmem-home"
+        results["rockmem"]["stdio"] = {**anyio.run(sdk_client, home, asked, starts), **raw_stdio(home, asked)}
+    ours = results.get("rockmem", {}).get("serve", {})
+    report["ratios"] = {
+        f"{system}_query_p50_over_rockmem_{mode}": ratio(results[system]["query_top10"]["p50_ms"], ours[mode]["p50_ms"])
+        for system in ("rank-bm25", "fts5")
+        if system in results and ours
+        for mode in ("index_top10", "search_20_results")
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=parse_size, action="append", help="corpus size: 10k, 100k, 1m (repeatable)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}")
+    parser.add_argument("--stdio-size", type=parse_size, default=100_000, help="size that also measures stdio")
+    parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()), help="where work files go")
+    parser.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        answer = WORKERS[args.worker](args.corpus, args.work, Corpus(seed=QUERY_SEED).queries(args.queries))
+        print(json.dumps(answer))
+        return
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    if unknown := set(systems) - set(SYSTEMS):
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS}")
+    RESULTS.mkdir(exist_ok=True)
+    for size in args.size or [100_000]:
+        report = run_size(size, args.root, args.queries, systems, stdio=size == args.stdio_size)
+        out = RESULTS / f"speed-{label(size)}.json"
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
