@@ -369,26 +369,35 @@ class BM25Index:
         if remap is None and not deltas and len(self.base_offsets) == len(self.terms) + 1:
             # Nothing written since the last snapshot: the base arrays are never modified in place.
             return {"term_offsets": self.base_offsets, "term_slots": self.base_slots, "term_tf": self.base_tf}
-        base_counts = np.diff(self.base_offsets)
-        term_ids = [np.repeat(np.arange(len(base_counts), dtype=np.int32), base_counts)]
-        slots, tfs = [self.base_slots], [self.base_tf]
-        for tid, rows in deltas:
-            term_ids.append(np.full(len(rows), tid, dtype=np.int32))
-            slots.append(rows[:, 0])
-            tfs.append(rows[:, 1])
-        all_terms, all_slots, all_tf = np.concatenate(term_ids), np.concatenate(slots), np.concatenate(tfs)
-        del term_ids, slots, tfs
+        base_slots, base_tf, live_offsets = self.base_slots, self.base_tf, self.base_offsets
         if remap is not None:
-            all_slots = remap[all_slots]
-            keep = all_slots >= 0
-            all_terms, all_slots, all_tf = all_terms[keep], all_slots[keep], all_tf[keep]
-        # Stable: within a term, base postings precede delta ones and both are in slot order already.
-        order = np.argsort(all_terms, kind="stable")
-        counts = np.bincount(all_terms, minlength=len(self.terms))
+            renumbered = remap[base_slots]
+            keep = renumbered >= 0
+            base_slots, base_tf = renumbered[keep], base_tf[keep]
+            dead = np.flatnonzero(~keep)  # few: only postings of entries deleted since the base was built
+            dead_terms = np.searchsorted(live_offsets, dead, side="right") - 1
+            del renumbered, keep
+            live_counts = np.diff(live_offsets) - np.bincount(dead_terms, minlength=len(live_offsets) - 1)
+            live_offsets = np.concatenate(([0], np.cumsum(live_counts)))
+        n_terms = len(self.terms)
+        counts = np.zeros(n_terms, dtype=np.int64)
+        counts[: len(live_offsets) - 1] = np.diff(live_offsets)
+        if deltas:
+            d_terms = np.concatenate([np.full(len(rows), tid, dtype=np.int64) for tid, rows in deltas])
+            d_rows = np.concatenate([rows for _, rows in deltas])
+            d_slots = d_rows[:, 0] if remap is None else remap[d_rows[:, 0]]
+            alive = d_slots >= 0
+            d_terms, d_slots, d_tf = d_terms[alive], d_slots[alive], d_rows[alive, 1]
+            order = np.argsort(d_terms, kind="stable")  # a term's delta rows stay in slot order
+            d_terms, d_slots, d_tf = d_terms[order], d_slots[order], d_tf[order]
+            # Each delta posting goes after its term's base postings (terms new since the base: at the end).
+            at = live_offsets[np.minimum(d_terms + 1, len(live_offsets) - 1)]
+            base_slots, base_tf = np.insert(base_slots, at, d_slots), np.insert(base_tf, at, d_tf)
+            counts += np.bincount(d_terms, minlength=n_terms)
         return {
             "term_offsets": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
-            "term_slots": all_slots[order].astype(np.int32, copy=False),
-            "term_tf": all_tf[order].astype(np.int32, copy=False),
+            "term_slots": base_slots.astype(np.int32, copy=False),
+            "term_tf": base_tf.astype(np.int32, copy=False),
         }
 
     @classmethod
@@ -436,11 +445,20 @@ def _runs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 def _hot_pairs(pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray) -> tuple[np.ndarray, ...]:
     """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents, by key then slot."""
-    order = np.argsort(pair_keys, kind="stable")  # stable: slots stay ascending within a key
-    ordered = pair_keys[order]
-    starts = np.flatnonzero(np.concatenate(([len(ordered) > 0], ordered[1:] != ordered[:-1])))
-    run_len = np.diff(np.append(starts, len(ordered)))
-    hot = np.repeat(run_len >= HOT_PAIR_DOCS, run_len)
-    picked = order[hot]
-    owner = np.repeat(np.arange(len(pair_len), dtype=np.int32), pair_len)
-    return ordered[hot], owner[picked], pair_tf[picked]
+    ordered = np.sort(pair_keys)
+    # A key equal to the key HOT_PAIR_DOCS - 1 places on is in a run that long (documents hold a key once).
+    hot_keys = np.unique(
+        ordered[: len(ordered) - HOT_PAIR_DOCS + 1][
+            ordered[HOT_PAIR_DOCS - 1 :] == ordered[: len(ordered) - HOT_PAIR_DOCS + 1]
+        ]
+    )
+    del ordered
+    if not len(hot_keys):
+        return hot_keys, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    at = np.searchsorted(hot_keys, pair_keys)
+    picked = np.flatnonzero(hot_keys[np.minimum(at, len(hot_keys) - 1)] == pair_keys)  # in slot order
+    del at
+    owner = (np.searchsorted(np.cumsum(pair_len), picked, side="right")).astype(np.int32)
+    by_key = np.argsort(pair_keys[picked], kind="stable")  # stable: slots stay ascending within a key
+    picked = picked[by_key]
+    return pair_keys[picked], owner[by_key], pair_tf[picked]
