@@ -24,3 +24,7 @@ class NotFoundError(RockmemError, LookupError):
 
 class CorruptEntryError(RockmemError):
     """An entry file exists but cannot be parsed."""
+
+
+class EmbeddingError(RockmemError):
+    """An embedding provider could not produce vectors (unreachable, refused, or answered wrongly)."""
