@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +36,7 @@ K1 = 1.5
 B = 0.75
 PAIR_WEIGHT = 2.0
 
+T = TypeVar("T")
 DEAD, ACTIVE, ARCHIVED = 0, 1, 2
 HOT_PAIR_DOCS = 256  # pairs in at least this many documents get their own postings at snapshot time
 SIGNATURE_WORDS = 4  # 256 bits per document: ~9% false positives at 24 pairs, 32 bytes a document
@@ -127,8 +129,7 @@ class BM25Index:
 
         Vectorised over the batch, so an import pays one numpy pass per batch, not per document.
         """
-        last = {key: i for i, (key, _, _) in enumerate(docs)}  # a key given twice: its last version wins
-        docs = [doc for i, doc in enumerate(docs) if last[doc[0]] == i]
+        docs = last_versions(docs, key=lambda doc: doc[0])
         for key, _, _ in docs:
             self.remove(key)
         first = len(self.keys)
@@ -156,7 +157,7 @@ class BM25Index:
         if not len(term_ids):
             return
         term_ids, slot_of_run, tf = _runs(term_ids, owner)  # by word, then slot
-        starts = np.flatnonzero(np.concatenate(([True], term_ids[1:] != term_ids[:-1])))
+        starts = _run_starts(term_ids)
         rows = np.stack((slot_of_run, tf), axis=1).astype(np.int32)
         for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(term_ids)], strict=True):
             tid = int(term_ids[lo])
@@ -181,10 +182,11 @@ class BM25Index:
         words, bits = pair_bits(keys)
         np.bitwise_or.at(signatures, (pair_owner - first, words), bits)
         self.pair_signature.extend(signatures)
-        if self.hot_pairs and len(keys):
-            hot = np.isin(keys, np.fromiter(self.hot_pairs, dtype=np.int64, count=len(self.hot_pairs)))
-            for key, slot, count in zip(keys[hot].tolist(), pair_owner[hot].tolist(), tf[hot].tolist(), strict=True):
-                self.hot_pairs[key].append((slot, count))
+        if self.hot_pairs:  # dict lookups: a single save must not pay for the size of the hot-pair table
+            for key, slot, count in zip(keys.tolist(), pair_owner.tolist(), tf.tolist(), strict=True):
+                hot = self.hot_pairs.get(key)
+                if hot is not None:
+                    hot.append((slot, count))
 
     def remove(self, key: str) -> bool:
         slot = self.slot_of.pop(key, None)
@@ -337,9 +339,8 @@ class BM25Index:
         Written to keep temporaries small (int32 where it fits, one sort per posting kind): this runs
         in the server, and its peak is the server's peak.
         """
-        everything_live = len(live) == self.slot_count
         remap = None
-        if not everything_live:
+        if len(live) != self.slot_count:
             remap = np.full(self.slot_count, -1, dtype=np.int32)
             remap[live] = np.arange(len(live), dtype=np.int32)
 
@@ -419,7 +420,7 @@ class BM25Index:
         index.base_tf = arrays["term_tf"]
         hot_keys = arrays["hot_keys"]
         if len(hot_keys):
-            starts = np.flatnonzero(np.concatenate(([True], hot_keys[1:] != hot_keys[:-1])))
+            starts = _run_starts(hot_keys)
             rows = np.stack((arrays["hot_slots"], arrays["hot_tf"]), axis=1).astype(np.int32)
             for lo, hi in zip(starts, [*starts[1:], len(hot_keys)], strict=True):
                 index.hot_pairs[int(hot_keys[lo])] = Column(np.int32, data=rows[lo:hi])
@@ -432,13 +433,29 @@ class BM25Index:
         return index
 
 
+def last_versions(items: Sequence[T], key: Callable[[T], str]) -> list[T]:
+    """`items` without the earlier versions of a key given twice, in the order of the versions kept."""
+    last = {key(item): i for i, item in enumerate(items)}
+    return [item for i, item in enumerate(items) if last[key(item)] == i]
+
+
+def _run_starts(*sorted_columns: np.ndarray) -> np.ndarray:
+    """Where each run of equal rows begins in columns sorted together (empty columns: no runs)."""
+    if not len(sorted_columns[0]):
+        return np.zeros(0, dtype=np.int64)
+    changed = np.zeros(len(sorted_columns[0]) - 1, dtype=bool)
+    for column in sorted_columns:
+        changed |= column[1:] != column[:-1]
+    return np.flatnonzero(np.concatenate(([True], changed)))
+
+
 def _runs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (major, minor) pairs sorted by major then minor, with how often each occurs."""
     if not len(major):
         return major, minor, np.zeros(0, dtype=np.int32)
     order = np.lexsort((minor, major))
     major, minor = major[order], minor[order]
-    starts = np.flatnonzero(np.concatenate(([True], (major[1:] != major[:-1]) | (minor[1:] != minor[:-1]))))
+    starts = _run_starts(major, minor)
     counts = np.diff(np.append(starts, len(major))).astype(np.int32)
     return major[starts], minor[starts], counts
 
@@ -447,12 +464,9 @@ def _hot_pairs(pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray)
     """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents, by key then slot."""
     ordered = np.sort(pair_keys)
     # A key equal to the key HOT_PAIR_DOCS - 1 places on is in a run that long (documents hold a key once).
-    hot_keys = np.unique(
-        ordered[: len(ordered) - HOT_PAIR_DOCS + 1][
-            ordered[HOT_PAIR_DOCS - 1 :] == ordered[: len(ordered) - HOT_PAIR_DOCS + 1]
-        ]
-    )
-    del ordered
+    head = ordered[: len(ordered) - HOT_PAIR_DOCS + 1]
+    hot_keys = np.unique(head[ordered[HOT_PAIR_DOCS - 1 :] == head])
+    del ordered, head
     if not len(hot_keys):
         return hot_keys, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
     at = np.searchsorted(hot_keys, pair_keys)

@@ -7,7 +7,6 @@ the rest of the hybrid-ranking issue.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -16,8 +15,6 @@ import httpx
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError
-
-log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 30_000  # RockBot's MaxInputChars: longer inputs are cut, not refused
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rockmem_mcp.models import MemoryEntry
-from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, top_k
+from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.storage.atomic import atomic_write
@@ -61,8 +61,7 @@ class MemoryIndex:
 
     def upsert_many(self, entries: Sequence[MemoryEntry]) -> None:
         """Index entries in order (a later version of an id replaces an earlier one)."""
-        last = {e.id: i for i, e in enumerate(entries)}
-        entries = [e for i, e in enumerate(entries) if last[e.id] == i]
+        entries = last_versions(entries, key=lambda e: e.id)
         slots = self.bm25.add_many([(e.id, tokenize(e.document_text()), e.archived) for e in entries])
         self.category_code.extend(np.array([self._category_id(e.category) for e in entries], dtype=np.int32))
         self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))

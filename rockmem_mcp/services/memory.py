@@ -140,13 +140,12 @@ class MemoryService:
         on_disk = self.files.listing()
         known = index.ids_by_category()
         gone = {entry_id for category, ids in known.items() for entry_id in ids - on_disk.get(category, set())}
-        still_indexed = index.__contains__
         added = [
             location
             for category, stems in on_disk.items()
             for stem in stems - known.get(category, set())
             # Of two files with one id, the indexed one stays unless its own file went away.
-            if (stem in gone or not still_indexed(stem)) and (location := self.files.location(stem, category))
+            if (stem in gone or stem not in index) and (location := self.files.location(stem, category))
         ]
         for entry_id in gone:
             index.remove(entry_id)
