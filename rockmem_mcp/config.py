@@ -15,6 +15,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rockmem_mcp.errors import ConfigError
+from rockmem_mcp.search.rank import HYBRID_VECTOR_WEIGHT, Mode
 
 ENV_PREFIX = "ROCKMEM_"
 APP_NAME = "rockmem"
@@ -45,6 +46,20 @@ class Settings(BaseModel):
     # After this many changes since the last snapshot, a fresh snapshot is written in the background.
     snapshot_every_changes: int = Field(2_000, ge=1)
 
+    # Embeddings: an OpenAI-compatible endpoint (with a model name), else a local model2vec model (a folder or
+    # a published name), else none and search is BM25 alone.
+    embedding_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
+    embedding_model: str | None = Field(None, description="Model name at the endpoint, or a local model2vec model")
+    embedding_api_key: str | None = Field(None, repr=False)
+    embedding_batch_size: int = Field(64, ge=1, le=2048)
+    embedding_timeout_s: float = Field(30.0, gt=0, description="Per request when embedding memories")
+    # A search never waits long for its query vector: past this it answers on BM25 alone.
+    embedding_query_timeout_s: float = Field(5.0, gt=0)
+    # After a failure the provider is left alone this long (searches use BM25 meanwhile).
+    embedding_retry_after_s: float = Field(30.0, ge=0)
+    search_mode: Mode = Field("hybrid", description="Default ranking for searches that do not name one")
+    hybrid_vector_weight: float = Field(HYBRID_VECTOR_WEIGHT, ge=0, description="Cosine weight in hybrid ranking")
+
     @property
     def memory_dir(self) -> Path:
         return self.home / "memory"
@@ -52,6 +67,10 @@ class Settings(BaseModel):
     @property
     def index_dir(self) -> Path:
         return self.home / "index"
+
+    @property
+    def embeddings_dir(self) -> Path:
+        return self.home / ".embeddings"
 
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:

@@ -133,12 +133,16 @@ class MemoryEntry(BaseModel):
 
 class ScoredEntry(BaseModel):
     entry: MemoryEntry
-    score: float | None = Field(description="BM25 relevance (higher is better); null when listing without a query")
+    score: float | None = Field(description="Relevance (higher is better; scale depends on mode); null when listing")
 
 
 class SearchResults(BaseModel):
     results: list[ScoredEntry]
     total_matches: int = Field(description="How many entries matched before the limit was applied")
+    mode: str = Field(
+        "bm25", description="Ranking used: hybrid, bm25, vector or rockbot ('bm25' when embeddings are unavailable)"
+    )
+    unembedded: int = Field(0, description="Entries still waiting for an embedding (found by keywords only until then)")
 
 
 class DeleteResult(BaseModel):

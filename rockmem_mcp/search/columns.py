@@ -11,9 +11,17 @@ import numpy.typing as npt
 class Column:
     """A 1-D (or fixed-width 2-D) array that grows by doubling. `view` is valid until the next append."""
 
-    __slots__ = ("_data", "_n")
+    __slots__ = ("_data", "_growth", "_n")
 
-    def __init__(self, dtype: npt.DTypeLike, width: int = 0, capacity: int = 4, data: np.ndarray | None = None):
+    def __init__(
+        self,
+        dtype: npt.DTypeLike,
+        width: int = 0,
+        capacity: int = 4,
+        data: np.ndarray | None = None,
+        growth: float = 2.0,  # below 2 for big rows (vectors): less slack memory, a few more copies
+    ):
+        self._growth = growth
         if data is not None:
             self._data = np.array(data, dtype=dtype)  # own a writable copy (snapshots may be read-only)
             self._n = len(self._data)
@@ -32,7 +40,7 @@ class Column:
     def _reserve(self, extra: int) -> None:
         needed = self._n + extra
         if needed > len(self._data):
-            capacity = max(needed, 2 * len(self._data), 4)
+            capacity = max(needed, int(self._growth * len(self._data)), 4)
             grown = np.zeros((capacity, *self._data.shape[1:]), dtype=self._data.dtype)
             grown[: self._n] = self._data[: self._n]
             self._data = grown

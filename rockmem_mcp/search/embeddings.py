@@ -1,20 +1,28 @@
 """Embedding providers: one interface, vectors as L2-normalised float32 rows.
 
-Only the OpenAI-compatible HTTP provider lives here so far (Ollama, OpenAI, LM Studio, llama.cpp and vLLM
-all serve `/v1/embeddings`). Wiring into search, the vector cache and the local model2vec provider are
-the rest of the hybrid-ranking issue.
+- `OpenAIEmbeddings`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, LM Studio,
+  llama.cpp, vLLM) over httpx.
+- `Model2VecEmbeddings`: a local static model through the optional `model2vec` library (numpy, no torch).
+- `open_provider(settings)` picks one from the settings, or None: search is then BM25 alone.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from rockmem_mcp.config import Settings
+
+log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 30_000  # RockBot's MaxInputChars: longer inputs are cut, not refused
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -23,8 +31,8 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 class EmbeddingProvider(Protocol):
     model_id: str  # names the model that made a vector, so a cache can tell when to rebuild
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit-length float32 row per text."""
+    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
+        """One unit-length float32 row per text; `interactive` (a query) fails fast instead of retrying."""
         ...
 
 
@@ -53,6 +61,7 @@ class OpenAIEmbeddings:
         retries: int = 3,
         backoff_s: float = 0.5,
         max_input_chars: int = MAX_INPUT_CHARS,
+        query_timeout_s: float = 5.0,
     ) -> None:
         self.url = embeddings_url(endpoint)
         self.model = model
@@ -61,15 +70,16 @@ class OpenAIEmbeddings:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_input_chars = max_input_chars
+        self.query_timeout_s = query_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def close(self) -> None:
         self._client.close()
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
         rows = [
-            self._embed_batch([t[: self.max_input_chars] for t in texts[i : i + self.batch_size]])
+            self._embed_batch([t[: self.max_input_chars] for t in texts[i : i + self.batch_size]], interactive)
             for i in range(0, len(texts), self.batch_size)
         ]
         if not rows:
@@ -78,8 +88,8 @@ class OpenAIEmbeddings:
             raise EmbeddingError(f"{self.url} returned vectors of different sizes across batches")
         return normalise(np.concatenate(rows))
 
-    def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        reply = self._post({"model": self.model, "input": batch})
+    def _embed_batch(self, batch: list[str], interactive: bool) -> np.ndarray:
+        reply = self._post({"model": self.model, "input": batch}, interactive)
         try:
             data = sorted(reply["data"], key=lambda item: item["index"])
             vectors = np.array([item["embedding"] for item in data], dtype=np.float64)
@@ -91,16 +101,22 @@ class OpenAIEmbeddings:
             )
         return vectors
 
-    def _post(self, payload: dict[str, object]) -> dict:
-        """POST with retries (backoff doubling) on connection errors, timeouts and 408/409/429/5xx."""
+    def _post(self, payload: dict[str, object], interactive: bool) -> dict:
+        """POST with retries (backoff doubling) on connection errors, timeouts and 408/409/429/5xx.
+
+        An interactive call (a search's query) makes one attempt with the short query timeout: a search
+        would rather answer on BM25 now than wait for a struggling endpoint.
+        """
         problem = ""
-        for attempt in range(self.retries + 1):
+        attempts = 1 if interactive else self.retries + 1
+        timeout = self.query_timeout_s if interactive else self._client.timeout.read
+        for attempt in range(attempts):
             if attempt:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                response = self._client.post(self.url, json=payload)
+                response = self._client.post(self.url, json=payload, timeout=timeout)
             except httpx.TimeoutException:
-                problem = f"timed out after {self._client.timeout.read}s"
+                problem = f"timed out after {timeout}s"
                 continue
             except httpx.TransportError as exc:
                 problem = f"unreachable ({exc.__class__.__name__}: {exc})"
@@ -117,4 +133,54 @@ class OpenAIEmbeddings:
                 return response.json()
             except ValueError:
                 raise EmbeddingError(f"embedding endpoint {self.url} did not answer JSON") from None
-        raise EmbeddingError(f"embedding endpoint {self.url} failed {self.retries + 1} times; last: {problem}")
+        raise EmbeddingError(f"embedding endpoint {self.url} failed {attempts} time(s); last: {problem}")
+
+
+class Model2VecEmbeddings:
+    """A static model2vec model: a token-vector lookup and a mean, ~40k sentences/s on two cores."""
+
+    def __init__(self, model: str, batch_size: int = 1024, max_input_chars: int = MAX_INPUT_CHARS) -> None:
+        try:
+            from model2vec import StaticModel
+        except ImportError:
+            raise EmbeddingError(
+                f"ROCKMEM_EMBEDDING_MODEL={model!r} names a local model, but the model2vec library is not "
+                "installed: pip install 'rockmem-mcp[local]' (or set ROCKMEM_EMBEDDING_ENDPOINT)"
+            ) from None
+        source = Path(model).expanduser()
+        name = str(source.resolve()) if source.exists() else model
+        try:
+            self._model = StaticModel.from_pretrained(name)
+        except Exception as exc:  # a missing folder, no network for a published name, a broken file...
+            raise EmbeddingError(f"cannot load the embedding model {model!r}: {type(exc).__name__}: {exc}") from None
+        self.model_id = f"model2vec:{name}"
+        self.batch_size = batch_size
+        self.max_input_chars = max_input_chars
+
+    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        clipped = [t[: self.max_input_chars] for t in texts]
+        vectors = self._model.encode(clipped, batch_size=self.batch_size, show_progress_bar=False)
+        return normalise(np.asarray(vectors, dtype=np.float32))
+
+
+def open_provider(settings: Settings) -> EmbeddingProvider | None:
+    """The provider the settings name, or None when none is configured. Raises EmbeddingError if unusable."""
+    if settings.embedding_endpoint:
+        if not settings.embedding_model:
+            raise EmbeddingError(
+                "ROCKMEM_EMBEDDING_ENDPOINT is set but ROCKMEM_EMBEDDING_MODEL is not: name the model to ask "
+                "the endpoint for (e.g. nomic-embed-text for Ollama, text-embedding-3-small for OpenAI)"
+            )
+        return OpenAIEmbeddings(
+            settings.embedding_endpoint,
+            settings.embedding_model,
+            settings.embedding_api_key,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.embedding_timeout_s,
+            query_timeout_s=settings.embedding_query_timeout_s,
+        )
+    if settings.embedding_model:
+        return Model2VecEmbeddings(settings.embedding_model)
+    return None

@@ -17,14 +17,16 @@ import numpy as np
 from rockmem_mcp.models import MemoryEntry
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
+from rockmem_mcp.search.rank import HYBRID_VECTOR_WEIGHT, rank
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
+from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.memory_files import EntryLocation
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 _NO_CATEGORY = -1
 
 
@@ -40,6 +42,7 @@ class SearchFilter:
 class MemoryIndex:
     def __init__(self, bm25: BM25Index | None = None) -> None:
         self.bm25 = bm25 or BM25Index()
+        self.vectors = VectorTable(rows=self.bm25.slot_count)  # a row per slot, filled in the background
         self.category_code = Column(np.int32)
         self.created = Column(np.float64)
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
@@ -63,6 +66,7 @@ class MemoryIndex:
         """Index entries in order (a later version of an id replaces an earlier one)."""
         entries = last_versions(entries, key=lambda e: e.id)
         slots = self.bm25.add_many([(e.id, tokenize(e.document_text()), e.archived) for e in entries])
+        self.vectors.match_slots(self.bm25.slot_count)
         self.category_code.extend(np.array([self._category_id(e.category) for e in entries], dtype=np.int32))
         self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))
         for slot, entry in zip(slots, entries, strict=True):
@@ -136,22 +140,37 @@ class MemoryIndex:
             narrow(self.created.view < flt.created_before.timestamp())
         return mask
 
-    def search(self, query: str | None, flt: SearchFilter, limit: int) -> Hits:
-        """BM25 hits for `query`, or the newest matching entries when the query has no words."""
+    def search(
+        self,
+        query: str | None,
+        flt: SearchFilter,
+        limit: int,
+        mode: str = "bm25",
+        query_vector: np.ndarray | None = None,
+        vector_weight: float = HYBRID_VECTOR_WEIGHT,
+    ) -> Hits:
+        """Ranked hits for `query` (by `mode`, needing `query_vector` for all but bm25), or the newest
+        matching entries when there is no query."""
         allowed = self._allowed(flt)
         tokens = tokenize(query) if query else []
+        if query_vector is not None and query and query.strip():
+            lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
+            with_vector = self._eligible(allowed, flt.include_archived) & self.vectors.present.view
+            similarity = self.vectors.similarities(query_vector)
+            return rank(mode, lexical, similarity, with_vector, limit, vector_weight)
         if tokens:
             return self.bm25.search(tokens, allowed, flt.include_archived, limit)
         if query and query.strip():
             # Words were given but none is searchable (all shorter than three characters).
-            return Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
-        state = self.bm25.state.view
-        eligible = (state != DEAD) if flt.include_archived else (state == ACTIVE)
-        if allowed is not None:
-            eligible &= allowed
-        slots = np.flatnonzero(eligible)
+            return _NO_HITS
+        slots = np.flatnonzero(self._eligible(allowed, flt.include_archived))
         newest = top_k(slots, self.created.view[slots], limit)
         return Hits(slots[newest], np.full(len(newest), np.nan), len(slots))
+
+    def _eligible(self, allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:
+        state = self.bm25.state.view
+        eligible = (state != DEAD) if include_archived else (state == ACTIVE)
+        return eligible if allowed is None else eligible & allowed
 
     def category_counts(self) -> tuple[dict[str, int], int]:
         """Active entries per category, and the uncategorized count."""
@@ -185,6 +204,7 @@ class MemoryIndex:
             created=self.created.view[live],
             tag_owner=new_owner[order].astype(np.int32),
             tag_codes=self.tag_codes.view[tag_keep][order],
+            **self.vectors.export(live),
             keys=_pack([self.bm25.keys[s] for s in live]),
             terms=_pack(self.bm25.terms),
             categories=_pack(self.categories),
@@ -214,6 +234,7 @@ class MemoryIndex:
             index.created = Column(np.float64, data=arrays["created"])
             index.tag_owner = Column(np.int32, data=arrays["tag_owner"])
             index.tag_codes = Column(np.int32, data=arrays["tag_codes"])
+            index.vectors = VectorTable.from_arrays(arrays, count)
             index.categories = _unpack(arrays["categories"])
             index._category_ids = {c: i for i, c in enumerate(index.categories)}
             index.tags = _unpack(arrays["tags"])
@@ -225,6 +246,9 @@ class MemoryIndex:
             log.warning("index snapshot %s is damaged (%s); rebuilding from the memory files", path, exc)
             return None
         return index, JournalPosition(generation, offset)
+
+
+_NO_HITS = Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
 
 
 def _pack(strings: list[str]) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
@@ -35,8 +37,11 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
-from rockmem_mcp.search.bm25 import ACTIVE
+from rockmem_mcp.search.bm25 import ACTIVE, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
+from rockmem_mcp.search.rank import MODES, uses_vectors
+from rockmem_mcp.search.vectors import VectorFiles
+from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
@@ -58,10 +63,12 @@ class MemoryStats:
 
 
 class MemoryService:
-    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self, settings: Settings, clock: Callable[[], datetime] = utc_now, embedder: Embedder | None = None
+    ) -> None:
         self.settings = settings
         self._clock = clock
-        self._lock = threading.RLock()
+        self.lock = self._lock = threading.RLock()
         settings.memory_dir.mkdir(parents=True, exist_ok=True)
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
@@ -70,10 +77,17 @@ class MemoryService:
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.index, self._position = self._open_index()
+        self.embedder = embedder or Embedder(settings)
+        self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
+        if self.embedder.configured:
+            self.vector_worker.start()
+        else:
+            self.vector_worker.idle.set()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Wait for a background snapshot and write a final one if anything changed."""
+        """Stop the vector worker, wait for a background snapshot, write a final one if anything changed."""
+        self.vector_worker.stop()
         thread = self._snapshot_thread
         if thread is not None:
             thread.join()
@@ -180,10 +194,13 @@ class MemoryService:
         if read.gap:
             log.info("fell behind the change journal; reloading the memory index")
             self.index, self._position = self._open_index()
+            self.vector_worker.wake()
             return
         for record in read.records:
             self._apply(self.index, record)
         self._position = read.position
+        if read.records:
+            self.vector_worker.wake()
 
     def _record(
         self, entries: Iterable[MemoryEntry] = (), removed: Iterable[EntryLocation] = (), bulk: bool = False
@@ -195,6 +212,7 @@ class MemoryService:
         records = [{"s": STORE, "op": "put", "id": e.id, "c": e.category} for e in entries]
         records += [{"s": STORE, "op": "del", "id": loc.entry_id, "c": loc.category} for loc in removed]
         self.journal.append(records)
+        self.vector_worker.wake()
         self._changes_since_snapshot += len(records)
         if not bulk and self._changes_since_snapshot >= self.settings.snapshot_every_changes:
             self._snapshot_in_background()
@@ -401,6 +419,7 @@ class MemoryService:
             if permanent:
                 self.files.remove(location)
                 self.index.remove(entry_id)
+                self.vector_worker.files.remove(entry_id)
                 self._record(removed=[location])
                 return DeleteResult(id=entry_id, permanent=True, entry=None)
             if current.archived:
@@ -422,8 +441,10 @@ class MemoryService:
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         include_archived: bool = False,
+        mode: str | None = None,
     ) -> SearchResults:
-        """Best BM25 matches for `query`; without a query, the newest entries. Filters narrow both."""
+        """Best matches for `query` ranked by `mode` (default: the settings' search_mode); without a query,
+        the newest entries. Filters narrow both."""
         flt = SearchFilter(
             category=normalize_category(category),
             tags=tuple(normalize_tags(tags, self.settings.max_tags)),
@@ -432,15 +453,77 @@ class MemoryService:
             include_archived=include_archived,
         )
         limit = self._check_limit(limit)
+        mode = self._check_mode(mode)
+        wants_vector = uses_vectors(mode) and bool(query and query.strip())
+        # Embedded before taking the lock: a remote endpoint must not hold up other tool calls.
+        query_vector = self.embedder.embed_query(query) if wants_vector and query else None
         with self._lock:
             self._sync()
-            hits = self.index.search(query, flt, limit)
+            table = self.index.vectors
+            if query_vector is not None and (table.model_id, table.dim) != (self.embedder.model_id, len(query_vector)):
+                query_vector = None  # the stored vectors are from another model until the worker rebuilds them
+            if wants_vector and query_vector is None and mode == "vector":
+                raise InvalidInputError(
+                    "mode 'vector' needs embeddings, which are not available now (see the server log; "
+                    "configure ROCKMEM_EMBEDDING_MODEL or ROCKMEM_EMBEDDING_ENDPOINT); use mode 'bm25' or 'hybrid'"
+                )
+            used = mode if query_vector is not None else "bm25"
+            hits = self.index.search(query, flt, limit, used, query_vector, self.settings.hybrid_vector_weight)
             results: list[ScoredEntry] = []
             for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
                 entry = self._hydrate(self.index.bm25.keys[slot])
                 if entry is not None:
                     results.append(ScoredEntry(entry=entry, score=None if score != score else round(score, 6)))
-            return SearchResults(results=results, total_matches=hits.total)
+            return SearchResults(
+                results=results,
+                total_matches=hits.total,
+                mode=used if query and query.strip() else "newest",
+                unembedded=self.missing_vector_count() if self.embedder.configured else 0,
+            )
+
+    def _check_mode(self, mode: str | None) -> str:
+        if mode is None:
+            return self.settings.search_mode
+        if mode not in MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        return mode
+
+    # ------------------------------------------------------------------ vectors (the worker's side)
+    def adopt_vectors(self, model_id: str, dim: int) -> None:
+        if self.index.vectors.adopt(model_id, dim):
+            log.info("memory vectors will be (re)made with %s (%d dims)", model_id, dim)
+
+    def _missing_slots(self) -> np.ndarray:
+        vectors = self.index.vectors
+        vectors.match_slots(self.index.bm25.slot_count)
+        return np.flatnonzero((self.index.bm25.state.view != DEAD) & ~vectors.present.view)
+
+    def missing_vector_count(self) -> int:
+        return len(self._missing_slots())
+
+    def missing_vectors(self, limit: int) -> list[VectorJob]:
+        jobs = []
+        for slot in self._missing_slots()[:limit].tolist():
+            key = self.index.bm25.keys[slot]
+            location = self.index.location(key)
+            if location is None:
+                continue
+            try:
+                changed_at = os.stat(self.files.path_for(key, location.category)).st_mtime
+            except OSError:
+                changed_at = float("inf")
+            entry = self._hydrate(key)  # a file gone or broken drops out of the index, so no retry loop
+            if entry is not None:
+                jobs.append(VectorJob(key, slot, entry.document_text(), changed_at))
+        return jobs
+
+    def store_vectors(self, jobs: list[VectorJob], vectors: np.ndarray) -> list[VectorJob]:
+        """Keep the vectors of entries unchanged since their job was made; returns those kept."""
+        slot_of = self.index.bm25.slot_of
+        kept = [i for i, job in enumerate(jobs) if slot_of.get(job.key) == job.slot]
+        if kept:
+            self.index.vectors.put(np.array([jobs[i].slot for i in kept]), vectors[kept])
+        return [jobs[i] for i in kept]
 
     def _hydrate(self, entry_id: str) -> MemoryEntry | None:
         location = self.index.location(entry_id)

@@ -35,8 +35,11 @@ NORM_DL4 = 20 / 23  # 2.5 / (1 + 1.5 * 1.25) = 2.5/2.875 = 0.869565217...
 EXPECTED_RED_APPLE = {"d0": 2.565193527893711, "d2": 0.5248130624958768, "d1": 0.15709575602885006}
 
 
+HAND_B = 0.75  # the hand-computed scores here use RockBot's b; the default (B) is checked separately
+
+
 def build(docs: dict[str, Sequence[str]], archived: Sequence[str] = ()) -> BM25Index:
-    index = BM25Index()
+    index = BM25Index(k1=K1, b=HAND_B)
     for key, tokens in docs.items():
         index.add(key, tokens, archived=key in archived)
     return index
@@ -56,7 +59,7 @@ def reference_scores(docs: dict[str, Sequence[str]], query: Sequence[str]) -> di
         return math.log((n_docs - n + 0.5) / (n + 0.5) + 1)
 
     def norm(f: int, dl: int) -> float:
-        return f * (K1 + 1) / (f + K1 * (1 - B + B * dl / avgdl))
+        return f * (K1 + 1) / (f + K1 * (1 - HAND_B + HAND_B * dl / avgdl))
 
     scores = dict.fromkeys(docs, 0.0)
     for word in dict.fromkeys(query):
@@ -75,8 +78,9 @@ def reference_scores(docs: dict[str, Sequence[str]], query: Sequence[str]) -> di
 
 
 # ---------------------------------------------------------------------- hand-computed scores
-def test_constants_are_rockbots() -> None:
-    assert (K1, B, PAIR_WEIGHT) == (1.5, 0.75, 2.0)
+def test_constants_are_rockbots_but_for_length_normalisation() -> None:
+    # RockBot uses b = 0.75; 0.3 won on LoCoMo dev in every conversation (BENCHMARKS.md).
+    assert (K1, B, PAIR_WEIGHT) == (1.5, 0.3, 2.0)
 
 
 def test_hand_computed_scores_with_and_without_pair_bonus() -> None:

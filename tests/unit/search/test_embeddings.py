@@ -104,7 +104,7 @@ def test_server_errors_are_retried_then_succeed(server: Server) -> None:
 
 def test_persistent_server_errors_raise_a_clear_error(server: Server) -> None:
     server.replies = [lambda body: (500, "boom")]
-    with pytest.raises(EmbeddingError, match=r"failed 3 times; last: HTTP 500: boom"):
+    with pytest.raises(EmbeddingError, match=r"failed 3 time\(s\); last: HTTP 500: boom"):
         provider(server, retries=2).embed(["hello"])
     assert len(server.requests) == 3
 

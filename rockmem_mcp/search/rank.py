@@ -1,0 +1,65 @@
+"""The one ranker: BM25 scores and embedding similarities in, one ordered list out, for every store.
+
+Modes:
+- `bm25`: keywords only.
+- `vector`: cosine similarity only.
+- `rockbot`: RockBot's hybrid — BM25 divided by the query's top BM25 score; a cosine counts only at
+  >= 0.5; an entry found by both gets the mean of the two, otherwise its single score.
+- `hybrid` (the default): BM25 divided by the query's top BM25 score, plus `vector_weight` x cosine, over
+  every entry (an entry without a vector yet keeps its BM25 part). Chosen on LoCoMo dev by
+  leave-one-conversation-out over nine fusion families; BENCHMARKS.md lists every variant tried.
+
+A store passes the BM25 score of every slot, the cosine of every slot (or None without embeddings) and
+which slots may be returned by similarity (live, filtered, holding a vector).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import numpy as np
+
+from rockmem_mcp.search.bm25 import Hits, top_k
+
+Mode = Literal["hybrid", "bm25", "vector", "rockbot"]
+MODES: tuple[str, ...] = get_args(Mode)
+ROCKBOT_MIN_SIMILARITY = 0.5  # RockBot's MinSimilarityThreshold
+# The cosine's weight against max-normalised BM25, tuned for the shared MiniLM model2vec model (its
+# cosines sit around 0.4, tops 0.55-0.8). R@5 moved < 0.01 across 2..3.5; a model with a very different
+# cosine spread may want another value (ROCKMEM_HYBRID_VECTOR_WEIGHT).
+HYBRID_VECTOR_WEIGHT = 3.0
+
+
+def uses_vectors(mode: str) -> bool:
+    return mode != "bm25"
+
+
+def rank(
+    mode: str,
+    lexical: np.ndarray,
+    similarity: np.ndarray | None,
+    with_vector: np.ndarray,
+    limit: int,
+    vector_weight: float = HYBRID_VECTOR_WEIGHT,
+) -> Hits:
+    """The best `limit` slots for `mode`; without similarities every mode but `vector` is BM25."""
+    matched = lexical > 0
+    if similarity is None or mode == "bm25":
+        return _best(matched, lexical, limit)
+    if mode == "vector":
+        return _best(with_vector, similarity, limit)
+    top = lexical.max(initial=0.0)
+    normalised = lexical / top if top > 0 else lexical
+    if mode == "rockbot":
+        dense = with_vector & (similarity >= ROCKBOT_MIN_SIMILARITY)
+        dense_score = np.where(dense, similarity, 0.0)
+        fused = np.where(matched & dense, (normalised + dense_score) / 2, normalised + dense_score)
+        return _best(matched | dense, fused, limit)
+    fused = normalised + vector_weight * np.where(with_vector, similarity, 0.0)
+    return _best(matched | with_vector, fused, limit)
+
+
+def _best(candidates: np.ndarray, scores: np.ndarray, limit: int) -> Hits:
+    slots = np.flatnonzero(candidates)
+    order = top_k(slots, scores[slots], limit)
+    return Hits(slots[order], scores[slots][order], len(slots))

@@ -1,0 +1,151 @@
+"""Embedding vectors for an index: one contiguous float32 matrix in memory, one `.bin` file per entry on disk.
+
+`VectorTable` keeps a row per index slot (rows of slots without a vector yet are zero and flagged absent),
+so a query is one matrix-vector product. `VectorFiles` is the cache on disk: `{dir}/{id}.bin` raw float32
+plus `model.json` naming the model and dimension that made them; a different model empties the cache.
+Both are derived data: atomic but not fsynced, and rebuilt from the entries when lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from rockmem_mcp.search.columns import Column
+from rockmem_mcp.storage.atomic import atomic_write
+
+log = logging.getLogger(__name__)
+
+MODEL_RECORD = "model.json"
+MATRIX_GROWTH = 1.25  # 100k x 256 floats is 100 MB: grow by a quarter, not double
+
+
+class VectorTable:
+    def __init__(self, model_id: str = "", dim: int = 0, rows: int = 0) -> None:
+        self._empty(model_id, dim, rows)
+
+    def _empty(self, model_id: str, dim: int, rows: int) -> None:
+        self.model_id = model_id
+        self.dim = dim
+        self.matrix = Column(np.float32, width=dim or 1, capacity=max(rows, 4), growth=MATRIX_GROWTH)
+        self.present = Column(np.bool_, capacity=max(rows, 4))
+        self.grow(rows)
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def grow(self, rows: int) -> None:
+        """Add absent rows for new slots."""
+        if rows:
+            self.matrix.extend(np.zeros((rows, self.matrix.view.shape[1]), dtype=np.float32))
+            self.present.extend(np.zeros(rows, dtype=np.bool_))
+
+    def match_slots(self, slot_count: int) -> None:
+        """Follow the index: rows for every slot it has."""
+        self.grow(slot_count - len(self))
+
+    def adopt(self, model_id: str, dim: int) -> bool:
+        """Take on a model; vectors of another model or size are dropped. True if they were."""
+        if model_id == self.model_id and dim == self.dim:
+            return False
+        self._empty(model_id, dim, len(self))
+        return True
+
+    def put(self, slots: np.ndarray, vectors: np.ndarray) -> None:
+        self.matrix.view[slots] = vectors
+        self.present.view[slots] = True
+
+    def clear(self, slot: int) -> None:
+        self.present.view[slot] = False
+
+    def similarities(self, query: np.ndarray) -> np.ndarray:
+        """Cosine of every row with a unit query (0 for absent rows, which are zero)."""
+        return self.matrix.view @ query
+
+    # ------------------------------------------------------------------ snapshots
+    def export(self, live: np.ndarray) -> dict[str, np.ndarray]:
+        if not self.dim:
+            return {}
+        return {
+            "vectors": self.matrix.view[live],
+            "vector_present": self.present.view[live],
+            "vector_model": np.frombuffer(self.model_id.encode(), dtype=np.uint8),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], rows: int) -> VectorTable:
+        if "vectors" not in arrays:
+            return cls(rows=rows)
+        matrix, present = arrays["vectors"], arrays["vector_present"]
+        if len(matrix) != rows or len(present) != rows:
+            raise ValueError("vector rows disagree with the index")
+        table = cls(arrays["vector_model"].tobytes().decode(), int(matrix.shape[1]) if present.any() else 0)
+        if table.dim:
+            table.matrix = Column(np.float32, data=matrix, growth=MATRIX_GROWTH)
+            table.present = Column(np.bool_, data=present)
+        else:
+            table.grow(rows)
+        return table
+
+
+class VectorFiles:
+    """The on-disk cache: raw float32 per id, and the model record."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._text = str(directory)
+
+    def path(self, entry_id: str) -> str:
+        return f"{self._text}/{entry_id}.bin"
+
+    def read_fresh(self, entry_id: str, dim: int, not_before: float) -> np.ndarray | None:
+        """The cached vector if it was written at or after `not_before` (an mtime) and has `dim` floats."""
+        path = self.path(entry_id)
+        try:
+            if os.stat(path).st_mtime < not_before:
+                return None
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        if len(data) != 4 * dim:
+            return None
+        return np.frombuffer(data, dtype=np.float32)
+
+    def write(self, entry_id: str, vector: np.ndarray) -> None:
+        try:
+            data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+            atomic_write(Path(self.path(entry_id)), data, durable=False)
+        except OSError as exc:  # a cache: failing to keep a vector costs a re-embedding later, nothing else
+            log.debug("could not cache the vector of %s: %s", entry_id, exc)
+
+    def remove(self, entry_id: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path(entry_id))
+
+    def record(self) -> tuple[str, int] | None:
+        try:
+            data = json.loads((self.directory / MODEL_RECORD).read_text())
+            return str(data["model"]), int(data["dim"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def adopt(self, model_id: str, dim: int) -> None:
+        """Make the cache hold vectors of this model: another model's files are removed first."""
+        if self.record() == (model_id, dim):
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        removed = 0
+        for name in os.listdir(self.directory):
+            if name.endswith(".bin"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.directory, name))
+                    removed += 1
+        if removed:
+            log.warning("embedding model changed to %s (%d dims): dropped %d cached vectors", model_id, dim, removed)
+        atomic_write(self.directory / MODEL_RECORD, json.dumps({"model": model_id, "dim": dim}).encode(), durable=False)

@@ -1,0 +1,253 @@
+"""Embeddings at work: the provider's health, and the background worker that gives every entry a vector.
+
+`Embedder` wraps the configured provider (one per process, shared by every store). It opens lazily, learns
+the vector size from a probe, and when the provider fails it says so once in the log and is left alone
+for `embedding_retry_after_s`: searches meanwhile rank by BM25 alone instead of waiting.
+
+`VectorWorker` runs one thread per store: it asks the store which entries lack a vector, reuses a cached
+`.bin` written after the entry's file, embeds the rest in batches, and hands the vectors back. A save never
+waits for it; `drain()` runs the same steps in the foreground for `rockmem-mcp reindex --embeddings`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from rockmem_mcp.errors import EmbeddingError
+from rockmem_mcp.search.embeddings import EmbeddingProvider, open_provider
+from rockmem_mcp.search.vectors import VectorFiles
+
+if TYPE_CHECKING:
+    from rockmem_mcp.config import Settings
+
+log = logging.getLogger(__name__)
+
+PROBE_TEXT = "rockmem embedding probe"
+
+
+class Embedder:
+    def __init__(
+        self,
+        settings: Settings,
+        opener: Callable[[Settings], EmbeddingProvider | None] = open_provider,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.configured = bool(settings.embedding_endpoint or settings.embedding_model)
+        self._opener = opener
+        self._clock = clock
+        self._open_lock = threading.Lock()
+        self._opened = False
+        self.provider: EmbeddingProvider | None = None
+        self.model_id = ""
+        self.dim = 0  # known after the first successful call
+        self._down_until = 0.0
+        self._down = False
+
+    @classmethod
+    def using(cls, settings: Settings, provider: EmbeddingProvider | None) -> Embedder:
+        """An embedder around a ready provider (tests, benchmarks)."""
+        return cls(settings.model_copy(update={"embedding_model": "given"}), opener=lambda _: provider)
+
+    @property
+    def ready(self) -> bool:
+        """Vectors can be asked for now: opened, size known, and not resting after a failure."""
+        return self.dim > 0 and (not self._down or self._clock() >= self._down_until)
+
+    def open(self) -> bool:
+        """Build the provider once (may load a model: call it off the request path). False if unusable."""
+        with self._open_lock:
+            if not self._opened:
+                self._opened = True
+                try:
+                    self.provider = self._opener(self.settings) if self.configured else None
+                except EmbeddingError as exc:
+                    log.warning("embeddings are off, search uses BM25 alone: %s", exc)
+                if self.provider is not None:
+                    self.model_id = self.provider.model_id
+            return self.provider is not None
+
+    def probe(self) -> bool:
+        """Learn the vector size with one small call; False (logged once) if the provider fails."""
+        if self.dim:
+            return True
+        try:
+            self.dim = self._checked(self._provider().embed([PROBE_TEXT]), 1, expect_dim=False).shape[1]
+        except EmbeddingError as exc:
+            self.failed(exc)
+            return False
+        self._recovered()
+        return True
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for entries (retries allowed). Raises EmbeddingError; the caller reports it via failed()."""
+        vectors = self._checked(self._provider().embed(texts), len(texts))
+        self._recovered()
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """The query's vector, or None when embeddings are off, resting, or failing now (then logged once)."""
+        if not self.ready:
+            return None
+        try:
+            vector = self._checked(self._provider().embed([text], interactive=True), 1)[0]
+        except EmbeddingError as exc:
+            self.failed(exc)
+            return None
+        self._recovered()
+        return vector
+
+    def failed(self, exc: EmbeddingError) -> None:
+        self._down_until = self._clock() + self.settings.embedding_retry_after_s
+        if not self._down:
+            self._down = True
+            log.warning(
+                "embeddings failed, so search ranks by BM25 alone until they work again (next try in %gs): %s",
+                self.settings.embedding_retry_after_s,
+                exc,
+            )
+
+    def _recovered(self) -> None:
+        if self._down:
+            self._down = False
+            log.warning("embeddings work again; hybrid search resumes")
+
+    def _provider(self) -> EmbeddingProvider:
+        if self.provider is None:
+            raise EmbeddingError("no embedding provider is configured")
+        return self.provider
+
+    def _checked(self, vectors: np.ndarray, count: int, expect_dim: bool = True) -> np.ndarray:
+        if vectors.ndim != 2 or len(vectors) != count:
+            raise EmbeddingError(f"the embedding provider returned {vectors.shape} for {count} texts")
+        if expect_dim and vectors.shape[1] != self.dim:
+            raise EmbeddingError(
+                f"the embedding provider now returns {vectors.shape[1]}-dimensional vectors, not {self.dim}: "
+                "if the model changed, restart rockmem (vectors are rebuilt for a new model name)"
+            )
+        return vectors
+
+
+@dataclass(frozen=True)
+class VectorJob:
+    key: str
+    slot: int
+    text: str  # what to embed
+    changed_at: float  # mtime of the entry's file: a cached vector older than this is stale
+
+
+class VectorSource(Protocol):
+    """What a store offers its vector worker. All methods are called with `lock` held."""
+
+    lock: threading.RLock
+
+    def adopt_vectors(self, model_id: str, dim: int) -> None: ...
+
+    def missing_vectors(self, limit: int) -> list[VectorJob]: ...
+
+    def store_vectors(self, jobs: list[VectorJob], vectors: np.ndarray) -> list[VectorJob]: ...
+
+    def missing_vector_count(self) -> int: ...
+
+
+class VectorWorker:
+    def __init__(self, embedder: Embedder, source: VectorSource, files: VectorFiles) -> None:
+        self.embedder = embedder
+        self.source = source
+        self.files = files
+        self.batch_size = embedder.settings.embedding_batch_size
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.idle = threading.Event()  # set while nothing is missing (tests and benchmarks await it)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="rockmem-vectors", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self.idle.clear()
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            if not self.embedder.open():
+                self.idle.set()
+                return
+            while not self._stop.is_set():
+                if not self._prepare():
+                    self._stop.wait(self.embedder.settings.embedding_retry_after_s)
+                    continue
+                self._wake.clear()
+                try:
+                    done = self.step()
+                except EmbeddingError as exc:
+                    self.embedder.failed(exc)
+                    self._stop.wait(self.embedder.settings.embedding_retry_after_s)
+                    continue
+                if not done:
+                    self.idle.set()
+                    self._wake.wait()
+        except Exception:  # a bug here must not take the server down; searches continue on BM25
+            log.exception("the embedding worker stopped; search continues on BM25 for entries without vectors")
+            self.idle.set()
+
+    def _prepare(self) -> bool:
+        if not self.embedder.probe():
+            return False
+        with self.source.lock:
+            self.source.adopt_vectors(self.embedder.model_id, self.embedder.dim)
+        self.files.adopt(self.embedder.model_id, self.embedder.dim)
+        return True
+
+    def step(self) -> int:
+        """Give one batch of entries their vectors; returns how many were looked at (0: none missing)."""
+        with self.source.lock:
+            jobs = self.source.missing_vectors(self.batch_size)
+        if not jobs:
+            return 0
+        dim = self.embedder.dim
+        vectors = np.zeros((len(jobs), dim), dtype=np.float32)
+        made: list[int] = []
+        for i, job in enumerate(jobs):
+            cached = self.files.read_fresh(job.key, dim, job.changed_at)
+            if cached is not None:
+                vectors[i] = cached
+            else:
+                made.append(i)
+        if made:
+            vectors[made] = self.embedder.embed_documents([jobs[i].text for i in made])
+        with self.source.lock:
+            kept = {job.key for job in self.source.store_vectors(jobs, vectors)}
+        for i in made:  # cached only once kept: a vector of text that changed meanwhile is never cached
+            if jobs[i].key in kept:
+                self.files.write(jobs[i].key, vectors[i])
+        return len(jobs)
+
+    def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed everything missing now, in the calling thread; returns how many got vectors."""
+        if not self.embedder.open():
+            raise EmbeddingError("no embedding provider is configured (set ROCKMEM_EMBEDDING_MODEL or _ENDPOINT)")
+        if not self._prepare():
+            raise EmbeddingError("the embedding provider is not answering; see the log above")
+        with self.source.lock:
+            total = self.source.missing_vector_count()
+        done = 0
+        while count := self.step():
+            done += count
+            if progress is not None:
+                progress(done, total)
+        return done
