@@ -3,8 +3,10 @@
     python -m benchmarks.locomo                         # reads ../shared/bench/locomo/locomo-dev.json
 
 Each dialogue turn becomes one memory, imported through `rockmem-mcp import`'s code path into a fresh home
-per conversation; each question is asked through the `search_memory` MCP tool (in-memory client). A hit at
-k: an evidence turn (turn level) or a turn from an evidence session (session level) is in the top k.
+per conversation and embedded with the local model2vec model (../shared/models/m2v-minilm-l6-256) as
+`reindex --embeddings` does; each question is asked through the `search_memory` MCP tool (in-memory
+client) once per ranking mode (hybrid, bm25, vector, rockbot). A hit at k: an evidence turn (turn level)
+or a turn from an evidence session (session level) is in the top k. Without the model only bm25 runs.
 The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
 same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
 is read from ../shared, never copied here.
@@ -33,6 +35,8 @@ from rockmem_mcp.services.transfer import import_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+DEFAULT_MODEL = ROOT.parent / "shared" / "models" / "m2v-minilm-l6-256"
+MODES = ("hybrid", "bm25", "vector", "rockbot")
 RESULTS = Path(__file__).parent / "results"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (1, 5, 10)
@@ -107,24 +111,32 @@ class PlainBM25:
         return [self.turns[i].dia_id for i in best if scores[i] > 0]
 
 
-async def rockmem_rankings(turns: list[Turn], questions: list[Question], k: int) -> list[list[str]]:
-    """Import the turns into a fresh home, then ask every question through the search_memory tool."""
+async def rockmem_rankings(
+    turns: list[Turn], questions: list[Question], k: int, modes: tuple[str, ...], model: Path | None
+) -> dict[str, list[list[str]]]:
+    """Import (and embed) the turns into a fresh home, then ask every question through search_memory."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
-        settings = Settings.load({"home": home}, env={})
+        overrides = {"home": home, "embedding_model": str(model) if model else None}
+        settings = Settings.load(overrides, env={})
         lines = [json.dumps({"content": t.content, "metadata": {"dia_id": t.dia_id}}) for t in turns]
-        memory = MemoryService(settings)
+        memory = MemoryService(settings, embed_in_background=False)
         try:
             report = import_jsonl(memory, lines)
+            if model:
+                memory.vector_worker.drain()
         finally:
             memory.close()
         assert not report.errors, report.errors
-        rankings = []
+        rankings: dict[str, list[list[str]]] = {mode: [] for mode in modes}
         async with Client(build_server(settings)) as client:
-            for question in questions:
-                result = await client.call_tool("search_memory", {"query": question.text, "limit": k})
-                assert not result.is_error, result.content
-                hits = result.structured_content["results"]
-                rankings.append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
+            for mode in modes:
+                for question in questions:
+                    arguments = {"query": question.text, "limit": k, "mode": mode}
+                    result = await client.call_tool("search_memory", arguments)
+                    assert not result.is_error, result.content
+                    assert result.structured_content["mode"] == mode, result.structured_content["mode"]
+                    hits = result.structured_content["results"]
+                    rankings[mode].append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
         return rankings
 
 
@@ -145,10 +157,13 @@ def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, Any
     }
 
 
-def run(data: Path, conversations: int | None = None, questions_per: int | None = None) -> dict[str, Any]:
+def run(
+    data: Path, model: Path | None, conversations: int | None = None, questions_per: int | None = None
+) -> dict[str, Any]:
     samples = json.loads(data.read_text())[:conversations]
+    modes = MODES if model else ("bm25",)
     all_questions: list[Question] = []
-    ranked: dict[str, list[list[str]]] = {"rockmem_bm25": [], "plain_bm25": []}
+    ranked: dict[str, list[list[str]]] = {f"rockmem_{mode}": [] for mode in modes} | {"plain_bm25": []}
     misses: list[dict[str, Any]] = []
     timings: dict[str, float] = defaultdict(float)
     for sample in samples:
@@ -156,16 +171,17 @@ def run(data: Path, conversations: int | None = None, questions_per: int | None 
         questions = questions_of(sample)[:questions_per]
         by_id = {t.dia_id: t.content for t in turns}
         started = time.perf_counter()
-        ours = anyio.run(rockmem_rankings, turns, questions, max(KS))
+        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model)
         timings["rockmem_s"] += time.perf_counter() - started
         started = time.perf_counter()
         plain = PlainBM25(turns)
         baseline = [plain.search(q.text, max(KS)) for q in questions]
         timings["plain_bm25_s"] += time.perf_counter() - started
-        ranked["rockmem_bm25"] += ours
+        for mode, rankings in ours.items():
+            ranked[f"rockmem_{mode}"] += rankings
         ranked["plain_bm25"] += baseline
         all_questions += questions
-        for question, top in zip(questions, ours, strict=True):
+        for question, top in zip(questions, ours[modes[0]], strict=True):
             if not any(d in question.evidence for d in top[:5]):
                 misses.append(
                     {
@@ -179,25 +195,30 @@ def run(data: Path, conversations: int | None = None, questions_per: int | None 
     return {
         "benchmark": "locomo",
         "data": str(data),
+        "model": str(model) if model else None,
         "date": time.strftime("%Y-%m-%d"),
         "conversations": [s["sample_id"] for s in samples],
         "questions": len(all_questions),
         "methods": {name: score(all_questions, r) for name, r in ranked.items()},
         "seconds": {k: round(v, 2) for k, v in timings.items()},
-        "misses_at_5": misses,
+        f"misses_at_5_{modes[0]}": misses,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model2vec model for the vector modes")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (it lives in ../shared/bench/locomo beside the checkout)")
-    report = run(args.data, args.conversations, args.questions)
+    model = args.model if args.model.exists() else None
+    if model is None:
+        print(f"no embedding model at {args.model}: only bm25 runs", file=sys.stderr)
+    report = run(args.data, model, args.conversations, args.questions)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, groups in report["methods"].items():

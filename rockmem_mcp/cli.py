@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--tag", action="append", dest="tags", default=None, help="repeat for several")
     search.add_argument("--limit", type=int, default=10)
     search.add_argument("--include-archived", action="store_true")
+    search.add_argument("--mode", choices=["hybrid", "bm25", "vector", "rockbot"], default=None)
     search.add_argument("--json", action="store_true", help="one JSON result per line")
 
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
@@ -63,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp = sub.add_parser("export", parents=[common], help="export all memories as JSON Lines ('-' for stdout)")
     exp.add_argument("file")
     sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
-    sub.add_parser("reindex", parents=[common], help="rebuild the search index from the memory files")
+    reindex = sub.add_parser("reindex", parents=[common], help="rebuild the search index from the memory files")
+    reindex.add_argument(
+        "--embeddings", action="store_true", help="also give every memory its embedding now, with progress"
+    )
     return parser
 
 
@@ -130,7 +134,7 @@ def _open_in_background(settings: Settings) -> Callable[[], Any]:
 def _memory(settings: Settings) -> Iterator[Any]:
     from rockmem_mcp.services.memory import MemoryService
 
-    service = MemoryService(settings)
+    service = MemoryService(settings, embed_in_background=False)
     try:
         yield service
     finally:
@@ -139,7 +143,11 @@ def _memory(settings: Settings) -> Iterator[Any]:
 
 def _search(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
-        found = memory.search(args.query, args.category, args.tags, args.limit, include_archived=args.include_archived)
+        if args.mode != "bm25" and memory.embedder.configured:
+            memory.vector_worker.drain()  # a one-shot search wants every entry embedded first
+        found = memory.search(
+            args.query, args.category, args.tags, args.limit, include_archived=args.include_archived, mode=args.mode
+        )
     for hit in found.results:
         if args.json:
             print(hit.model_dump_json())
@@ -234,7 +242,27 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
     (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
     with _memory(settings) as memory:
         print(f"indexed {len(memory.index)} memories", file=sys.stderr)
+        if getattr(args, "embeddings", False):
+            started = time.monotonic()
+            show = sys.stderr.isatty()
+
+            def progress(done: int, total: int) -> None:
+                if show:
+                    print(f"\rembedding: {_bar(done, total)} {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
+
+            made = memory.vector_worker.drain(progress)
+            if show:
+                print(file=sys.stderr)
+            print(
+                f"embedded {made} memories with {memory.embedder.model_id} in {time.monotonic() - started:.1f}s",
+                file=sys.stderr,
+            )
     return 0
+
+
+def _bar(done: int, total: int, width: int = 30) -> str:
+    filled = width * done // max(total, 1)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
 COMMANDS = {"search": _search, "import": _import, "export": _export, "stats": _stats, "reindex": _reindex}

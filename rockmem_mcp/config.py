@@ -15,7 +15,7 @@ from platformdirs import user_data_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rockmem_mcp.errors import ConfigError
-from rockmem_mcp.search.rank import HYBRID_VECTOR_WEIGHT, Mode
+from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT, Mode
 
 ENV_PREFIX = "ROCKMEM_"
 APP_NAME = "rockmem"
@@ -59,6 +59,9 @@ class Settings(BaseModel):
     embedding_retry_after_s: float = Field(30.0, ge=0)
     search_mode: Mode = Field("hybrid", description="Default ranking for searches that do not name one")
     hybrid_vector_weight: float = Field(HYBRID_VECTOR_WEIGHT, ge=0, description="Cosine weight in hybrid ranking")
+    hybrid_min_similarity: float = Field(
+        HYBRID_MIN_SIMILARITY, ge=-1, le=1, description="Cosine a memory needs in hybrid when no keyword matched"
+    )
 
     @property
     def memory_dir(self) -> Path:

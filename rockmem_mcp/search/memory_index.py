@@ -17,7 +17,7 @@ import numpy as np
 from rockmem_mcp.models import MemoryEntry
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.rank import HYBRID_VECTOR_WEIGHT, rank
+from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.atomic import atomic_write
@@ -145,19 +145,18 @@ class MemoryIndex:
         query: str | None,
         flt: SearchFilter,
         limit: int,
-        mode: str = "bm25",
+        ranking: Ranking | None = None,
         query_vector: np.ndarray | None = None,
-        vector_weight: float = HYBRID_VECTOR_WEIGHT,
     ) -> Hits:
-        """Ranked hits for `query` (by `mode`, needing `query_vector` for all but bm25), or the newest
+        """Ranked hits for `query` (BM25 unless `query_vector` is given for another mode), or the newest
         matching entries when there is no query."""
         allowed = self._allowed(flt)
         tokens = tokenize(query) if query else []
-        if query_vector is not None and query and query.strip():
+        if ranking is not None and query_vector is not None and query and query.strip():
             lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
             with_vector = self._eligible(allowed, flt.include_archived) & self.vectors.present.view
             similarity = self.vectors.similarities(query_vector)
-            return rank(mode, lexical, similarity, with_vector, limit, vector_weight)
+            return rank(ranking, lexical, similarity, with_vector, limit)
         if tokens:
             return self.bm25.search(tokens, allowed, flt.include_archived, limit)
         if query and query.strip():

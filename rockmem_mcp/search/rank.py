@@ -5,8 +5,9 @@ Modes:
 - `vector`: cosine similarity only.
 - `rockbot`: RockBot's hybrid — BM25 divided by the query's top BM25 score; a cosine counts only at
   >= 0.5; an entry found by both gets the mean of the two, otherwise its single score.
-- `hybrid` (the default): BM25 divided by the query's top BM25 score, plus `vector_weight` x cosine, over
-  every entry (an entry without a vector yet keeps its BM25 part). Chosen on LoCoMo dev by
+- `hybrid` (the default): BM25 divided by the query's top BM25 score, plus `vector_weight` x cosine (an
+  entry without a vector yet keeps its BM25 part). Entries no keyword matched are returned only at a
+  cosine >= `min_similarity`, so a query does not drag in unrelated memories. Chosen on LoCoMo dev by
   leave-one-conversation-out over nine fusion families; BENCHMARKS.md lists every variant tried.
 
 A store passes the BM25 score of every slot, the cosine of every slot (or None without embeddings) and
@@ -15,6 +16,7 @@ which slots may be returned by similarity (live, filtered, holding a vector).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
@@ -28,22 +30,30 @@ ROCKBOT_MIN_SIMILARITY = 0.5  # RockBot's MinSimilarityThreshold
 # cosines sit around 0.4, tops 0.55-0.8). R@5 moved < 0.01 across 2..3.5; a model with a very different
 # cosine spread may want another value (ROCKMEM_HYBRID_VECTOR_WEIGHT).
 HYBRID_VECTOR_WEIGHT = 3.0
+# Below this a memory sharing no keyword with the query is unrelated for that model (MiniLM: unrelated
+# sentences score 0.0-0.25, loose paraphrases 0.3-0.5). No effect on LoCoMo, where BM25 matches most turns.
+HYBRID_MIN_SIMILARITY = 0.3
 
 
 def uses_vectors(mode: str) -> bool:
     return mode != "bm25"
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How to rank one search: the mode and the hybrid's two settings."""
+
+    mode: str = "hybrid"
+    vector_weight: float = HYBRID_VECTOR_WEIGHT
+    min_similarity: float = HYBRID_MIN_SIMILARITY
+
+
 def rank(
-    mode: str,
-    lexical: np.ndarray,
-    similarity: np.ndarray | None,
-    with_vector: np.ndarray,
-    limit: int,
-    vector_weight: float = HYBRID_VECTOR_WEIGHT,
+    ranking: Ranking, lexical: np.ndarray, similarity: np.ndarray | None, with_vector: np.ndarray, limit: int
 ) -> Hits:
-    """The best `limit` slots for `mode`; without similarities every mode but `vector` is BM25."""
+    """The best `limit` slots; without similarities every mode but `vector` is BM25."""
     matched = lexical > 0
+    mode = ranking.mode
     if similarity is None or mode == "bm25":
         return _best(matched, lexical, limit)
     if mode == "vector":
@@ -55,8 +65,8 @@ def rank(
         dense_score = np.where(dense, similarity, 0.0)
         fused = np.where(matched & dense, (normalised + dense_score) / 2, normalised + dense_score)
         return _best(matched | dense, fused, limit)
-    fused = normalised + vector_weight * np.where(with_vector, similarity, 0.0)
-    return _best(matched | with_vector, fused, limit)
+    fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
+    return _best(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, limit)
 
 
 def _best(candidates: np.ndarray, scores: np.ndarray, limit: int) -> Hits:

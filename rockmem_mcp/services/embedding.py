@@ -74,12 +74,13 @@ class Embedder:
                     self.model_id = self.provider.model_id
             return self.provider is not None
 
-    def probe(self) -> bool:
+    def probe(self, interactive: bool = False) -> bool:
         """Learn the vector size with one small call; False (logged once) if the provider fails."""
         if self.dim:
             return True
         try:
-            self.dim = self._checked(self._provider().embed([PROBE_TEXT]), 1, expect_dim=False).shape[1]
+            probe = self._provider().embed([PROBE_TEXT], interactive=interactive)
+            self.dim = self._checked(probe, 1, expect_dim=False).shape[1]
         except EmbeddingError as exc:
             self.failed(exc)
             return False
@@ -93,7 +94,15 @@ class Embedder:
         return vectors
 
     def embed_query(self, text: str) -> np.ndarray | None:
-        """The query's vector, or None when embeddings are off, resting, or failing now (then logged once)."""
+        """The query's vector, or None when embeddings are off, resting, or failing now (then logged once).
+
+        The first query may wait for the provider to open (a local model loads in well under a second);
+        from then on a query costs one embedding call.
+        """
+        if not self.configured:
+            return None
+        if not self.dim and not self._down and not (self.open() and self.probe(interactive=True)):
+            return None
         if not self.ready:
             return None
         try:

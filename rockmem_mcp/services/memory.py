@@ -39,7 +39,7 @@ from rockmem_mcp.models import (
 )
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
-from rockmem_mcp.search.rank import MODES, uses_vectors
+from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
@@ -64,7 +64,11 @@ class MemoryStats:
 
 class MemoryService:
     def __init__(
-        self, settings: Settings, clock: Callable[[], datetime] = utc_now, embedder: Embedder | None = None
+        self,
+        settings: Settings,
+        clock: Callable[[], datetime] = utc_now,
+        embedder: Embedder | None = None,
+        embed_in_background: bool = True,  # False: one-shot commands call vector_worker.drain() themselves
     ) -> None:
         self.settings = settings
         self._clock = clock
@@ -79,7 +83,7 @@ class MemoryService:
         self.index, self._position = self._open_index()
         self.embedder = embedder or Embedder(settings)
         self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
-        if self.embedder.configured:
+        if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
         else:
             self.vector_worker.idle.set()
@@ -468,7 +472,8 @@ class MemoryService:
                     "configure ROCKMEM_EMBEDDING_MODEL or ROCKMEM_EMBEDDING_ENDPOINT); use mode 'bm25' or 'hybrid'"
                 )
             used = mode if query_vector is not None else "bm25"
-            hits = self.index.search(query, flt, limit, used, query_vector, self.settings.hybrid_vector_weight)
+            ranking = Ranking(used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
+            hits = self.index.search(query, flt, limit, ranking, query_vector)
             results: list[ScoredEntry] = []
             for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
                 entry = self._hydrate(self.index.bm25.keys[slot])

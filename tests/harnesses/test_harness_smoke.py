@@ -38,13 +38,14 @@ def test_sizes_parse_with_suffixes() -> None:
 
 
 @pytest.mark.skipif(
-    not locomo.DEFAULT_DATA.exists(),
-    reason=f"LoCoMo evaluation data absent at {locomo.DEFAULT_DATA} (shared/ is not beside the checkout)",
+    not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
+    reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
 )
 def test_locomo_harness_runs_on_one_conversation() -> None:
-    report = locomo.run(locomo.DEFAULT_DATA, conversations=1, questions_per=15)
+    report = locomo.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, conversations=1, questions_per=15)
     assert report["questions"] == 15
-    for method in ("rockmem_bm25", "plain_bm25"):
+    assert set(report["methods"]) == {f"rockmem_{mode}" for mode in locomo.MODES} | {"plain_bm25"}
+    for method in report["methods"]:
         overall = report["methods"][method]["overall"]
         assert overall["questions"] == 15
         recalls = [overall[f"turn_R@{k}"] for k in locomo.KS]

@@ -10,6 +10,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, SearchResults
+from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 
@@ -53,15 +54,23 @@ def register(server: MCPServer) -> None:
         created_after: Annotated[datetime | None, Field(description="ISO 8601; created at or after")] = None,
         created_before: Annotated[datetime | None, Field(description="ISO 8601; only entries created before")] = None,
         include_archived: Annotated[bool, Field(description="Also return archived (deleted) entries")] = False,
+        mode: Annotated[
+            Mode | None,
+            Field(
+                description="Ranking: hybrid (keywords + meaning, the default), bm25 (keywords only), "
+                "vector (meaning only), rockbot (RockBot's fusion)"
+            ),
+        ] = None,
     ) -> SearchResults:
-        """Search long-term memory by keywords (BM25 ranking, best first, with scores).
+        """Search long-term memory, best first, with scores.
 
-        Pass the key words of what you need, e.g. 'user timezone' or 'deploy staging checklist'. Words
-        shorter than three letters are ignored. Without a query, returns the newest entries matching the
-        filters. total_matches tells how many matched before the limit.
+        Pass what you need in a few words or a sentence, e.g. 'user timezone' or 'how do we deploy to
+        staging'. With embeddings configured, hybrid ranking also finds paraphrases ('my cat' finds 'our
+        tabby Whiskers'); otherwise ranking is by keywords (BM25) and `mode` in the reply says so. Without
+        a query, returns the newest entries matching the filters. total_matches tells how many matched.
         """
         return services(ctx).memory.search(
-            query, category, tags, limit, created_after, created_before, include_archived
+            query, category, tags, limit, created_after, created_before, include_archived, mode
         )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
