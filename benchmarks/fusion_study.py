@@ -1,13 +1,30 @@
 """Offline study: which BM25 + embedding fusion beats BM25 alone on LoCoMo turn retrieval, and generalises?
 
-    python -m benchmarks.fusion_study                  # reads ../shared/bench/locomo/locomo-dev.json
+    cd rockmem-mcp && PYTHONPATH=. python -m benchmarks.fusion_study     # reads ../shared/bench/locomo/locomo-dev.json
+    python -m benchmarks.fusion_study --data PATH --model PATH           # another LoCoMo file or model2vec model
 
 Per conversation every turn is a document and every question a query; a hit at k when an evidence turn is in the
-top k (turn-level R@1/5/10, pooled over questions). Signals: the product's BM25 (`BM25Index` + `tokenize`) and
-cosine similarity of model2vec embeddings (m2v-minilm-l6-256). Both score matrices are computed once; each fusion
-variant is a small numpy function of (bm25, cosine) over the documents (last axis), so the winner ports directly.
-Families are judged by leave-one-conversation-out: parameters picked by R@5 on four conversations, scored on the
-fifth. Writes benchmarks/results/fusion-study.json. The data set is CC BY-NC 4.0 and is read from ../shared.
+top k (turn-level R@1/5/10, pooled over questions). Signals: the product's BM25 (`BM25Index` + `tokenize`, k1=1.5)
+and cosine similarity of model2vec embeddings (m2v-minilm-l6-256). Each fusion variant is a small numpy function of
+(bm25, cosine) over the documents (last axis), so the winner ports directly.
+
+Axes studied:
+- BM25 length normalisation b in BS (0.2, 0.3, 0.4, 0.5, 0.75): one BM25 score matrix per b; the embedding side
+  (three query forms) is computed once. 0.3 is the product default (`bm25.B`), 0.75 the textbook/RockBot value
+  the first version of this study used.
+- fusion family and its parameters (FAMILIES, including the embedding query form): every family's full grid is run
+  at b = 0.3 and b = 0.75 (FULL_GRID_BS);
+- the b sweep: at every b, BM25 alone and the linear family (raw query, w in SWEEP_WS, w = 0 being BM25/max).
+
+Families and selections are judged by leave-one-conversation-out (LOOCV): parameters picked by R@5 (then R@10,
+then R@1; exact ties to the first setting listed) on four conversations, scored on the fifth, held-out hits pooled.
+Selections reported: BM25 at b = 0.75 fixed; BM25 tuning b; linear at b = 0.75 tuning w; linear at b = 0.3 tuning
+w; linear tuning (b, w) jointly. The recommendation section describes the product default (b = 0.3, hybrid
+bm25/max + 3.0 * cos, docs BM25 does not match only at cos >= 0.3), with its full-dev and LOOCV figures.
+
+Writes benchmarks/results/fusion-study.json (every variant at both full-grid b values, the b sweep, per-conversation
+and per-category R@5, the LOOCV folds) and prints the summary tables. Takes about a minute. The data set is CC BY-NC
+4.0 and is read from ../shared, never copied here.
 """
 
 from __future__ import annotations
@@ -17,7 +34,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +43,20 @@ import numpy as np
 from model2vec import StaticModel
 
 from benchmarks.locomo import CATEGORIES, DEFAULT_DATA, questions_of, turns_of
-from rockmem_mcp.search.bm25 import BM25Index
+from rockmem_mcp.search.bm25 import K1, B, BM25Index
+from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT
 from rockmem_mcp.search.tokenizer import _WORD, STOPWORDS, tokenize
 
 RESULTS = Path(__file__).parent / "results"
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
 KS = (1, 5, 10)
 MISS = 1 << 30  # rank given to a question none of whose evidence turns is a candidate
+
+PRODUCT_B = B  # the product's BM25 length normalisation (0.3)
+TEXTBOOK_B = 0.75  # Okapi's usual value and RockBot's; the first version of this study ran at it
+BS: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.75)  # the b sweep
+FULL_GRID_BS: tuple[float, ...] = (PRODUCT_B, TEXTBOOK_B)  # every family's full grid runs at these
+SWEEP_WS: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)  # linear weights of the b sweep (raw query)
 
 Array = np.ndarray
 Fusion = Callable[..., Array]
@@ -128,6 +152,11 @@ def fuse_linear(bm25: Array, cos: Array, w: float = 2.0) -> Array:
     return bm25 / _safe_max(bm25) + w * cos
 
 
+def fuse_hybrid(bm25: Array, cos: Array, w: float = 3.0, min_similarity: float = 0.3) -> Array:
+    """The product's hybrid: linear, but a document BM25 does not match is returned only at cos >= min_similarity."""
+    return np.where((bm25 > 0) | (cos >= min_similarity), fuse_linear(bm25, cos, w), -np.inf)
+
+
 def fuse_boost(bm25: Array, cos: Array, beta: float = 1.0, tau: float = 0.3) -> Array:
     """BM25 / query's top BM25 + beta * max(0, cos - tau); candidates: BM25 matches and docs with cos > tau."""
     score = bm25 / _safe_max(bm25) + beta * np.maximum(0.0, cos - tau)
@@ -210,20 +239,13 @@ FAMILIES = [
 N_PARAMS = {f.name: len([key for key in f.grid[0] if key != "query"]) + (len(f.grid) > 1) for f in FAMILIES}
 
 
-def call(family: Family, setting: dict[str, Any], bm25: Array, cos: Array) -> Array:
-    kwargs = {key: value for key, value in setting.items() if key != "query"}
-    if isinstance(kwargs.get("w"), tuple):
-        kwargs["w_b"], kwargs["w_d"] = kwargs.pop("w")
-    return family.fuse(bm25, cos, **kwargs)
-
-
 # ---------------------------------------------------------------- data and evaluation
 
 
 @dataclass
 class Conversation:
     name: str
-    bm25: Array  # questions x turns
+    bm25: dict[float, Array]  # BM25 b -> questions x turns
     cos: dict[str, Array]  # query form -> questions x turns
     ev_q: Array  # (question, evidence turn) pairs
     ev_d: Array
@@ -231,17 +253,23 @@ class Conversation:
     categories: Array
 
 
-def load(data: Path, model_path: Path) -> list[Conversation]:
+def load(data: Path, model_path: Path, bs: Sequence[float] = BS) -> list[Conversation]:
+    """Every conversation's BM25 matrix at each b (k1 = the product's) and its cosine matrix per query form."""
     model = StaticModel.from_pretrained(str(model_path))
     conversations = []
     for sample in json.loads(data.read_text()):
         turns, questions = turns_of(sample), questions_of(sample)
-        index = BM25Index()
-        index.add_many([(turn.dia_id, tokenize(turn.content), False) for turn in turns])
-        bm25 = np.zeros((len(questions), len(turns)))
-        for i, question in enumerate(questions):
-            hits = index.search(tokenize(question.text), limit=len(turns))
-            bm25[i, hits.slots] = hits.scores
+        docs_tokens = [(turn.dia_id, tokenize(turn.content), False) for turn in turns]
+        query_tokens = [tokenize(question.text) for question in questions]
+        bm25: dict[float, Array] = {}
+        for b in bs:
+            index = BM25Index(k1=K1, b=b)
+            index.add_many(docs_tokens)
+            scores = np.zeros((len(questions), len(turns)))
+            for i, tokens in enumerate(query_tokens):
+                hits = index.search(tokens, limit=len(turns))
+                scores[i, hits.slots] = hits.scores
+            bm25[b] = scores
         docs = model.encode([turn.content for turn in turns]).astype(np.float32)
         cos = {
             form: model.encode([to_query(q.text) for q in questions]).astype(np.float32) @ docs.T
@@ -269,6 +297,16 @@ def best_ranks(score: Array, conv: Conversation) -> Array:
     return best
 
 
+def evaluate(fuse: Fusion, setting: dict[str, Any], b: float, conversations: list[Conversation]) -> Array:
+    """Best evidence rank per question for one setting at one b, pooled over the conversations in order."""
+    kwargs = {key: value for key, value in setting.items() if key != "query"}
+    if isinstance(kwargs.get("w"), tuple):
+        kwargs["w_b"], kwargs["w_d"] = kwargs.pop("w")
+    return np.concatenate(
+        [best_ranks(fuse(c.bm25[b], c.cos[setting.get("query", "raw")], **kwargs), c) for c in conversations]
+    )
+
+
 def recall(ranks: Array) -> dict[str, float]:
     return {f"R@{k}": round(float(np.mean(ranks < k)), 4) for k in KS}
 
@@ -282,78 +320,77 @@ def sign_test(wins: int, losses: int) -> float:
     return round(min(1.0, 2 * tail), 4)
 
 
+def paired(ranks: Array, baseline: Array, name: str) -> dict[str, Any]:
+    """R@5 questions won and lost against a baseline, with the sign test."""
+    wins, losses = int(np.sum((ranks < 5) & (baseline >= 5))), int(np.sum((ranks >= 5) & (baseline < 5)))
+    return {f"R@5_wins_vs_{name}": wins, f"R@5_losses_vs_{name}": losses, "sign_test_p": sign_test(wins, losses)}
+
+
 def label(setting: dict[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in setting.items())
+
+
+def b_key(b: float) -> str:
+    return f"b={b}"
 
 
 def selection_key(ranks: Array) -> tuple[float, float, float]:
     return float(np.mean(ranks < 5)), float(np.mean(ranks < 10)), float(np.mean(ranks < 1))
 
 
-def run(data: Path, model_path: Path) -> dict[str, Any]:
-    started = time.perf_counter()
-    conversations = load(data, model_path)
-    loaded = time.perf_counter()
-    sizes = [c.n_questions for c in conversations]
-    bounds = np.cumsum([0, *sizes])
+def r5_slices(ranks: Array, bounds: Array) -> list[float]:
+    """R@5 within each conversation."""
+    return [round(float(np.mean(ranks[bounds[i] : bounds[i + 1]] < 5)), 4) for i in range(len(bounds) - 1)]
 
-    # ranks[family][setting index] = best evidence rank per question, pooled over conversations in order
-    ranks: dict[str, list[Array]] = {}
-    variants: list[dict[str, Any]] = []
-    for family in FAMILIES:
-        ranks[family.name] = []
-        for setting in family.grid:
-            pooled = np.concatenate(
-                [best_ranks(call(family, setting, c.bm25, c.cos[setting["query"]]), c) for c in conversations]
-            )
-            ranks[family.name].append(pooled)
-            variants.append({"family": family.name, "params": setting} | recall(pooled))
-    evaluated = time.perf_counter()
 
+def loocv(
+    candidates: list[tuple[dict[str, Any], Array]], conversations: list[Conversation], bounds: Array
+) -> dict[str, Any]:
+    """Leave one conversation out: each fold picks the candidate best on the other four, scored on the fifth."""
+    folds, held = [], []
+    for i, conv in enumerate(conversations):
+        train = np.ones(bounds[-1], dtype=bool)
+        train[bounds[i] : bounds[i + 1]] = False
+        chosen = max(range(len(candidates)), key=lambda j: selection_key(candidates[j][1][train]))
+        setting, ranks = candidates[chosen]
+        held.append(ranks[~train])
+        folds.append(
+            {"held_out": conv.name, "chosen": setting, "train_R@5": round(selection_key(ranks[train])[0], 4)}
+            | {f"held_out_{key}": value for key, value in recall(ranks[~train]).items()}
+        )
+    return {
+        "candidates": len(candidates),
+        "pooled_held_out": recall(np.concatenate(held)),
+        "distinct_choices": len({label(fold["chosen"]) for fold in folds}),
+        "folds": folds,
+    }
+
+
+def study_families(b: float, conversations: list[Conversation], bounds: Array) -> dict[str, Any]:
+    """Every family's full grid at one b: variants, per-family summary and LOOCV, references, the study's rule pick."""
+    ranks = {f.name: [evaluate(f.fuse, setting, b, conversations) for setting in f.grid] for f in FAMILIES}
     baseline = ranks["bm25"][0]
-
-    def paired(r: Array) -> dict[str, Any]:
-        wins, losses = int(np.sum((r < 5) & (baseline >= 5))), int(np.sum((r >= 5) & (baseline < 5)))
-        return {"R@5_wins_vs_bm25": wins, "R@5_losses_vs_bm25": losses, "sign_test_p": sign_test(wins, losses)}
-
-    loocv: dict[str, Any] = {}
-    families_summary: dict[str, Any] = {}
-    for family in FAMILIES:
-        folds, held = [], []
-        for i, conv in enumerate(conversations):
-            train = np.ones(bounds[-1], dtype=bool)
-            train[bounds[i] : bounds[i + 1]] = False
-            chosen = max(range(len(family.grid)), key=lambda j: selection_key(ranks[family.name][j][train]))
-            test = ranks[family.name][chosen][~train]
-            held.append(test)
-            folds.append(
-                {
-                    "held_out": conv.name,
-                    "chosen": family.grid[chosen],
-                    "train_R@5": round(selection_key(ranks[family.name][chosen][train])[0], 4),
-                }
-                | {f"held_out_{key}": value for key, value in recall(test).items()}
-            )
-        pooled_held = np.concatenate(held)
-        distinct = {label(f["chosen"]) for f in folds}
-        loocv[family.name] = {
-            "pooled_held_out": recall(pooled_held),
-            "distinct_choices": len(distinct),
-            "folds": folds,
-        }
-        full = [selection_key(r) for r in ranks[family.name]]
+    variants = [
+        {"b": b, "family": f.name, "params": setting} | recall(r)
+        for f in FAMILIES
+        for setting, r in zip(f.grid, ranks[f.name], strict=True)
+    ]
+    folds = {f.name: loocv(list(zip(f.grid, ranks[f.name], strict=True)), conversations, bounds) for f in FAMILIES}
+    summary: dict[str, Any] = {}
+    for f in FAMILIES:
+        full = [selection_key(r) for r in ranks[f.name]]
         best = max(range(len(full)), key=lambda j: full[j])
         r5 = np.array([key[0] for key in full])
-        families_summary[family.name] = {
-            "note": family.note,
-            "settings": len(family.grid),
-            "free_parameters": N_PARAMS[family.name],
-            "best_full_dev": {"params": family.grid[best]}
-            | recall(ranks[family.name][best])
-            | paired(ranks[family.name][best]),
+        summary[f.name] = {
+            "note": f.note,
+            "settings": len(f.grid),
+            "free_parameters": N_PARAMS[f.name],
+            "best_full_dev": {"params": f.grid[best]}
+            | recall(ranks[f.name][best])
+            | paired(ranks[f.name][best], baseline, "bm25"),
             "settings_within_0.01_of_best_R@5": int(np.sum(r5 >= r5[best] - 0.01)),
-            "loocv_pooled_held_out": recall(pooled_held),
-            "loocv_distinct_choices": len(distinct),
+            "loocv_pooled_held_out": folds[f.name]["pooled_held_out"],
+            "loocv_distinct_choices": folds[f.name]["distinct_choices"],
         }
 
     references = {
@@ -361,73 +398,213 @@ def run(data: Path, model_path: Path) -> dict[str, Any]:
         "dense (raw query)": ("dense", {"query": "raw"}),
         "rockbot (tau=0.5, raw query)": ("rockbot", {"query": "raw", "tau": 0.5}),
         "rrf equal k=60 (raw query)": ("rrf", {"query": "raw", "k": 60, "w": (1.0, 1.0), "dense_top": 0}),
+        f"linear w={HYBRID_VECTOR_WEIGHT} (raw query)": ("linear", {"query": "raw", "w": HYBRID_VECTOR_WEIGHT}),
     }
     reference_rows = {}
     for name, (fam, setting) in references.items():
-        j = next(i for i, s in enumerate(next(f for f in FAMILIES if f.name == fam).grid) if s == setting)
-        reference_rows[name] = recall(ranks[fam][j]) | paired(ranks[fam][j])
+        j = next(f for f in FAMILIES if f.name == fam).grid.index(setting)
+        reference_rows[name] = recall(ranks[fam][j]) | paired(ranks[fam][j], baseline, "bm25")
 
-    # The recommendation rule, fixed before looking: the family with the best pooled held-out R@5; among families
-    # within 0.005 of it, the one with the fewest free parameters; its setting is the one chosen by most folds
-    # (ties: the better full-dev R@5).
-    top = max(s["loocv_pooled_held_out"]["R@5"] for s in families_summary.values())
-    near = [f for f in FAMILIES if families_summary[f.name]["loocv_pooled_held_out"]["R@5"] >= top - 0.005]
-    family = min(near, key=lambda f: (N_PARAMS[f.name], -families_summary[f.name]["loocv_pooled_held_out"]["R@5"]))
-    votes = [label(fold["chosen"]) for fold in loocv[family.name]["folds"]]
+    # The first study's recommendation rule, fixed before looking: the family with the best pooled held-out R@5;
+    # among families within 0.005 of it, the one with the fewest free parameters; its setting is the one chosen by
+    # most folds (ties: the better full-dev R@5).
+    top = max(s["loocv_pooled_held_out"]["R@5"] for s in summary.values())
+    near = [f for f in FAMILIES if summary[f.name]["loocv_pooled_held_out"]["R@5"] >= top - 0.005]
+    family = min(near, key=lambda f: (N_PARAMS[f.name], -summary[f.name]["loocv_pooled_held_out"]["R@5"]))
+    votes = [label(fold["chosen"]) for fold in folds[family.name]["folds"]]
     j = max(
         range(len(family.grid)),
         key=lambda i: (votes.count(label(family.grid[i])), selection_key(ranks[family.name][i])),
     )
-    chosen, chosen_ranks = family.grid[j], ranks[family.name][j]
-    categories = np.concatenate([c.categories for c in conversations])
-    neighbours = [
-        {"params": setting} | recall(ranks[family.name][i])
-        for i, setting in enumerate(family.grid)
-        if sum(setting[key] != chosen[key] for key in chosen) == 1
-    ]
-    recommendation = {
+    rule_pick = {
         "rule": "best pooled LOOCV R@5; within 0.005 fewest free parameters; setting chosen by most folds",
         "family": family.name,
-        "note": family.note,
-        "params": chosen,
-        "fold_votes": votes.count(label(chosen)),
-        "full_dev": recall(chosen_ranks) | paired(chosen_ranks),
-        "loocv_pooled_held_out": loocv[family.name]["pooled_held_out"],
+        "params": family.grid[j],
+        "fold_votes": votes.count(label(family.grid[j])),
+        "full_dev": recall(ranks[family.name][j]) | paired(ranks[family.name][j], baseline, "bm25"),
+        "loocv_pooled_held_out": folds[family.name]["pooled_held_out"],
+    }
+    return {
+        "rule_pick": rule_pick,
+        "references": reference_rows,
+        "families": summary,
+        "loocv": folds,
+        "variants": variants,
+    }
+
+
+def run(data: Path, model_path: Path) -> dict[str, Any]:
+    if PRODUCT_B not in BS or TEXTBOOK_B not in BS or HYBRID_VECTOR_WEIGHT not in SWEEP_WS:
+        raise ValueError("the b sweep must hold the product's b and 0.75, and the linear weights the product's w")
+    started = time.perf_counter()
+    conversations = load(data, model_path)
+    loaded = time.perf_counter()
+    bounds = np.cumsum([0, *(c.n_questions for c in conversations)])
+    names = [c.name for c in conversations]
+
+    by_b = {b_key(b): study_families(b, conversations, bounds) for b in FULL_GRID_BS}
+    families_done = time.perf_counter()
+
+    # the b sweep: BM25 alone and linear (raw query) at every b
+    bm25_at = {b: evaluate(fuse_bm25, {}, b, conversations) for b in BS}
+    linear_at = {(b, w): evaluate(fuse_linear, {"w": w}, b, conversations) for b in BS for w in SWEEP_WS}
+    sweep_rows = {
+        b_key(b): {"bm25": recall(bm25_at[b])} | {f"linear w={w}": recall(linear_at[b, w]) for w in SWEEP_WS}
+        for b in BS
+    }
+
+    def linear_candidates(bs: Sequence[float]) -> list[tuple[dict[str, Any], Array]]:
+        return [({"b": b, "w": w}, linear_at[b, w]) for b in bs for w in SWEEP_WS]
+
+    selections = {
+        f"bm25, b={TEXTBOOK_B} fixed": loocv([({"b": TEXTBOOK_B}, bm25_at[TEXTBOOK_B])], conversations, bounds),
+        f"bm25, b={PRODUCT_B} fixed": loocv([({"b": PRODUCT_B}, bm25_at[PRODUCT_B])], conversations, bounds),
+        "bm25, tuning b": loocv([({"b": b}, bm25_at[b]) for b in BS], conversations, bounds),
+        f"linear, b={TEXTBOOK_B}, tuning w": loocv(linear_candidates([TEXTBOOK_B]), conversations, bounds),
+        f"linear, b={PRODUCT_B}, tuning w": loocv(linear_candidates([PRODUCT_B]), conversations, bounds),
+        "linear, tuning (b, w)": loocv(linear_candidates(BS), conversations, bounds),
+    }
+
+    old, new = bm25_at[TEXTBOOK_B], bm25_at[PRODUCT_B]
+    per_conversation_bm25 = {
+        "R@5": {
+            name: dict(zip(map(b_key, BS), values, strict=True))
+            for name, *values in zip(names, *(r5_slices(bm25_at[b], bounds) for b in BS), strict=True)
+        },
+        f"b={PRODUCT_B}_vs_b={TEXTBOOK_B}": paired(new, old, f"b={TEXTBOOK_B}"),
+    }
+
+    # the product default
+    product = {
+        "b": PRODUCT_B,
+        "k1": K1,
+        "query": "raw",
+        "w": HYBRID_VECTOR_WEIGHT,
+        "min_similarity": HYBRID_MIN_SIMILARITY,
+    }
+    hybrid = evaluate(
+        fuse_hybrid, {"w": HYBRID_VECTOR_WEIGHT, "min_similarity": HYBRID_MIN_SIMILARITY}, PRODUCT_B, conversations
+    )
+    linear = linear_at[PRODUCT_B, HYBRID_VECTOR_WEIGHT]
+    categories = np.concatenate([c.categories for c in conversations])
+    product_setting = {"b": PRODUCT_B, "w": HYBRID_VECTOR_WEIGHT}
+
+    def fold_picks(selection: str) -> dict[str, Any]:
+        s = selections[selection]
+        return {
+            "pooled_held_out": s["pooled_held_out"],
+            "fold_choices": {fold["held_out"]: fold["chosen"] for fold in s["folds"]},
+            "folds_choosing_the_product_setting": sum(
+                all(fold["chosen"][key] == value for key, value in product_setting.items() if key in fold["chosen"])
+                for fold in s["folds"]
+            ),
+        }
+
+    at_product = by_b[b_key(PRODUCT_B)]
+    best_family = max(
+        at_product["families"], key=lambda name: at_product["families"][name]["loocv_pooled_held_out"]["R@5"]
+    )
+    recommendation = {
+        "what": (
+            f"the product default: BM25 k1={K1}, b={PRODUCT_B}; hybrid score = bm25/max(bm25) + "
+            f"{HYBRID_VECTOR_WEIGHT} * cos over all turns (raw question embedded); a turn BM25 does not match is "
+            f"returned only at cos >= {HYBRID_MIN_SIMILARITY}"
+        ),
+        "family": "linear",
+        "params": product,
+        "min_similarity_changes_results": bool(not np.array_equal(hybrid, linear)),
+        "full_dev": recall(hybrid) | paired(hybrid, new, f"bm25_b={PRODUCT_B}"),
+        f"full_dev_vs_bm25_b={TEXTBOOK_B}": paired(hybrid, old, f"bm25_b={TEXTBOOK_B}"),
+        "loocv": {
+            "note": (
+                "a fixed setting's held-out R@k is its full-dev R@k; these are the selections that could have "
+                "chosen it, with what each fold picked"
+            ),
+            f"linear, b={PRODUCT_B}, tuning w": fold_picks(f"linear, b={PRODUCT_B}, tuning w"),
+            "linear, tuning (b, w)": fold_picks("linear, tuning (b, w)"),
+            f"linear family full grid at b={PRODUCT_B} (query form and w)": at_product["loocv"]["linear"][
+                "pooled_held_out"
+            ],
+            f"best family by LOOCV at b={PRODUCT_B}": {"family": best_family}
+            | at_product["families"][best_family]["loocv_pooled_held_out"],
+            f"study rule pick at b={PRODUCT_B}": at_product["rule_pick"],
+        },
         "per_conversation_R@5": {
-            conv.name: {
-                "fused": round(float(np.mean(chosen_ranks[bounds[i] : bounds[i + 1]] < 5)), 4),
-                "bm25": round(float(np.mean(baseline[bounds[i] : bounds[i + 1]] < 5)), 4),
-            }
-            for i, conv in enumerate(conversations)
+            name: {"hybrid": h, f"bm25_b={PRODUCT_B}": p, f"bm25_b={TEXTBOOK_B}": t}
+            for name, h, p, t in zip(
+                names, r5_slices(hybrid, bounds), r5_slices(new, bounds), r5_slices(old, bounds), strict=True
+            )
         },
         "per_category_R@5": {
             name: {
                 "questions": int(np.sum(categories == cat)),
-                "fused": round(float(np.mean(chosen_ranks[categories == cat] < 5)), 4),
-                "bm25": round(float(np.mean(baseline[categories == cat] < 5)), 4),
+                "hybrid": round(float(np.mean(hybrid[categories == cat] < 5)), 4),
+                f"bm25_b={PRODUCT_B}": round(float(np.mean(new[categories == cat] < 5)), 4),
+                f"bm25_b={TEXTBOOK_B}": round(float(np.mean(old[categories == cat] < 5)), 4),
             }
             for cat, name in CATEGORIES.items()
         },
-        "one_parameter_neighbours": neighbours,
+        "neighbours_w": {f"w={w}": recall(linear_at[PRODUCT_B, w]) for w in SWEEP_WS},
+        "neighbours_b": {b_key(b): recall(linear_at[b, HYBRID_VECTOR_WEIGHT]) for b in BS},
     }
 
     return {
         "data": str(data.name),
         "model": model_path.name,
-        "conversations": [c.name for c in conversations],
+        "conversations": names,
         "questions": int(bounds[-1]),
         "protocol": "turn-level R@k pooled over questions; per conversation every turn is a document",
+        "axes": {
+            "bm25_k1": K1,
+            "bm25_b_sweep": list(BS),
+            "full_family_grids_at_b": list(FULL_GRID_BS),
+            "sweep_linear_w": list(SWEEP_WS),
+            "sweep_query_form": "raw",
+            "selection": "R@5 on the four training conversations, then R@10, then R@1; exact ties to the first listed",
+        },
         "recommendation": recommendation,
-        "references": reference_rows,
-        "families": families_summary,
-        "loocv": loocv,
-        "variants": variants,
+        "selections": selections,
+        "per_conversation_bm25": per_conversation_bm25,
+        "b_sweep": sweep_rows,
+        "by_b": {key: {k: v for k, v in study.items() if k != "variants"} for key, study in by_b.items()},
+        "variants": [row for study in by_b.values() for row in study["variants"]],
         "seconds": {
             "load_and_score": round(loaded - started, 2),
-            "evaluate": round(evaluated - loaded, 2),
+            "family_grids": round(families_done - loaded, 2),
+            "b_sweep_and_selections": round(time.perf_counter() - families_done, 2),
             "total": round(time.perf_counter() - started, 2),
         },
     }
+
+
+def report(result: dict[str, Any]) -> None:
+    """The summary tables on stdout."""
+    sweep = result["b_sweep"]
+    first = next(iter(sweep.values()))
+    print("full-dev R@5, b sweep (k1=1.5, raw query)")
+    print(f"{'':8}" + "".join(f"{column.replace('linear ', ''):>8}" for column in first))
+    for b, row in sweep.items():
+        print(f"{b:8}" + "".join(f"{cell['R@5']:8.4f}" for cell in row.values()))
+    print("\nLOOCV (pooled held-out R@5; fold choices in conversation order)")
+    for name, s in result["selections"].items():
+        choices = " | ".join(label(fold["chosen"]) for fold in s["folds"])
+        print(f"{name:28} {s['pooled_held_out']['R@5']:.4f}  {choices}")
+    print("\nper-conversation bm25 R@5")
+    for conv, row in result["per_conversation_bm25"]["R@5"].items():
+        print(f"{conv:8} " + "  ".join(f"{b} {value:.4f}" for b, value in row.items()))
+    for b, study in result["by_b"].items():
+        print(f"\n{b}: {'family':8} {'best full-dev setting':52} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'LOOCV R@5':>9}")
+        for name, fam in study["families"].items():
+            best = fam["best_full_dev"]
+            print(
+                f"{'':{len(b) + 2}}{name:8} {label(best['params']):52} {best['R@1']:6.4f} {best['R@5']:6.4f}"
+                f" {best['R@10']:6.4f} {fam['loocv_pooled_held_out']['R@5']:9.4f}"
+            )
+        for name, row in study["references"].items():
+            print(f"{'':{len(b) + 2}}ref {name:30} R@1 {row['R@1']:.4f} R@5 {row['R@5']:.4f} R@10 {row['R@10']:.4f}")
+    rec = result["recommendation"]
+    print(f"\nproduct default {label(rec['params'])}: full dev {rec['full_dev']}")
+    print(f"floor changes results: {rec['min_similarity_changes_results']}; seconds: {result['seconds']}")
 
 
 def main() -> None:
@@ -439,18 +616,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "fusion-study.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{'family':8} {'best full-dev setting':58} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'LOOCV R@5':>9} choices")
-    for name, fam in result["families"].items():
-        best = fam["best_full_dev"]
-        print(
-            f"{name:8} {label(best['params']):58} {best['R@1']:6.3f} {best['R@5']:6.3f} {best['R@10']:6.3f}"
-            f" {fam['loocv_pooled_held_out']['R@5']:9.3f} {fam['loocv_distinct_choices']}"
-        )
-    for name, row in result["references"].items():
-        print(f"ref {name:30} R@1 {row['R@1']:.3f} R@5 {row['R@5']:.3f} R@10 {row['R@10']:.3f}")
-    rec = result["recommendation"]
-    print(f"recommended: {rec['family']} {label(rec['params'])} full dev {rec['full_dev']}")
-    print(f"seconds: {result['seconds']}  -> {out}")
+    report(result)
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":

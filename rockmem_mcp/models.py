@@ -124,8 +124,8 @@ class MemoryEntry(BaseModel):
         return self.archived_at is not None
 
     def document_text(self) -> str:
-        """What BM25 indexes: content, tags, and the category with '/' and '-' as spaces."""
-        parts = [self.content, " ".join(self.tags)]
+        """What search indexes (words and embedding): content, tags, and the category with '/' and '-' as spaces."""
+        parts = [self.content, *self.tags]
         if self.category:
             parts.append(self.category.replace("/", " ").replace("-", " "))
         return " ".join(parts)

@@ -29,6 +29,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         created_after=None,
         created_before=None,
         include_archived=False,
+        mode=None,
     ),
     "get_memory": dict(id=REQUIRED),
     "update_memory": dict(id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None),
@@ -53,6 +54,7 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "created_after": "string|null",
         "created_before": "string|null",
         "include_archived": "boolean",
+        "mode": "string|null",
     },
     "get_memory": {"id": "string"},
     "update_memory": {

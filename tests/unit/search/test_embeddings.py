@@ -2,62 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from rockmem_mcp.errors import EmbeddingError
 from rockmem_mcp.search.embeddings import MAX_INPUT_CHARS, OpenAIEmbeddings, embeddings_url
-
-Reply = Callable[[dict], tuple[int, object]]  # request body -> (status, JSON body or raw text)
-
-
-def vectors_for(body: dict, dim: int = 3) -> tuple[int, object]:
-    """A well-behaved server: vector i is (len(text), i, 1, ...), returned in reverse index order."""
-    data = [
-        {"index": i, "embedding": [float(len(text)), float(i), *([1.0] * (dim - 2))]}
-        for i, text in enumerate(body["input"])
-    ]
-    return 200, {"object": "list", "data": data[::-1], "model": body["model"]}
-
-
-class Server:
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []  # consumed in order; the last one repeats
-        self.requests: list[tuple[dict, dict[str, str]]] = []
-        self.release = threading.Event()  # a handler told to hang waits on this
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append((body, dict(self.headers)))
-                reply = outer.replies.pop(0) if len(outer.replies) > 1 else outer.replies[0]
-                status, payload = reply(body)
-                if status == 0:  # hang until the test ends
-                    outer.release.wait()
-                    return
-                raw = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.embedding_server import EmbeddingServer as Server
+from tests.embedding_server import Reply, vectors_for
 
 
 @pytest.fixture

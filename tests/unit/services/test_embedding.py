@@ -1,0 +1,284 @@
+"""Embeddings in the memory service: background vectors, the cache, model changes, failures, hybrid search."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import EmbeddingError, InvalidInputError
+from rockmem_mcp.search.embeddings import Model2VecEmbeddings, open_provider
+from rockmem_mcp.services.embedding import Embedder
+from rockmem_mcp.services.memory import SNAPSHOT_NAME, MemoryService
+from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
+
+from .helpers import FakeProvider, Services
+
+FAILED = "embeddings failed"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def embedder_for(settings: Settings, provider: FakeProvider | None, clock: Clock | None = None) -> Embedder:
+    configured = settings.model_copy(update={"embedding_model": "given"})
+    return Embedder(configured, opener=lambda _: provider, clock=clock or Clock())
+
+
+def open_with(services: Services, provider: FakeProvider, **kwargs: object) -> MemoryService:
+    return services.open(embedder=embedder_for(services.settings, provider), **kwargs)  # type: ignore[arg-type]
+
+
+def embedded(service: MemoryService) -> MemoryService:
+    assert service.vector_worker.idle.wait(10), "the vector worker did not finish"
+    return service
+
+
+def bin_files(settings: Settings) -> dict[str, int]:
+    root = settings.embeddings_dir
+    return {p.stem: p.stat().st_size for p in root.glob("*.bin")} if root.exists() else {}
+
+
+def failure_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if FAILED in r.getMessage()]
+
+
+# ---------------------------------------------------------------------- background vectors and the cache
+def test_saves_get_vectors_in_the_background_and_cached_files(services: Services) -> None:
+    provider = FakeProvider(dim=32)
+    service = open_with(services, provider)
+    saved = [service.save(text) for text in ("green tea in the morning", "deploys go out on fridays")]
+    embedded(service)
+    assert service.missing_vector_count() == 0
+    assert bin_files(services.settings) == {e.id: 32 * 4 for e in saved}
+    record = (services.settings.embeddings_dir / "model.json").read_text()
+    assert '"fake-a"' in record and '"dim": 32' in record
+    cached = np.fromfile(services.settings.embeddings_dir / f"{saved[0].id}.bin", dtype=np.float32)
+    slot = service.index.bm25.slot_of[saved[0].id]
+    assert np.array_equal(cached, service.index.vectors.matrix.view[slot])
+
+
+def test_a_save_never_waits_for_its_embedding(services: Services) -> None:
+    gate = threading.Event()  # holds every background embedding call
+    service = open_with(services, FakeProvider(gate=gate))
+    saved = service.save("the boiler is serviced every october")
+    found = service.search("boiler", mode="hybrid")
+    # The entry is found by its keywords while its vector is still being made.
+    assert [hit.entry.id for hit in found.results] == [saved.id]
+    assert found.unembedded == 1
+    gate.set()
+    embedded(service)
+    assert service.search("boiler").unembedded == 0
+
+
+def test_vectors_survive_a_restart_in_the_snapshot(services: Services) -> None:
+    provider = FakeProvider()
+    service = embedded(open_with(services, provider))
+    service.save("nightly backups at two")
+    embedded(service)
+    services.close(service)
+    again = FakeProvider()
+    reopened = embedded(open_with(services, again))
+    assert reopened.missing_vector_count() == 0
+    assert again.document_calls() == []  # nothing embedded twice
+
+
+def test_lost_snapshot_reuses_the_cached_vectors(services: Services) -> None:
+    service = open_with(services, FakeProvider())
+    service.save("nightly backups at two")
+    embedded(service)
+    services.close(service)
+    (services.settings.index_dir / SNAPSHOT_NAME).unlink()
+    again = FakeProvider()
+    reopened = embedded(open_with(services, again))
+    assert reopened.missing_vector_count() == 0
+    assert again.document_calls() == []
+
+
+def test_an_update_makes_a_new_vector_and_a_stale_cache_is_not_reused(services: Services) -> None:
+    provider = FakeProvider()
+    service = open_with(services, provider)
+    saved = service.save("the office is in lisbon")
+    embedded(service)
+    bin_path = services.settings.embeddings_dir / f"{saved.id}.bin"
+    old_vector = bin_path.read_bytes()
+    os.utime(bin_path, (1, 1))  # older than any entry file: must count as stale
+    service.update(saved.id, content="the office moved to porto")
+    embedded(service)
+    assert "the office moved to porto" in provider.document_calls()
+    assert bin_path.read_bytes() != old_vector
+    found = service.search("porto", mode="vector", limit=1)
+    assert found.results[0].entry.id == saved.id
+
+
+def test_permanent_delete_removes_the_cached_vector(services: Services) -> None:
+    service = open_with(services, FakeProvider())
+    saved = service.save("temporary note")
+    embedded(service)
+    assert saved.id in bin_files(services.settings)
+    service.delete(saved.id, permanent=True)
+    assert saved.id not in bin_files(services.settings)
+
+
+def test_a_model_change_rebuilds_every_vector(services: Services, caplog: pytest.LogCaptureFixture) -> None:
+    service = open_with(services, FakeProvider("model-a", dim=16))
+    saved = [service.save(f"fact number {word}") for word in ("one", "two", "three")]
+    embedded(service)
+    services.close(service)
+    assert set(bin_files(services.settings).values()) == {16 * 4}
+
+    caplog.set_level(logging.WARNING)
+    provider_b = FakeProvider("model-b", dim=24)
+    reopened = embedded(open_with(services, provider_b))
+    assert reopened.index.vectors.model_id == "model-b" and reopened.index.vectors.dim == 24
+    assert sorted(provider_b.document_calls()) == sorted(e.content for e in saved)
+    assert bin_files(services.settings) == {e.id: 24 * 4 for e in saved}
+    assert '"model-b"' in (services.settings.embeddings_dir / "model.json").read_text()
+    assert any("embedding model changed" in r.getMessage() for r in caplog.records)
+
+
+def test_another_process_reuses_the_cached_vector(services: Services) -> None:
+    writer = open_with(services, FakeProvider())
+    reader_provider = FakeProvider()
+    reader = embedded(open_with(services, reader_provider))
+    saved = writer.save("shared across processes")
+    embedded(writer)
+    assert [h.entry.id for h in reader.search("processes").results] == [saved.id]  # reads the journal
+    embedded(reader)
+    assert reader.missing_vector_count() == 0
+    assert reader_provider.document_calls() == []
+
+
+def test_drain_embeds_everything_in_the_foreground_with_progress(services: Services) -> None:
+    service = open_with(services, FakeProvider(), embed_in_background=False)
+    service.vector_worker.batch_size = 4
+    for i in range(10):
+        service.save(f"entry {i}")
+    seen: list[tuple[int, int]] = []
+    assert service.vector_worker.drain(lambda done, total: seen.append((done, total))) == 10
+    assert seen == [(4, 10), (8, 10), (10, 10)]
+    assert service.missing_vector_count() == 0
+
+
+def test_drain_without_a_provider_is_a_clear_error(services: Services) -> None:
+    service = services.open(embed_in_background=False)
+    with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL"):
+        service.vector_worker.drain()
+
+
+# ---------------------------------------------------------------------- modes and fallbacks
+def test_modes_and_what_the_reply_says(services: Services) -> None:
+    service = embedded(open_with(services, FakeProvider()))
+    service.save("green tea in the morning")
+    embedded(service)
+    assert service.search("tea").mode == "hybrid"
+    assert service.search("tea", mode="bm25").mode == "bm25"
+    assert service.search("tea", mode="rockbot").mode == "rockbot"
+    assert service.search(None).mode == "newest"
+    with pytest.raises(InvalidInputError, match="mode must be one of hybrid, bm25, vector, rockbot"):
+        service.search("tea", mode="semantic")
+
+
+def test_without_embeddings_hybrid_is_bm25_and_vector_is_refused(services: Services) -> None:
+    service = services.open()
+    service.save("green tea in the morning")
+    assert service.search("tea").mode == "bm25"
+    with pytest.raises(InvalidInputError, match="mode 'vector' needs embeddings"):
+        service.search("tea", mode="vector")
+
+
+def test_provider_failure_falls_back_to_bm25_and_is_logged_once(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = FakeProvider()
+    clock = Clock()
+    service = services.open(embedder=embedder_for(services.settings, provider, clock))
+    saved = service.save("green tea in the morning")
+    embedded(service)
+    caplog.set_level(logging.WARNING)
+    provider.failure = EmbeddingError("endpoint down")
+    for _ in range(5):
+        found = service.search("green tea")
+        assert found.mode == "bm25" and [h.entry.id for h in found.results] == [saved.id]
+    assert len(failure_lines(caplog)) == 1
+    queries = [c for c in provider.calls if c[1]]
+    assert len(queries) == 1  # the failing call; then the provider is left alone while it rests
+    clock.now += services.settings.embedding_retry_after_s
+    provider.failure = None
+    assert service.search("green tea").mode == "hybrid"
+    assert any("work again" in r.getMessage() for r in caplog.records)
+
+
+def test_wrong_dimension_from_the_provider_falls_back_to_bm25(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = FakeProvider(dim=16)
+    service = embedded(open_with(services, provider))
+    service.save("green tea in the morning")
+    embedded(service)
+    caplog.set_level(logging.WARNING)
+    provider.dim_override = 8
+    assert service.search("green tea").mode == "bm25"
+    assert service.search("green tea").mode == "bm25"
+    assert len(failure_lines(caplog)) == 1
+    assert "8-dimensional" in failure_lines(caplog)[0]
+
+
+def test_an_unusable_local_model_warns_once_and_search_stays_bm25(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(home=tmp_path / "home", embedding_model=str(tmp_path / "no-such-model"))
+    caplog.set_level(logging.WARNING)
+    service = MemoryService(settings)
+    try:
+        service.save("green tea in the morning")
+        assert service.vector_worker.idle.wait(10)
+        assert service.search("tea").mode == "bm25"
+        assert service.search("tea").mode == "bm25"
+    finally:
+        service.close()
+    warnings = [r.getMessage() for r in caplog.records if "embeddings are off" in r.getMessage()]
+    assert len(warnings) == 1 and "no-such-model" in warnings[0]
+
+
+def test_endpoint_without_a_model_name_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL is not"):
+        open_provider(Settings(home=tmp_path, embedding_endpoint="http://127.0.0.1:9"))
+
+
+def test_no_settings_means_no_provider(tmp_path: Path) -> None:
+    assert open_provider(Settings(home=tmp_path)) is None
+
+
+# ---------------------------------------------------------------------- the shared local model
+@pytest.mark.skipif(not SHARED_MODEL.exists(), reason=SHARED_MODEL_MISSING)
+def test_local_model_vectors_are_unit_float32() -> None:
+    vectors = Model2VecEmbeddings(str(SHARED_MODEL)).embed(["my cat", "a tabby naps"])
+    assert vectors.dtype == np.float32 and vectors.shape == (2, 256)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.skipif(not SHARED_MODEL.exists(), reason=SHARED_MODEL_MISSING)
+def test_hybrid_finds_a_paraphrase_that_bm25_misses(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home", embedding_model=str(SHARED_MODEL))
+    service = MemoryService(settings, embed_in_background=False)
+    try:
+        cat = service.save("Whiskerino, the tabby, naps on the windowsill every afternoon")
+        for text in ("The staging deploy needs the VPN turned on first", "Quarterly taxes are due on the fifteenth"):
+            service.save(text)
+        service.vector_worker.drain()
+        assert service.search("my cat", mode="bm25").results == []
+        hybrid = service.search("my cat")
+        assert hybrid.mode == "hybrid" and [h.entry.id for h in hybrid.results] == [cat.id]
+    finally:
+        service.close()
