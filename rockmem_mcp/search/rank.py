@@ -51,7 +51,7 @@ class Ranking:
 def rank(
     ranking: Ranking, lexical: np.ndarray, similarity: np.ndarray | None, with_vector: np.ndarray, limit: int
 ) -> Hits:
-    """The best `limit` slots; without similarities every mode but `vector` is BM25."""
+    """The best `limit` slots; without similarities (no embeddings) every mode ranks by BM25."""
     matched = lexical > 0
     mode = ranking.mode
     if similarity is None or mode == "bm25":

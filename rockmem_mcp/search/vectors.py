@@ -60,9 +60,6 @@ class VectorTable:
         self.matrix.view[slots] = vectors
         self.present.view[slots] = True
 
-    def clear(self, slot: int) -> None:
-        self.present.view[slot] = False
-
     def similarities(self, query: np.ndarray) -> np.ndarray:
         """Cosine of every row with a unit query (0 for absent rows, which are zero)."""
         return self.matrix.view @ query

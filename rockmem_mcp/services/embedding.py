@@ -174,27 +174,34 @@ class VectorWorker:
         self.batch_size = embedder.settings.embedding_batch_size
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self.idle = threading.Event()  # set while nothing is missing (tests and benchmarks await it)
+        self.idle = threading.Event()  # set while nothing is missing or no thread runs (tests await it)
+        self.idle.set()
+        self._running = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self._running = True
+        self.idle.clear()
         self._thread = threading.Thread(target=self._run, name="rockmem-vectors", daemon=True)
         self._thread.start()
 
     def wake(self) -> None:
-        self.idle.clear()
-        self._wake.set()
+        """New entries may lack vectors (called with the store's lock held)."""
+        if self._running:
+            self.idle.clear()
+            self._wake.set()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread; one stuck in a slow endpoint's retries is left behind (a daemon: it only
+        ever writes cache files, atomically)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout_s)
 
     def _run(self) -> None:
         try:
             if not self.embedder.open():
-                self.idle.set()
                 return
             while not self._stop.is_set():
                 if not self._prepare():
@@ -208,10 +215,11 @@ class VectorWorker:
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
                 if not done:
-                    self.idle.set()
                     self._wake.wait()
         except Exception:  # a bug here must not take the server down; searches continue on BM25
             log.exception("the embedding worker stopped; search continues on BM25 for entries without vectors")
+        finally:
+            self._running = False
             self.idle.set()
 
     def _prepare(self) -> bool:
@@ -224,8 +232,10 @@ class VectorWorker:
 
     def step(self) -> int:
         """Give one batch of entries their vectors; returns how many were looked at (0: none missing)."""
-        with self.source.lock:
+        with self.source.lock:  # wake() runs under this lock too, so `idle` never hides new work
             jobs = self.source.missing_vectors(self.batch_size)
+            if not jobs and self._running:
+                self.idle.set()
         if not jobs:
             return 0
         dim = self.embedder.dim

@@ -85,8 +85,6 @@ class MemoryService:
         self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
-        else:
-            self.vector_worker.idle.set()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

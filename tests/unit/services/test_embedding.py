@@ -19,7 +19,7 @@ from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
 
 from .helpers import FakeProvider, Services
 
-FAILED = "embeddings failed"
+FAILED = "search ranks by BM25 alone"
 
 
 class Clock:

@@ -1,0 +1,293 @@
+"""VectorTable (rows aligned to index slots, snapshots) and VectorFiles (the on-disk cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rockmem_mcp.search.vectors import MODEL_RECORD, VectorFiles, VectorTable
+
+E0 = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+E1 = np.array([0.0, 1.0, 0.0], dtype=np.float32)
+DIAG = np.array([0.6, 0.8, 0.0], dtype=np.float32)  # a unit vector: cos with E0 is 0.6, with E1 0.8
+
+
+def table_with(rows: int, vectors: dict[int, np.ndarray], model: str = "m1") -> VectorTable:
+    table = VectorTable(rows=rows)
+    table.adopt(model, 3)
+    for slot, vector in vectors.items():
+        table.put(np.array([slot]), vector[None, :])
+    return table
+
+
+# ---------------------------------------------------------------------- VectorTable rows
+
+
+def test_a_new_table_has_an_absent_row_per_slot() -> None:
+    table = VectorTable(rows=3)
+    assert len(table) == 3
+    assert table.present.view.tolist() == [False, False, False]
+
+
+def test_match_slots_adds_absent_rows_and_keeps_existing_vectors() -> None:
+    table = table_with(2, {0: E0, 1: E1})
+    table.match_slots(40)  # well past the initial capacity, so the matrix is reallocated
+    assert len(table) == 40
+    assert table.present.view.tolist() == [True, True] + [False] * 38
+    assert table.similarities(DIAG)[:3].tolist() == pytest.approx([0.6, 0.8, 0.0])
+    table.match_slots(40)
+    assert len(table) == 40
+
+
+def test_grow_adds_rows_after_the_existing_ones() -> None:
+    table = table_with(1, {0: E1})
+    table.grow(2)
+    table.put(np.array([2]), E0[None, :])
+    assert table.present.view.tolist() == [True, False, True]
+    assert table.similarities(E1).tolist() == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_adopt_a_first_model_sets_model_and_dim_and_keeps_rows() -> None:
+    table = VectorTable(rows=2)
+    assert table.adopt("m1", 3) is True
+    assert (table.model_id, table.dim, len(table)) == ("m1", 3, 2)
+    assert table.matrix.view.shape == (2, 3)
+
+
+def test_adopt_the_same_model_keeps_vectors() -> None:
+    table = table_with(2, {0: E0})
+    assert table.adopt("m1", 3) is False
+    assert table.present.view.tolist() == [True, False]
+    assert table.similarities(E0).tolist() == pytest.approx([1.0, 0.0])
+
+
+@pytest.mark.parametrize(("model", "dim"), [("m2", 3), ("m1", 4)])
+def test_adopt_another_model_or_size_drops_every_vector(model: str, dim: int) -> None:
+    table = table_with(3, {0: E0, 2: E1})
+    assert table.adopt(model, dim) is True
+    assert (table.model_id, table.dim, len(table)) == (model, dim, 3)
+    assert table.present.view.tolist() == [False, False, False]
+    query = np.zeros(dim, dtype=np.float32)
+    query[0] = 1.0
+    assert table.similarities(query).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_put_sets_several_rows_and_similarities_are_dot_products() -> None:
+    table = table_with(4, {})
+    table.put(np.array([3, 1]), np.stack([E0, DIAG]))
+    assert table.present.view.tolist() == [False, True, False, True]
+    assert table.matrix.view.dtype == np.float32
+    assert table.similarities(E0).tolist() == pytest.approx([0.0, 0.6, 0.0, 1.0])
+    assert table.similarities(E1).tolist() == pytest.approx([0.0, 0.8, 0.0, 0.0])
+
+
+def test_put_replaces_a_row() -> None:
+    table = table_with(1, {0: E0})
+    table.put(np.array([0]), E1[None, :])
+    assert table.similarities(E1).tolist() == pytest.approx([1.0])
+
+
+def test_export_keeps_live_rows_only() -> None:
+    table = table_with(4, {0: E0, 1: E1, 3: DIAG})
+    arrays = table.export(np.array([True, False, True, True]))
+    assert arrays["vectors"].shape == (3, 3)
+    assert arrays["vector_present"].tolist() == [True, False, True]
+    assert arrays["vector_model"].tobytes().decode() == "m1"
+
+
+def test_export_from_arrays_round_trip() -> None:
+    table = table_with(4, {0: E0, 1: E1, 3: DIAG}, model="minilm-ü")  # a non-ASCII name survives too
+    live = np.array([True, False, True, True])
+    restored = VectorTable.from_arrays(table.export(live), rows=3)
+    assert (restored.model_id, restored.dim, len(restored)) == ("minilm-ü", 3, 3)
+    assert restored.present.view.tolist() == [True, False, True]
+    assert restored.similarities(E0).tolist() == pytest.approx([1.0, 0.0, 0.6])
+    assert restored.adopt("minilm-ü", 3) is False  # the reloaded vectors are kept
+
+
+def test_a_restored_table_accepts_writes_and_growth_from_read_only_arrays() -> None:
+    arrays = table_with(2, {0: E0}).export(np.array([True, True]))
+    for array in arrays.values():
+        array.flags.writeable = False  # as a memory-mapped snapshot would be
+    restored = VectorTable.from_arrays(arrays, rows=2)
+    restored.put(np.array([1]), E1[None, :])
+    restored.match_slots(10)
+    restored.put(np.array([9]), DIAG[None, :])
+    assert restored.present.view.tolist() == [True, True] + [False] * 7 + [True]
+    assert restored.similarities(E1)[[0, 1, 9]].tolist() == pytest.approx([0.0, 1.0, 0.8])
+
+
+def test_a_table_without_vectors_round_trips_as_empty_rows() -> None:
+    table = VectorTable(rows=3)
+    assert table.export(np.array([True, True, False])) == {}
+    restored = VectorTable.from_arrays({}, rows=2)
+    assert (restored.model_id, restored.dim, len(restored)) == ("", 0, 2)
+    assert restored.present.view.tolist() == [False, False]
+    assert restored.adopt("m1", 3) is True
+    assert restored.similarities(E0).tolist() == [0.0, 0.0]
+
+
+def test_a_model_without_vectors_yet_survives_a_round_trip_as_usable_rows() -> None:
+    table = table_with(2, {})
+    restored = VectorTable.from_arrays(table.export(np.array([True, True])), rows=2)
+    assert restored.model_id == "m1"
+    assert len(restored) == 2
+    assert not restored.present.view.any()
+    restored.adopt("m1", 3)
+    restored.put(np.array([1]), E1[None, :])
+    assert restored.similarities(E1).tolist() == pytest.approx([0.0, 1.0])
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_from_arrays_rejects_a_row_count_other_than_the_index(rows: int) -> None:
+    arrays = table_with(3, {0: E0}).export(np.ones(3, dtype=bool))
+    with pytest.raises(ValueError, match="disagree"):
+        VectorTable.from_arrays(arrays, rows=rows)
+
+
+def test_from_arrays_rejects_a_present_column_of_another_length() -> None:
+    arrays = table_with(3, {0: E0}).export(np.ones(3, dtype=bool))
+    arrays["vector_present"] = arrays["vector_present"][:2]
+    with pytest.raises(ValueError, match="disagree"):
+        VectorTable.from_arrays(arrays, rows=3)
+
+
+# ---------------------------------------------------------------------- VectorFiles
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> VectorFiles:
+    return VectorFiles(tmp_path / "embeddings")
+
+
+def test_write_read_round_trip_as_float32(files: VectorFiles) -> None:
+    vector = np.array([0.25, -1.5, 3.0], dtype=np.float64)
+    files.write("abc", vector)
+    assert os.path.getsize(files.path("abc")) == 12  # raw float32, no header
+    read = files.read_fresh("abc", 3, not_before=0.0)
+    assert read is not None
+    assert read.dtype == np.float32
+    assert read.tolist() == [0.25, -1.5, 3.0]
+
+
+def test_path_is_the_id_dot_bin_in_the_directory(files: VectorFiles) -> None:
+    assert Path(files.path("abc")) == files.directory / "abc.bin"
+
+
+def test_read_fresh_returns_none_for_a_file_older_than_not_before(files: VectorFiles) -> None:
+    files.write("abc", E0)
+    os.utime(files.path("abc"), (1_000_000.0, 1_000_000.0))
+    assert files.read_fresh("abc", 3, not_before=1_000_000.5) is None
+    fresh = files.read_fresh("abc", 3, not_before=1_000_000.0)  # written at not_before counts
+    assert fresh is not None
+    assert fresh.tolist() == E0.tolist()
+
+
+@pytest.mark.parametrize("dim", [2, 4, 0])
+def test_read_fresh_returns_none_when_the_size_is_not_dim_floats(files: VectorFiles, dim: int) -> None:
+    files.write("abc", E0)
+    assert files.read_fresh("abc", dim, not_before=0.0) is None
+
+
+def test_read_fresh_returns_none_for_a_truncated_file(files: VectorFiles) -> None:
+    files.write("abc", E0)
+    with open(files.path("abc"), "r+b") as f:
+        f.truncate(10)
+    assert files.read_fresh("abc", 3, not_before=0.0) is None
+
+
+def test_read_fresh_returns_none_when_absent(files: VectorFiles) -> None:
+    assert files.read_fresh("missing", 3, not_before=0.0) is None  # not even a directory yet
+    files.write("other", E0)
+    assert files.read_fresh("missing", 3, not_before=0.0) is None
+
+
+def test_remove_deletes_the_file_and_tolerates_absence(files: VectorFiles) -> None:
+    files.write("abc", E0)
+    files.remove("abc")
+    assert not os.path.exists(files.path("abc"))
+    assert files.read_fresh("abc", 3, not_before=0.0) is None
+    files.remove("abc")  # already gone: no error
+
+
+def test_write_failure_is_swallowed(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    files = VectorFiles(blocker)  # the cache directory cannot be created
+    files.write("abc", E0)
+    assert files.read_fresh("abc", 3, not_before=0.0) is None
+
+
+def test_no_record_before_adopt(files: VectorFiles) -> None:
+    assert files.record() is None
+
+
+def test_adopt_writes_the_model_record(files: VectorFiles) -> None:
+    files.adopt("minilm", 256)
+    assert files.record() == ("minilm", 256)
+    assert json.loads((files.directory / MODEL_RECORD).read_text()) == {"model": "minilm", "dim": 256}
+
+
+def test_adopt_a_new_model_removes_cached_vectors(files: VectorFiles) -> None:
+    files.adopt("m1", 3)
+    files.write("a", E0)
+    files.write("b", E1)
+    files.adopt("m2", 3)
+    assert files.record() == ("m2", 3)
+    assert sorted(os.listdir(files.directory)) == [MODEL_RECORD]
+    assert files.read_fresh("a", 3, not_before=0.0) is None
+
+
+def test_adopt_the_same_model_with_another_dim_removes_cached_vectors(files: VectorFiles) -> None:
+    files.adopt("m1", 3)
+    files.write("a", E0)
+    files.adopt("m1", 4)
+    assert files.record() == ("m1", 4)
+    assert not os.path.exists(files.path("a"))
+
+
+def test_adopt_the_same_model_keeps_cached_vectors(files: VectorFiles) -> None:
+    files.adopt("m1", 3)
+    files.write("a", E0)
+    files.adopt("m1", 3)
+    read = files.read_fresh("a", 3, not_before=0.0)
+    assert read is not None
+    assert read.tolist() == E0.tolist()
+
+
+def test_adopt_without_a_record_treats_existing_files_as_another_models(files: VectorFiles) -> None:
+    files.write("stray", E0)  # a cache from before records, or a lost record: origin unknown
+    files.adopt("m1", 3)
+    assert not os.path.exists(files.path("stray"))
+    assert files.record() == ("m1", 3)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "",
+        "[]",
+        "null",
+        '{"model": "m1"}',
+        '{"dim": 3}',
+        '{"model": "m1", "dim": "three"}',
+    ],
+)
+def test_a_corrupt_model_record_reads_as_none(files: VectorFiles, text: str) -> None:
+    files.directory.mkdir(parents=True)
+    (files.directory / MODEL_RECORD).write_text(text)
+    assert files.record() is None
+
+
+def test_adopt_over_a_corrupt_record_empties_the_cache_and_rewrites_it(files: VectorFiles) -> None:
+    files.adopt("m1", 3)
+    files.write("a", E0)
+    (files.directory / MODEL_RECORD).write_text("{broken")
+    files.adopt("m1", 3)
+    assert files.record() == ("m1", 3)
+    assert not os.path.exists(files.path("a"))
