@@ -2,6 +2,7 @@
 
     python -m benchmarks.speed --size 100k                 # all three systems, plus stdio and cold start
     python -m benchmarks.speed --size 10k --size 1m        # several sizes in one run
+    python -m benchmarks.speed --size 100k --systems rockmem,rockmem-hybrid   # with embeddings
 
 Every system runs in its own fresh worker process, so peak resident memory (ru_maxrss) is its own:
   - rockmem: `import` of the corpus into a new home (durable files, index, snapshot), then, in a second
@@ -9,6 +10,9 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
     the tool answers) and through the index alone; durable single saves.
   - rank-bm25: BM25Okapi over lowercase `\\w+` tokens (how it is commonly used), in memory; a query is
     get_scores plus a top-10 selection. Its queries are capped by time at large sizes (n says how many).
+  - rockmem-hybrid (needs ../shared/models/m2v-minilm-l6-256 and the rockmem home built above): backfill
+    every memory's embedding with the local model as `reindex --embeddings` does, then, in a new process,
+    search in hybrid, vector and rockbot modes (query embedding included).
   - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
     words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
 At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
@@ -46,7 +50,8 @@ from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.transfer import import_jsonl
 
 RESULTS = Path(__file__).parent / "results"
-SYSTEMS = ("rockmem", "rank-bm25", "fts5")
+SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid")
+MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
 QUERY_SEED = 99
 
 
@@ -116,6 +121,41 @@ def rockmem_search(corpus: Path, work: Path, queries: list[str]) -> dict[str, An
     return result | {"peak_rss_mb": peak_rss_mb()}
 
 
+def hybrid_settings(work: Path) -> Settings:
+    return Settings.load({"home": work / "rockmem-home", "embedding_model": str(MODEL)}, env={})
+
+
+def rockmem_embed(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    memory = MemoryService(hybrid_settings(work), embed_in_background=False)
+    opened = time.perf_counter()
+    made = memory.vector_worker.drain()
+    embedded = time.perf_counter()
+    memory.close()  # the snapshot now carries the vectors
+    return {
+        "open_s": round(opened - started, 2),
+        "embedded": made,
+        "backfill_s": round(embedded - opened, 2),
+        "per_second": round(made / (embedded - opened)),
+        "snapshot_s": round(time.perf_counter() - embedded, 2),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def rockmem_hybrid(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    memory = MemoryService(hybrid_settings(work))
+    opened = time.perf_counter() - started
+    assert memory.vector_worker.idle.wait(600) and memory.missing_vector_count() == 0
+    embedder = memory.embedder
+    result: dict[str, Any] = {"open_s": round(opened, 3), "vectors": len(memory.index.vectors)}
+    result["query_embedding"] = timed(embedder.embed_query, queries)
+    for mode in ("hybrid", "vector", "rockbot", "bm25"):
+        result[f"search_20_results_{mode}"] = timed(lambda q, m=mode: memory.search(q, limit=20, mode=m), queries)
+    memory.close()
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
 def plain_tokens(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -176,6 +216,8 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "rockmem-search": rockmem_search,
     "rank-bm25": rank_bm25,
     "fts5": fts5,
+    "rockmem-embed": rockmem_embed,
+    "rockmem-hybrid": rockmem_hybrid,
 }
 
 
@@ -294,6 +336,12 @@ def run_size(
         if system == "rockmem":
             built = run_worker("rockmem-build", corpus, work, queries)
             results["rockmem"] = {"build": built, "serve": run_worker("rockmem-search", corpus, work, queries)}
+        elif system == "rockmem-hybrid":
+            if "rockmem" not in systems or not MODEL.exists():
+                print(f"skipping rockmem-hybrid: needs the rockmem system and {MODEL}", file=sys.stderr)
+                continue
+            embedded = run_worker("rockmem-embed", corpus, work, queries)
+            results[system] = {"backfill": embedded, "serve": run_worker("rockmem-hybrid", corpus, work, queries)}
         else:
             results[system] = run_worker(system, corpus, work, queries)
     if stdio and "rockmem" in systems:

@@ -165,6 +165,8 @@ class VectorSource(Protocol):
 
     def missing_vector_count(self) -> int: ...
 
+    def vectors_settled(self) -> None: ...
+
 
 class VectorWorker:
     def __init__(self, embedder: Embedder, source: VectorSource, files: VectorFiles) -> None:
@@ -235,6 +237,7 @@ class VectorWorker:
         with self.source.lock:  # wake() runs under this lock too, so `idle` never hides new work
             jobs = self.source.missing_vectors(self.batch_size)
             if not jobs and self._running:
+                self.source.vectors_settled()
                 self.idle.set()
         if not jobs:
             return 0

@@ -78,6 +78,7 @@ class MemoryService:
         self.journal = ChangeJournal(settings.index_dir)
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
         self._changes_since_snapshot = 0
+        self._vectors_since_snapshot = 0
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.index, self._position = self._open_index()
@@ -93,7 +94,7 @@ class MemoryService:
         thread = self._snapshot_thread
         if thread is not None:
             thread.join()
-        if self._changes_since_snapshot:
+        if self._changes_since_snapshot or self._vectors_since_snapshot:
             self.write_snapshot()
         self.journal.close()
 
@@ -233,7 +234,7 @@ class MemoryService:
                     self.journal.rotate()
                     self._sync()  # what others appended to the old generation before it was sealed
                 arrays = self.index.snapshot_arrays(self._position)
-                self._changes_since_snapshot = 0
+                self._changes_since_snapshot = self._vectors_since_snapshot = 0
             self._write_snapshot_file(arrays)
 
     def _write_snapshot_file(self, arrays: dict[str, Any]) -> None:
@@ -526,7 +527,13 @@ class MemoryService:
         kept = [i for i, job in enumerate(jobs) if slot_of.get(job.key) == job.slot]
         if kept:
             self.index.vectors.put(np.array([jobs[i].slot for i in kept]), vectors[kept])
+            self._vectors_since_snapshot += len(kept)
         return [jobs[i] for i in kept]
+
+    def vectors_settled(self) -> None:
+        """Every entry has its vector: keep them in the snapshot, so the next start need not re-read them."""
+        if self._vectors_since_snapshot:
+            self._snapshot_in_background()
 
     def _hydrate(self, entry_id: str) -> MemoryEntry | None:
         location = self.index.location(entry_id)
