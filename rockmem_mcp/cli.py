@@ -143,8 +143,6 @@ def _memory(settings: Settings) -> Iterator[Any]:
 
 def _search(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
-        if args.mode != "bm25" and memory.embedder.configured:
-            memory.vector_worker.drain()  # a one-shot search wants every entry embedded first
         found = memory.search(
             args.query, args.category, args.tags, args.limit, include_archived=args.include_archived, mode=args.mode
         )
@@ -157,7 +155,9 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
         flag = " [archived]" if entry.archived else ""
         print(f"{score}  [{entry.id}] ({entry.category or '-'}){flag} {entry.content[:200]}")
     if not args.json:
-        print(f"{len(found.results)} of {found.total_matches} matches", file=sys.stderr)
+        waiting = f"; {found.unembedded} not embedded yet (reindex --embeddings)" if found.unembedded else ""
+        summary = f"{len(found.results)} of {found.total_matches} matches, ranked by {found.mode}{waiting}"
+        print(summary, file=sys.stderr)
     return 0
 
 
@@ -250,11 +250,13 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
                 if show:
                     print(f"\rembedding: {_bar(done, total)} {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
 
-            made = memory.vector_worker.drain(progress)
+            worker = memory.vector_worker
+            done = worker.drain(progress)
             if show:
                 print(file=sys.stderr)
             print(
-                f"embedded {made} memories with {memory.embedder.model_id} in {time.monotonic() - started:.1f}s",
+                f"vectors for {done} memories ({worker.embedded} embedded with {memory.embedder.model_id}, "
+                f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
                 file=sys.stderr,
             )
     return 0

@@ -8,11 +8,14 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.embedding_server import EmbeddingServer, hashed_vectors, model_reply
 
 NOTES: list[dict[str, Any]] = [
     {
@@ -379,3 +382,35 @@ def test_reindex_picks_up_entry_files_added_by_hand(seeded: Path) -> None:
     ok("--home", seeded, "reindex")
     found = ok("--home", seeded, "search", "kubernetes").stdout
     assert "[by-hand] (-) Hand written note about kubernetes" in found
+
+
+@pytest.fixture
+def embedding_endpoint() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    server.replies = [model_reply(hashed_vectors)]
+    yield server
+    server.close()
+
+
+def test_reindex_embeddings_backfills_every_memory(seeded: Path, embedding_endpoint: EmbeddingServer) -> None:
+    env = clean_env(ROCKMEM_EMBEDDING_ENDPOINT=embedding_endpoint.url, ROCKMEM_EMBEDDING_MODEL="hashed")
+    result = ok("--home", seeded, "reindex", "--embeddings", env=env)
+    assert "vectors for 5 memories (5 embedded with openai-compatible:" in result.stderr
+    cached = sorted(p.stem for p in (seeded / ".embeddings").glob("*.bin"))
+    assert cached == sorted(note["id"] for note in NOTES)
+    assert json.loads((seeded / ".embeddings" / "model.json").read_text())["dim"] == 64
+    data = json.loads(ok("--home", seeded, "stats", env=env).stdout)
+    assert data["embedded"] == 5 and data["embedding_model"].endswith(":hashed")
+    # A second run rebuilds the index but takes every vector from the cache: no request but the probe.
+    before = len(embedding_endpoint.requests)
+    again = ok("--home", seeded, "reindex", "--embeddings", env=env).stderr
+    assert "vectors for 5 memories (0 embedded" in again and "5 from the cache" in again
+    assert all(len(body["input"]) == 1 for body, _ in embedding_endpoint.requests[before:])  # probe only
+    search = ok("--home", seeded, "search", "deploy summary mail", "--mode", "vector", "--limit", "1", env=env)
+    assert "[note-apr]" in search.stdout and "ranked by vector" in search.stderr
+
+
+def test_reindex_embeddings_without_a_provider_fails_clearly(seeded: Path) -> None:
+    result = rockmem("--home", seeded, "reindex", "--embeddings")
+    assert result.returncode == 1
+    assert "no embedding provider is configured" in result.stderr

@@ -176,6 +176,8 @@ class VectorWorker:
         self.batch_size = embedder.settings.embedding_batch_size
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self.embedded = 0  # vectors made by the provider, and taken from the cache, since start
+        self.reused = 0
         self.idle = threading.Event()  # set while nothing is missing or no thread runs (tests await it)
         self.idle.set()
         self._running = False
@@ -252,6 +254,8 @@ class VectorWorker:
                 made.append(i)
         if made:
             vectors[made] = self.embedder.embed_documents([jobs[i].text for i in made])
+        self.embedded += len(made)
+        self.reused += len(jobs) - len(made)
         with self.source.lock:
             kept = {job.key for job in self.source.store_vectors(jobs, vectors)}
         for i in made:  # cached only once kept: a vector of text that changed meanwhile is never cached

@@ -60,6 +60,8 @@ class MemoryStats:
     categories: int
     journal_bytes: int
     snapshot_bytes: int
+    embedding_model: str | None
+    embedded: int
 
 
 class MemoryService:
@@ -588,6 +590,8 @@ class MemoryService:
                 categories=len(self.index.category_counts()[0]),
                 journal_bytes=self.journal.end().offset,
                 snapshot_bytes=self._snapshot_path.stat().st_size if self._snapshot_path.exists() else 0,
+                embedding_model=self.index.vectors.model_id or None,
+                embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
             )
 
 

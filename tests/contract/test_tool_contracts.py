@@ -165,7 +165,7 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
     ("names", "fields"),
     [
         (("save_memory", "get_memory", "update_memory"), {"id", "content", "category", "tags", "created_at"}),
-        (("search_memory",), {"results", "total_matches"}),
+        (("search_memory",), {"results", "total_matches", "mode", "unembedded"}),
         (("delete_memory",), {"id", "permanent", "entry"}),
         (("list_memory_categories",), {"categories", "uncategorized", "total"}),
     ],
@@ -173,3 +173,9 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:
     for name in names:
         assert fields <= set(tools[name].output_schema["properties"]), name
+
+
+def test_search_modes_are_offered_as_an_enum(tools: dict[str, Tool]) -> None:
+    spec = tools["search_memory"].input_schema["properties"]["mode"]
+    options = [option for option in spec["anyOf"] if option.get("type") == "string"]
+    assert options[0]["enum"] == ["hybrid", "bm25", "vector", "rockbot"]
