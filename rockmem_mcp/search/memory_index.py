@@ -215,13 +215,17 @@ class MemoryIndex:
         return arrays
 
     @classmethod
-    def load(cls, path: Path) -> tuple[MemoryIndex, JournalPosition] | None:
-        """The snapshot at `path`, or None (with a log line) when absent, stale in format, or damaged."""
+    def load(cls, path: Path, with_vectors: bool = True) -> tuple[MemoryIndex, JournalPosition] | None:
+        """The snapshot at `path`, or None (with a log line) when absent, stale in format, or damaged.
+
+        Without `with_vectors` (no embeddings configured) the vectors are not read: 100 MB at 100k entries.
+        """
         if not path.exists():
             return None
         try:
             with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
+                skipped = set() if with_vectors else {"vectors", "vector_present", "vector_model"}
+                arrays = {name: data[name] for name in data.files if name not in skipped}
             fmt, tok_version, generation, offset, count = (int(x) for x in arrays["header"])
             if fmt != SNAPSHOT_FORMAT or tok_version != TOKENIZER_VERSION:
                 log.info("index snapshot %s is from another version; rebuilding", path)

@@ -61,9 +61,12 @@ class Embedder:
         """Vectors can be asked for now: opened, size known, and not resting after a failure."""
         return self.dim > 0 and (not self._down or self._clock() >= self._down_until)
 
-    def open(self) -> bool:
-        """Build the provider once (may load a model: call it off the request path). False if unusable."""
-        with self._open_lock:
+    def open(self, wait_s: float | None = None) -> bool:
+        """Build the provider once (may load a model: the worker thread does it). False if unusable, or
+        if another thread is still opening it after `wait_s` seconds."""
+        if not self._open_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            return False
+        try:
             if not self._opened:
                 self._opened = True
                 try:
@@ -73,6 +76,8 @@ class Embedder:
                 if self.provider is not None:
                     self.model_id = self.provider.model_id
             return self.provider is not None
+        finally:
+            self._open_lock.release()
 
     def probe(self, interactive: bool = False) -> bool:
         """Learn the vector size with one small call; False (logged once) if the provider fails."""
@@ -101,7 +106,8 @@ class Embedder:
         """
         if not self.configured:
             return None
-        if not self.dim and not self._down and not (self.open() and self.probe(interactive=True)):
+        wait_s = self.settings.embedding_query_timeout_s
+        if not self.dim and not self._down and not (self.open(wait_s) and self.probe(interactive=True)):
             return None
         if not self.ready:
             return None

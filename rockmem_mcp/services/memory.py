@@ -83,8 +83,8 @@ class MemoryService:
         self._vectors_since_snapshot = 0
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
-        self.index, self._position = self._open_index()
         self.embedder = embedder or Embedder(settings)
+        self.index, self._position = self._open_index()
         self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
@@ -101,7 +101,7 @@ class MemoryService:
         self.journal.close()
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
-        loaded = MemoryIndex.load(self._snapshot_path)
+        loaded = MemoryIndex.load(self._snapshot_path, with_vectors=self.embedder.configured)
         if loaded is not None:
             index, position = loaded
             read = self.journal.read_since(position)

@@ -282,3 +282,38 @@ def test_hybrid_finds_a_paraphrase_that_bm25_misses(tmp_path: Path) -> None:
         assert hybrid.mode == "hybrid" and [h.entry.id for h in hybrid.results] == [cat.id]
     finally:
         service.close()
+
+
+def test_a_search_does_not_wait_long_for_a_provider_still_opening(services: Services) -> None:
+    opening, release = threading.Event(), threading.Event()
+    provider = FakeProvider()
+
+    def slow_open(_: Settings) -> FakeProvider:  # a model still downloading or loading
+        opening.set()
+        assert release.wait(30)
+        return provider
+
+    settings = services.settings.model_copy(update={"embedding_model": "slow", "embedding_query_timeout_s": 0.1})
+    service = services.open(settings=settings, embedder=Embedder(settings, opener=slow_open))
+    saved = service.save("green tea in the morning")
+    assert opening.wait(10)
+    found = service.search("green tea")
+    assert found.mode == "bm25" and [h.entry.id for h in found.results] == [saved.id]
+    release.set()
+    embedded(service)
+    assert service.search("green tea").mode == "hybrid"
+
+
+def test_without_embeddings_configured_vectors_stay_on_disk_but_out_of_memory(services: Services) -> None:
+    service = open_with(services, FakeProvider())
+    service.save("green tea in the morning")
+    embedded(service)
+    services.close(service)
+    plain = services.open()
+    assert plain.index.vectors.dim == 0  # a 100k home would otherwise carry 100 MB it cannot use
+    plain.save("another note")  # its close writes a snapshot without vectors
+    services.close(plain)
+    provider = FakeProvider()
+    again = embedded(open_with(services, provider))
+    assert again.missing_vector_count() == 0
+    assert provider.document_calls() == ["another note"]  # the first entry's vector came from the cache

@@ -367,8 +367,8 @@ def test_restart_loads_the_snapshot_and_sees_everything(
     loads: list[object] = []
     real_load = MemoryIndex.load.__func__  # type: ignore[attr-defined]
 
-    def spy(cls: type[MemoryIndex], path: Path):
-        result = real_load(cls, path)
+    def spy(cls: type[MemoryIndex], path: Path, with_vectors: bool = True):
+        result = real_load(cls, path, with_vectors)
         loads.append(result)
         return result
 
