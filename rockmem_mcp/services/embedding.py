@@ -51,11 +51,6 @@ class Embedder:
         self._down_until = 0.0
         self._down = False
 
-    @classmethod
-    def using(cls, settings: Settings, provider: EmbeddingProvider | None) -> Embedder:
-        """An embedder around a ready provider (tests, benchmarks)."""
-        return cls(settings.model_copy(update={"embedding_model": "given"}), opener=lambda _: provider)
-
     @property
     def ready(self) -> bool:
         """Vectors can be asked for now: opened, size known, and not resting after a failure."""
