@@ -28,3 +28,8 @@ class CorruptEntryError(RockmemError):
 
 class EmbeddingError(RockmemError):
     """An embedding provider could not produce vectors (unreachable, refused, or answered wrongly)."""
+
+
+class EmbeddingRefused(EmbeddingError):
+    """The provider is working but refuses these inputs (HTTP 4xx, text the model cannot take): retrying the
+    same input will not help, and the provider itself is fine."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 import numpy as np
 
-from rockmem_mcp.errors import EmbeddingError
+from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 
 if TYPE_CHECKING:
     from rockmem_mcp.config import Settings
@@ -125,7 +125,7 @@ class OpenAIEmbeddings:
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
                 continue
             if response.status_code >= 400:
-                raise EmbeddingError(
+                raise EmbeddingRefused(
                     f"embedding endpoint {self.url} refused the request: HTTP {response.status_code}: "
                     f"{response.text[:200]} (check ROCKMEM_EMBEDDING_MODEL and ROCKMEM_EMBEDDING_API_KEY)"
                 )
@@ -161,7 +161,10 @@ class Model2VecEmbeddings:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         clipped = [t[: self.max_input_chars] for t in texts]
-        vectors = self._model.encode(clipped, batch_size=self.batch_size, show_progress_bar=False)
+        try:
+            vectors = self._model.encode(clipped, batch_size=self.batch_size, show_progress_bar=False)
+        except Exception as exc:  # e.g. text with lone surrogates: the model is fine, this input is not
+            raise EmbeddingRefused(f"the local model cannot embed this text: {type(exc).__name__}: {exc}") from None
         return normalise(np.asarray(vectors, dtype=np.float32))
 
 

@@ -101,10 +101,10 @@ class VectorFiles:
         return f"{self._text}/{entry_id}.bin"
 
     def read_fresh(self, entry_id: str, dim: int, not_before: float) -> np.ndarray | None:
-        """The cached vector if it was written at or after `not_before` (an mtime) and has `dim` floats."""
+        """The cached vector if it was written after `not_before` (an mtime) and has `dim` floats."""
         path = self.path(entry_id)
         try:
-            if os.stat(path).st_mtime < not_before:
+            if os.stat(path).st_mtime <= not_before:  # equal: same clock tick, order unknown
                 return None
             with open(path, "rb") as f:
                 data = f.read()
@@ -136,6 +136,12 @@ class VectorFiles:
         """Make the cache hold vectors of this model: another model's files are removed first."""
         if self.record() == (model_id, dim):
             return
+        try:
+            self._replace(model_id, dim)
+        except OSError as exc:  # a cache: without it vectors are made again after a restart, nothing else
+            log.warning("cannot prepare the embedding cache in %s: %s", self.directory, exc)
+
+    def _replace(self, model_id: str, dim: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         removed = 0
         for name in os.listdir(self.directory):

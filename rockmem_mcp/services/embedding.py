@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from rockmem_mcp.errors import EmbeddingError
+from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 from rockmem_mcp.search.embeddings import EmbeddingProvider, open_provider
 from rockmem_mcp.search.vectors import VectorFiles
 
@@ -108,6 +108,9 @@ class Embedder:
             return None
         try:
             vector = self._checked(self._provider().embed([text], interactive=True), 1)[0]
+        except EmbeddingRefused as exc:  # this query only (odd characters, too long for the endpoint)
+            log.info("no vector for this query, ranked by BM25: %s", exc)
+            return None
         except EmbeddingError as exc:
             self.failed(exc)
             return None
@@ -149,6 +152,7 @@ class Embedder:
 class VectorJob:
     key: str
     slot: int
+    generation: int  # of the store's index: a reloaded index makes the job void
     text: str  # what to embed
     changed_at: float  # mtime of the entry's file: a cached vector older than this is stale
 
@@ -163,6 +167,8 @@ class VectorSource(Protocol):
     def missing_vectors(self, limit: int) -> list[VectorJob]: ...
 
     def store_vectors(self, jobs: list[VectorJob], vectors: np.ndarray) -> list[VectorJob]: ...
+
+    def refuse_vector(self, job: VectorJob) -> None: ...
 
     def missing_vector_count(self) -> int: ...
 
@@ -182,6 +188,7 @@ class VectorWorker:
         self.idle = threading.Event()  # set while nothing is missing or no thread runs (tests await it)
         self.idle.set()
         self._running = False
+        self._files_adopted: tuple[str, int] | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -230,9 +237,12 @@ class VectorWorker:
     def _prepare(self) -> bool:
         if not self.embedder.probe():
             return False
-        with self.source.lock:
-            self.source.adopt_vectors(self.embedder.model_id, self.embedder.dim)
-        self.files.adopt(self.embedder.model_id, self.embedder.dim)
+        model = (self.embedder.model_id, self.embedder.dim)
+        with self.source.lock:  # every time: a reloaded index may carry another model's vectors
+            self.source.adopt_vectors(*model)
+        if self._files_adopted != model:  # once: the cache is checked against the model at start
+            self.files.adopt(*model)
+            self._files_adopted = model
         return True
 
     def step(self) -> int:
@@ -253,16 +263,35 @@ class VectorWorker:
                 vectors[i] = cached
             else:
                 made.append(i)
-        if made:
-            vectors[made] = self.embedder.embed_documents([jobs[i].text for i in made])
-        self.embedded += len(made)
+        refused = self._embed(jobs, made, vectors)
+        self.embedded += len(made) - len(refused)
         self.reused += len(jobs) - len(made)
+        done = [i for i in range(len(jobs)) if i not in refused]
         with self.source.lock:
-            kept = {job.key for job in self.source.store_vectors(jobs, vectors)}
-        for i in made:  # cached only once kept: a vector of text that changed meanwhile is never cached
-            if jobs[i].key in kept:
-                self.files.write(jobs[i].key, vectors[i])
+            for i in refused:
+                self.source.refuse_vector(jobs[i])
+            kept = {job.key for job in self.source.store_vectors([jobs[i] for i in done], vectors[done])}
+            # Cached under the lock, only once kept: a vector of text changed meanwhile is never cached.
+            for i in made:
+                if jobs[i].key in kept:
+                    self.files.write(jobs[i].key, vectors[i])
         return len(jobs)
+
+    def _embed(self, jobs: list[VectorJob], made: list[int], vectors: np.ndarray) -> set[int]:
+        """Fill vectors[made]; returns the positions the provider refused (one bad entry never blocks the rest)."""
+        if not made:
+            return set()
+        try:
+            vectors[made] = self.embedder.embed_documents([jobs[i].text for i in made])
+            return set()
+        except EmbeddingRefused:
+            if len(made) == 1:
+                log.warning("the embedding provider refused memory %s; it is found by keywords only", jobs[made[0]].key)
+                return set(made)
+        refused: set[int] = set()
+        for i in made:  # find the culprits one by one
+            refused |= self._embed(jobs, [i], vectors)
+        return refused
 
     def drain(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed everything missing now, in the calling thread; returns how many got vectors."""

@@ -85,6 +85,8 @@ class MemoryService:
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.embedder = embedder or Embedder(settings)
         self.index, self._position = self._open_index()
+        self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
+        self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
         self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
@@ -199,6 +201,8 @@ class MemoryService:
         if read.gap:
             log.info("fell behind the change journal; reloading the memory index")
             self.index, self._position = self._open_index()
+            self._generation += 1
+            self._refused_slots.clear()
             self.vector_worker.wake()
             return
         for record in read.records:
@@ -500,6 +504,7 @@ class MemoryService:
             log.info("memory vectors will be (re)made with %s (%d dims)", model_id, dim)
 
     def _missing_slots(self) -> np.ndarray:
+        """Live slots without a vector (refused ones included)."""
         vectors = self.index.vectors
         vectors.match_slots(self.index.bm25.slot_count)
         return np.flatnonzero((self.index.bm25.state.view != DEAD) & ~vectors.present.view)
@@ -508,8 +513,12 @@ class MemoryService:
         return len(self._missing_slots())
 
     def missing_vectors(self, limit: int) -> list[VectorJob]:
-        jobs = []
-        for slot in self._missing_slots()[:limit].tolist():
+        jobs: list[VectorJob] = []
+        for slot in self._missing_slots().tolist():  # past entries whose files are gone, up to `limit` jobs
+            if len(jobs) == limit:
+                break
+            if slot in self._refused_slots:
+                continue
             key = self.index.bm25.keys[slot]
             location = self.index.location(key)
             if location is None:
@@ -520,13 +529,26 @@ class MemoryService:
                 changed_at = float("inf")
             entry = self._hydrate(key)  # a file gone or broken drops out of the index, so no retry loop
             if entry is not None:
-                jobs.append(VectorJob(key, slot, entry.document_text(), changed_at))
+                jobs.append(VectorJob(key, slot, self._generation, entry.document_text(), changed_at))
         return jobs
 
+    def refuse_vector(self, job: VectorJob) -> None:
+        if job.generation == self._generation:
+            self._refused_slots.add(job.slot)  # an update gives the entry a new slot, and a new try
+
     def store_vectors(self, jobs: list[VectorJob], vectors: np.ndarray) -> list[VectorJob]:
-        """Keep the vectors of entries unchanged since their job was made; returns those kept."""
+        """Keep the vectors of entries unchanged since their job was made; returns those kept.
+
+        Other processes' writes are read first, so a vector of text they changed meanwhile is dropped.
+        """
+        self._sync()
+        table = self.index.vectors
+        if (table.model_id, table.dim) != (self.embedder.model_id, vectors.shape[1]):
+            return []  # the index was reloaded with another model's vectors; the worker adopts and redoes
         slot_of = self.index.bm25.slot_of
-        kept = [i for i, job in enumerate(jobs) if slot_of.get(job.key) == job.slot]
+        kept = [
+            i for i, job in enumerate(jobs) if job.generation == self._generation and slot_of.get(job.key) == job.slot
+        ]
         if kept:
             self.index.vectors.put(np.array([jobs[i].slot for i in kept]), vectors[kept])
             self._vectors_since_snapshot += len(kept)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import EmbeddingRefused
 from rockmem_mcp.services.embedding import PROBE_TEXT, Embedder
 from rockmem_mcp.services.memory import MemoryService
 from tests.embedding_server import hashed_vectors
@@ -76,11 +77,14 @@ class FakeProvider:
         self.calls: list[tuple[list[str], bool]] = []
         self.failure: Exception | None = None
         self.dim_override: int | None = None  # answer with this many dims instead (a misbehaving endpoint)
+        self.refuse: tuple[str, ...] = ()  # a batch holding a text with one of these words is refused (HTTP 4xx)
 
     def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
         self.calls.append((list(texts), interactive))
         if self.failure is not None:
             raise self.failure
+        if any(word in text for text in texts for word in self.refuse):
+            raise EmbeddingRefused("HTTP 400: input too long for this model")
         if self.gate is not None and not interactive:
             assert self.gate.wait(30), "the test never opened the gate"
         return hashed_vectors(texts, self.dim_override or self.dim)

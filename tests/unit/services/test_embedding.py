@@ -317,3 +317,68 @@ def test_without_embeddings_configured_vectors_stay_on_disk_but_out_of_memory(se
     again = embedded(open_with(services, provider))
     assert again.missing_vector_count() == 0
     assert provider.document_calls() == ["another note"]  # the first entry's vector came from the cache
+
+
+def test_one_refused_entry_does_not_block_the_others_or_rest_the_provider(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = FakeProvider()
+    provider.refuse = ("POISON",)
+    service = open_with(services, provider, embed_in_background=False)
+    service.vector_worker.batch_size = 8
+    saved = [service.save(f"note {i}" + (" POISON" if i == 2 else "")) for i in range(20)]
+    caplog.set_level(logging.WARNING)
+    service.vector_worker.drain()
+    assert service.missing_vector_count() == 1  # only the refused one
+    assert any(saved[2].id in r.getMessage() and "refused" in r.getMessage() for r in caplog.records)
+    assert failure_lines(caplog) == []  # the provider was not put to rest
+    assert service.search("note").mode == "hybrid"
+    service.update(saved[2].id, content="note 2, fixed")  # a changed entry gets a new try
+    service.vector_worker.drain()
+    assert service.missing_vector_count() == 0
+
+
+def test_a_query_the_provider_refuses_is_ranked_by_bm25_without_resting_it(services: Services) -> None:
+    provider = FakeProvider()
+    service = embedded(open_with(services, provider))
+    service.save("green tea in the morning")
+    embedded(service)
+    provider.refuse = ("\ud800",)
+    assert service.search("green tea \ud800").mode == "bm25"
+    provider.refuse = ()
+    assert service.search("green tea").mode == "hybrid"
+
+
+def test_entries_whose_files_vanished_do_not_stall_the_backfill(services: Services) -> None:
+    service = open_with(services, FakeProvider(), embed_in_background=False)
+    service.vector_worker.batch_size = 4
+    saved = [service.save(f"note {i}") for i in range(10)]
+    for entry in saved[:6]:  # removed by hand: more than a batch of missing slots leads nowhere
+        service.files.path_for(entry.id, None).unlink()
+    assert service.vector_worker.drain() == 4
+    assert service.missing_vector_count() == 0
+
+
+def test_vectors_made_for_an_index_that_was_since_reloaded_are_dropped(services: Services) -> None:
+    service = open_with(services, FakeProvider(), embed_in_background=False)
+    service.save("green tea in the morning")
+    service.embedder.open()
+    service.embedder.probe()
+    service.adopt_vectors(service.embedder.model_id, service.embedder.dim)
+    with service.lock:
+        jobs = service.missing_vectors(10)
+    service._generation += 1  # what a journal-gap reload does
+    vectors = np.ones((1, service.embedder.dim), dtype=np.float32)
+    with service.lock:
+        assert service.store_vectors(jobs, vectors) == []
+    assert service.missing_vector_count() == 1
+
+
+def test_an_unwritable_cache_folder_costs_the_cache_not_the_vectors(services: Services) -> None:
+    services.settings.home.mkdir(parents=True, exist_ok=True)
+    services.settings.embeddings_dir.write_text("not a folder")
+    service = open_with(services, FakeProvider())
+    service.save("green tea in the morning")
+    embedded(service)
+    assert service.missing_vector_count() == 0
+    assert service.search("tea").mode == "hybrid"
