@@ -63,6 +63,13 @@ class Settings(BaseModel):
         HYBRID_MIN_SIMILARITY, ge=-1, le=1, description="Cosine a memory needs in hybrid when no keyword matched"
     )
 
+    # Working memory: a sub-agent or patrol process names its namespace (e.g. subagent/t1b2c3); otherwise
+    # each MCP session gets session/{id}.
+    namespace: str | None = Field(None, description="This process's working-memory namespace")
+    working_max_entries: int = Field(50, ge=1, description="Entries per working-memory namespace")
+    working_max_value_bytes: int = Field(1_000_000, ge=1, description="Largest working-memory value (UTF-8 bytes)")
+    working_max_ttl_minutes: float = Field(7 * 24 * 60, gt=0, description="Longest working-memory TTL")
+
     @property
     def memory_dir(self) -> Path:
         return self.home / "memory"
@@ -70,6 +77,10 @@ class Settings(BaseModel):
     @property
     def index_dir(self) -> Path:
         return self.home / "index"
+
+    @property
+    def working_dir(self) -> Path:
+        return self.home / "working-memory"
 
     @property
     def embeddings_dir(self) -> Path:

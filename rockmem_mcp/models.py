@@ -32,6 +32,16 @@ def new_entry_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def check_text(value: object, what: str, limit: int, setting: str, advice: str) -> str:
+    """`value` as text of at most `limit` UTF-8 bytes, or an error naming the setting and what to do."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be text, got {type(value).__name__}")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidInputError(f"{what} is {size} bytes; the limit is {limit} ({setting}). {advice}")
+    return value
+
+
 def normalize_category(category: str | None) -> str | None:
     """Validate a slash-separated category path; '' and None mean uncategorized.
 
@@ -161,3 +171,45 @@ class CategoryTree(BaseModel):
     categories: list[CategoryCount] = Field(description="Every category path and its ancestors, sorted")
     uncategorized: int
     total: int = Field(description="All active (not archived) entries")
+
+
+# ---------------------------------------------------------------------- working memory
+class WorkingEntry(BaseModel):
+    """A working-memory value: scratch data under a path key, gone at `expires_at`."""
+
+    key: str = Field(description="Full path, e.g. 'session/3fa2/build-log'; its first two segments are the namespace")
+    data: str
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+    expires_at: datetime
+
+    def document_text(self) -> str:
+        """What search reads: the key's words, category, tags, and the data."""
+        parts = [self.key.replace("/", " ").replace("-", " "), *self.tags, self.data]
+        if self.category:
+            parts.append(self.category.replace("/", " ").replace("-", " "))
+        return " ".join(parts)
+
+
+class WorkingInfo(BaseModel):
+    """An entry without its value (inventories never carry values)."""
+
+    key: str
+    category: str | None
+    tags: list[str]
+    created_at: datetime
+    expires_at: datetime
+    expires_in: str = Field(description="Time left, e.g. '4m32s'")
+    size: int = Field(description="Bytes of data (UTF-8)")
+
+
+class WorkingSaved(BaseModel):
+    entry: WorkingInfo
+    evicted: str | None = Field(None, description="Key removed to make room (the namespace was full), if any")
+
+
+class WorkingSearchHit(BaseModel):
+    info: WorkingInfo
+    preview: str = Field(description="The first 200 characters of the data")
+    score: float | None = Field(description="BM25 relevance; null when listing without a query")

@@ -31,6 +31,7 @@ from rockmem_mcp.models import (
     ScoredEntry,
     SearchResults,
     as_utc,
+    check_text,
     new_entry_id,
     normalize_category,
     normalize_tags,
@@ -257,16 +258,11 @@ class MemoryService:
 
     # ------------------------------------------------------------------ validation
     def _check_content(self, content: str) -> str:
-        if not isinstance(content, str):
-            raise InvalidInputError(f"content must be text, got {type(content).__name__}")
+        limit = self.settings.max_content_bytes
+        advice = "Split it into several focused memories."
+        check_text(content, "content", limit, "ROCKMEM_MAX_CONTENT_BYTES", advice)
         if not content.strip():
             raise InvalidInputError("content is empty: pass the fact, preference or note to remember as text")
-        size = len(content.encode("utf-8"))
-        if size > self.settings.max_content_bytes:
-            raise InvalidInputError(
-                f"content is {size} bytes; the limit is {self.settings.max_content_bytes} "
-                "(ROCKMEM_MAX_CONTENT_BYTES). Split it into several focused memories."
-            )
         return content
 
     def _check_metadata(self, metadata: dict[str, str] | None) -> dict[str, str]:

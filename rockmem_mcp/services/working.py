@@ -1,0 +1,268 @@
+"""Working memory: path-keyed scratch space with expiry, shared by sessions, sub-agents and patrols.
+
+Keys are paths. The first two segments are the namespace: `session/{id}`, `patrol/{task}`,
+`subagent/{task}`, or `shared/{topic}`, which every caller may write (`shared/plan` is itself a key).
+A key whose first segment is one of those roots is a full path and may be read from any namespace; any
+other key is relative to the caller's own namespace. Writes and deletes outside the caller's namespace are
+refused, `shared/…` excepted. An expired entry is never returned; expired entries are dropped whenever
+their file is rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.models import (
+    WorkingEntry,
+    WorkingInfo,
+    WorkingSaved,
+    WorkingSearchHit,
+    as_utc,
+    check_text,
+    normalize_category,
+    normalize_tags,
+    utc_now,
+)
+from rockmem_mcp.search.bm25 import BM25Index
+from rockmem_mcp.search.rank import Ranking, rank
+from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.storage.working_files import WorkingFiles
+
+ROOTS = ("session", "patrol", "subagent", "shared")
+OWNED_ROOTS = ROOTS[:3]  # a caller's own namespace lives under one of these
+_SEGMENT = re.compile(r"[A-Za-z0-9_.:-]+")
+MAX_KEY_CHARS = 300
+PREVIEW_CHARS = 200
+KEY_HINT = "keys are '/'-separated segments of letters, digits, '.', ':', '-' or '_', e.g. 'build-log' or 'shared/plan'"
+
+
+def _segments(key: Any, what: str = "key") -> list[str]:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInputError(f"{what} must be non-empty text; {KEY_HINT}")
+    value = key.strip().rstrip("/")
+    if len(value) > MAX_KEY_CHARS:
+        raise InvalidInputError(f"{what} is longer than {MAX_KEY_CHARS} characters")
+    parts = value.split("/")
+    for part in parts:
+        if part in ("", ".", "..") or not _SEGMENT.fullmatch(part):
+            raise InvalidInputError(f"invalid {what} {key!r}: bad segment {part!r}; {KEY_HINT}")
+    return parts
+
+
+def parse_namespace(namespace: str) -> str:
+    """Validate a caller namespace such as 'session/3fa2' or 'subagent/t1b2c3'."""
+    parts = _segments(namespace, "namespace")
+    if len(parts) != 2 or parts[0] not in OWNED_ROOTS:
+        raise InvalidInputError(f"invalid namespace {namespace!r}: use session/<id>, patrol/<task> or subagent/<task>")
+    return "/".join(parts)
+
+
+class WorkingMemory:
+    """Working memory for one caller (its namespace); every instance on a home sees the same entries."""
+
+    def __init__(self, settings: Settings, namespace: str, clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        self.namespace = parse_namespace(namespace)
+        self.files = WorkingFiles(settings.working_dir)
+        self._clock = clock
+
+    # ------------------------------------------------------------------ keys
+    def resolve(self, key: str) -> str:
+        """The full path of `key`: itself if it starts with a namespace root, else under the caller's namespace."""
+        parts = _segments(key)
+        if parts[0] in ROOTS:
+            if len(parts) < (2 if parts[0] == "shared" else 3):
+                raise InvalidInputError(
+                    f"{key!r} names a namespace, not an entry: add a name, e.g. '{'/'.join(parts[:2])}/notes'"
+                )
+            return "/".join(parts)
+        return f"{self.namespace}/{'/'.join(parts)}"
+
+    @staticmethod
+    def namespace_of(full_key: str) -> str:
+        return "/".join(full_key.split("/")[:2])
+
+    def _check_writable(self, full_key: str) -> None:
+        namespace = self.namespace_of(full_key)
+        if namespace != self.namespace and not full_key.startswith("shared/"):
+            raise InvalidInputError(
+                f"cannot change {full_key!r}: it belongs to namespace {namespace!r} and this caller writes only "
+                f"to {self.namespace!r} and 'shared/…'; read it with its full key, or save under your own key"
+            )
+
+    # ------------------------------------------------------------------ operations
+    def save(
+        self,
+        key: str,
+        data: str,
+        ttl_minutes: float = 5,
+        category: str | None = None,
+        tags: list[str] | None = None,
+    ) -> WorkingSaved:
+        full_key = self.resolve(key)
+        self._check_writable(full_key)
+        limit = self.settings.working_max_value_bytes
+        advice = "Save a summary, or split it over several keys (serialise structured results as JSON)."
+        check_text(data, "data", limit, "ROCKMEM_WORKING_MAX_VALUE_BYTES", advice)
+        if isinstance(ttl_minutes, bool) or not isinstance(ttl_minutes, int | float):
+            raise InvalidInputError("ttl_minutes must be a number")
+        if not 0 < ttl_minutes <= self.settings.working_max_ttl_minutes:
+            raise InvalidInputError(
+                f"ttl_minutes must be above 0 and at most {self.settings.working_max_ttl_minutes:g}; "
+                "for something to keep, use save_memory"
+            )
+        now = self._clock()
+        entry = WorkingEntry(
+            key=full_key,
+            data=data,
+            category=normalize_category(category),
+            tags=normalize_tags(tags, self.settings.max_tags),
+            created_at=now,
+            expires_at=now + timedelta(minutes=ttl_minutes),
+        )
+        namespace = self.namespace_of(full_key)
+        evicted: str | None = None
+        with self.files.changing(full_key.split("/")[0]) as entries:
+            self._drop_expired(entries, now)
+            entries.pop(full_key, None)
+            same = [k for k in entries if self.namespace_of(k) == namespace]
+            if len(same) >= self.settings.working_max_entries:
+                evicted = min(same, key=lambda k: (entries[k]["expires_at"], k))  # closest to expiry goes
+                del entries[evicted]
+            entries[full_key] = entry.model_dump(mode="json")
+        return WorkingSaved(entry=self._info(entry, now), evicted=evicted)
+
+    def get(self, key: str) -> WorkingEntry:
+        full_key = self.resolve(key)
+        now = self._clock()
+        entry = self._live(self.files.read(full_key.split("/")[0]), now).get(full_key)
+        if entry is None:
+            raise NotFoundError(
+                f"no working-memory entry {full_key!r} (never saved, deleted, or expired); "
+                "list_working_memory shows what is there"
+            )
+        return entry
+
+    def delete(self, key: str) -> bool:
+        """Remove an entry; False if it was not there (or had expired)."""
+        full_key = self.resolve(key)
+        self._check_writable(full_key)
+        with self.files.changing(full_key.split("/")[0]) as entries:
+            self._drop_expired(entries, self._clock())
+            return entries.pop(full_key, None) is not None
+
+    def list(self, namespace: str | None = None) -> list[WorkingInfo]:
+        """Live entries (no values) of `namespace` (a namespace or a root such as 'patrol'); default: the
+        caller's own and `shared/…`. Soonest to expire first."""
+        now = self._clock()
+        found = [self._info(e, now) for e in self._visible(namespace, now)]
+        return sorted(found, key=lambda info: (info.expires_at, info.key))
+
+    def search(
+        self,
+        query: str | None = None,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        namespace: str | None = None,
+        limit: int = 20,
+    ) -> list[WorkingSearchHit]:
+        """Entries ranked by the shared ranker (BM25 over key, category, tags and data); newest first
+        without a query. Filters: category prefix, all tags."""
+        now = self._clock()
+        wanted_category = normalize_category(category)
+        wanted_tags = {t.lower() for t in normalize_tags(tags, self.settings.max_tags)}
+        candidates = [
+            e
+            for e in self._visible(namespace, now)
+            if (
+                wanted_category is None
+                or e.category == wanted_category
+                or (e.category or "").startswith(wanted_category + "/")
+            )
+            and wanted_tags <= {t.lower() for t in e.tags}
+        ]
+        tokens = tokenize(query) if query else []
+        if not tokens:
+            if query and query.strip():
+                return []
+            newest = sorted(candidates, key=lambda e: e.created_at, reverse=True)[:limit]
+            return [self._hit(e, now, None) for e in newest]
+        index = BM25Index()
+        index.add_many([(e.key, tokenize(e.document_text()), False) for e in candidates])
+        hits = rank(Ranking("bm25"), index.scores(tokens), None, np.zeros(index.slot_count, dtype=bool), limit)
+        return [self._hit(candidates[s], now, float(v)) for s, v in zip(hits.slots, hits.scores, strict=True)]
+
+    # ------------------------------------------------------------------ helpers
+    def _visible(self, namespace: str | None, now: datetime) -> list[WorkingEntry]:
+        if namespace is None:
+            scopes = [self.namespace, "shared"]
+        else:
+            parts = _segments(namespace, "namespace")
+            if parts[0] not in ROOTS or len(parts) > 2:
+                raise InvalidInputError(
+                    f"invalid namespace {namespace!r}: use e.g. 'session/<id>', 'patrol', 'subagent/<task>', 'shared'"
+                )
+            scopes = ["/".join(parts)]
+        found: list[WorkingEntry] = []
+        for root in dict.fromkeys(scope.split("/")[0] for scope in scopes):
+            for key, entry in self._live(self.files.read(root), now).items():
+                if any(key.startswith(scope + "/") for scope in scopes):
+                    found.append(entry)
+        return found
+
+    @staticmethod
+    def _live(entries: dict[str, dict[str, Any]], now: datetime) -> dict[str, WorkingEntry]:
+        live = {}
+        for key, raw in entries.items():
+            try:
+                entry = WorkingEntry.model_validate(raw)
+            except ValueError:
+                continue  # a damaged record is skipped; the file itself was reported when read
+            if entry.expires_at > now:
+                live[key] = entry
+        return live
+
+    @staticmethod
+    def _drop_expired(entries: dict[str, dict[str, Any]], now: datetime) -> None:
+        for key in [k for k, raw in entries.items() if not _expires_after(raw, now)]:
+            del entries[key]
+
+    @staticmethod
+    def _info(entry: WorkingEntry, now: datetime) -> WorkingInfo:
+        return WorkingInfo(
+            key=entry.key,
+            category=entry.category,
+            tags=entry.tags,
+            created_at=entry.created_at,
+            expires_at=entry.expires_at,
+            expires_in=format_remaining(entry.expires_at - now),
+            size=len(entry.data.encode("utf-8")),
+        )
+
+    def _hit(self, entry: WorkingEntry, now: datetime, score: float | None) -> WorkingSearchHit:
+        preview = entry.data[:PREVIEW_CHARS] + ("…" if len(entry.data) > PREVIEW_CHARS else "")
+        return WorkingSearchHit(info=self._info(entry, now), preview=preview, score=score)
+
+
+def _expires_after(raw: Any, now: datetime) -> bool:
+    try:
+        return as_utc(datetime.fromisoformat(raw["expires_at"])) > now
+    except (TypeError, KeyError, ValueError):
+        return False  # a damaged record goes with the next rewrite
+
+
+def format_remaining(left: timedelta) -> str:
+    """'4m32s', '1h05m', '12s' — how recall shows time to expiry."""
+    seconds = max(0, int(left.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
