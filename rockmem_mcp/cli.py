@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+    serve.add_argument(
+        "--namespace",
+        default=None,
+        help="working-memory namespace of this process, e.g. subagent/t1b2c3 (default: session/<id> per session)",
+    )
 
     search = sub.add_parser("search", parents=[common], help="search long-term memory")
     search.add_argument("query", nargs="?", default=None, help="words to look for (omit: newest entries)")
@@ -79,7 +84,7 @@ def _configure_logging(verbosity: int, settings_level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings.load({"home": getattr(args, "home", None)})
+        settings = Settings.load({"home": getattr(args, "home", None), "namespace": getattr(args, "namespace", None)})
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 2

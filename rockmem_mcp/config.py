@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rockmem_mcp.errors import ConfigError
+from rockmem_mcp.errors import ConfigError, InvalidInputError
+from rockmem_mcp.models import parse_namespace
 from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT, Mode
 
 ENV_PREFIX = "ROCKMEM_"
@@ -77,6 +78,14 @@ class Settings(BaseModel):
     @property
     def index_dir(self) -> Path:
         return self.home / "index"
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str | None) -> str | None:
+        try:
+            return parse_namespace(value) if value else None
+        except InvalidInputError as exc:
+            raise ValueError(str(exc)) from None
 
     @property
     def working_dir(self) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -40,6 +40,34 @@ def check_text(value: object, what: str, limit: int, setting: str, advice: str) 
     if size > limit:
         raise InvalidInputError(f"{what} is {size} bytes; the limit is {limit} ({setting}). {advice}")
     return value
+
+
+ROOTS = ("session", "patrol", "subagent", "shared")
+OWNED_ROOTS = ROOTS[:3]  # a caller's own namespace lives under one of these
+_KEY_SEGMENT = re.compile(r"[A-Za-z0-9_.:-]+")
+MAX_KEY_CHARS = 300
+KEY_HINT = "keys are '/'-separated segments of letters, digits, '.', ':', '-' or '_', e.g. 'build-log' or 'shared/plan'"
+
+
+def working_key_segments(key: Any, what: str = "key") -> list[str]:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInputError(f"{what} must be non-empty text; {KEY_HINT}")
+    value = key.strip().rstrip("/")
+    if len(value) > MAX_KEY_CHARS:
+        raise InvalidInputError(f"{what} is longer than {MAX_KEY_CHARS} characters")
+    parts = value.split("/")
+    for part in parts:
+        if part in ("", ".", "..") or not _KEY_SEGMENT.fullmatch(part):
+            raise InvalidInputError(f"invalid {what} {key!r}: bad segment {part!r}; {KEY_HINT}")
+    return parts
+
+
+def parse_namespace(namespace: str) -> str:
+    """Validate a caller namespace such as 'session/3fa2' or 'subagent/t1b2c3'."""
+    parts = working_key_segments(namespace, "namespace")
+    if len(parts) != 2 or parts[0] not in OWNED_ROOTS:
+        raise InvalidInputError(f"invalid namespace {namespace!r}: use session/<id>, patrol/<task> or subagent/<task>")
+    return "/".join(parts)
 
 
 def normalize_category(category: str | None) -> str | None:
@@ -213,3 +241,18 @@ class WorkingSearchHit(BaseModel):
     info: WorkingInfo
     preview: str = Field(description="The first 200 characters of the data")
     score: float | None = Field(description="BM25 relevance; null when listing without a query")
+
+
+class WorkingListing(BaseModel):
+    namespace: str = Field(description="The caller's own namespace")
+    entries: list[WorkingInfo] = Field(description="Live entries, soonest to expire first (values not included)")
+
+
+class WorkingSearchResults(BaseModel):
+    namespace: str = Field(description="The caller's own namespace")
+    results: list[WorkingSearchHit]
+
+
+class WorkingDeleted(BaseModel):
+    key: str
+    deleted: bool = Field(description="False when there was no such live entry")

@@ -13,6 +13,7 @@ from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import memory as memory_tools
+from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.memory import MemoryService
 
 INSTRUCTIONS = """\
@@ -23,6 +24,9 @@ rockmem gives you long-term memory that lasts across sessions.
   key words of the question; results come best first with a relevance score.
 - Correct stale facts with update_memory; retire wrong ones with delete_memory (archived, recoverable).
 - list_memory_categories shows how memory is organised; reuse existing categories.
+- Working memory is scratch space that expires (default 5 minutes): park large tool results or hand work to
+  sub-agents with save_to_working_memory under a short key, read it back with get_from_working_memory.
+  Plain keys are private to your session; 'shared/…' keys are visible to every agent.
 """
 
 
@@ -33,7 +37,7 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
         try:
-            yield Services(memory=memory)
+            yield Services(memory=memory, settings=settings)
         finally:
             await anyio.to_thread.run_sync(memory.close)
 
@@ -46,4 +50,5 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
         log_level=settings.log_level,
     )
     memory_tools.register(server)
+    working_tools.register(server)
     return server

@@ -1,18 +1,49 @@
-"""What tools reach through the server's lifespan context."""
+"""What tools reach through the server's lifespan context, and the caller's working-memory namespace."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import Context
 
+from rockmem_mcp.config import Settings
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.working import WorkingMemory
+
+MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgotten (their entries expire)
 
 
 @dataclass
 class Services:
     memory: MemoryService
+    settings: Settings
+    # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
+    # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
+    # a sub-agent or a patrol).
+    _namespaces: OrderedDict[str | None, WorkingMemory] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def working(self, session_id: str | None) -> WorkingMemory:
+        key = None if self.settings.namespace else session_id
+        with self._lock:
+            working = self._namespaces.get(key)
+            if working is None:
+                namespace = self.settings.namespace or f"session/{secrets.token_hex(4)}"
+                working = self._namespaces[key] = WorkingMemory(self.settings, namespace)
+                if len(self._namespaces) > MAX_SESSIONS:
+                    self._namespaces.popitem(last=False)
+            return working
 
 
 def services(ctx: Context) -> Services:
     return ctx.request_context.lifespan_context
+
+
+def working_memory(ctx: Context) -> WorkingMemory:
+    """The caller's working memory: by HTTP session id where the protocol has sessions; otherwise (stdio, or
+    the stateless 2026-07-28 HTTP protocol) the process's own namespace."""
+    headers = ctx.headers
+    return services(ctx).working(headers.get("mcp-session-id") if headers else None)

@@ -10,7 +10,6 @@ their file is rewritten.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import (
+    ROOTS,
     WorkingEntry,
     WorkingInfo,
     WorkingSaved,
@@ -28,40 +28,16 @@ from rockmem_mcp.models import (
     check_text,
     normalize_category,
     normalize_tags,
+    parse_namespace,
     utc_now,
+    working_key_segments,
 )
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.working_files import WorkingFiles
 
-ROOTS = ("session", "patrol", "subagent", "shared")
-OWNED_ROOTS = ROOTS[:3]  # a caller's own namespace lives under one of these
-_SEGMENT = re.compile(r"[A-Za-z0-9_.:-]+")
-MAX_KEY_CHARS = 300
 PREVIEW_CHARS = 200
-KEY_HINT = "keys are '/'-separated segments of letters, digits, '.', ':', '-' or '_', e.g. 'build-log' or 'shared/plan'"
-
-
-def _segments(key: Any, what: str = "key") -> list[str]:
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidInputError(f"{what} must be non-empty text; {KEY_HINT}")
-    value = key.strip().rstrip("/")
-    if len(value) > MAX_KEY_CHARS:
-        raise InvalidInputError(f"{what} is longer than {MAX_KEY_CHARS} characters")
-    parts = value.split("/")
-    for part in parts:
-        if part in ("", ".", "..") or not _SEGMENT.fullmatch(part):
-            raise InvalidInputError(f"invalid {what} {key!r}: bad segment {part!r}; {KEY_HINT}")
-    return parts
-
-
-def parse_namespace(namespace: str) -> str:
-    """Validate a caller namespace such as 'session/3fa2' or 'subagent/t1b2c3'."""
-    parts = _segments(namespace, "namespace")
-    if len(parts) != 2 or parts[0] not in OWNED_ROOTS:
-        raise InvalidInputError(f"invalid namespace {namespace!r}: use session/<id>, patrol/<task> or subagent/<task>")
-    return "/".join(parts)
 
 
 class WorkingMemory:
@@ -76,7 +52,7 @@ class WorkingMemory:
     # ------------------------------------------------------------------ keys
     def resolve(self, key: str) -> str:
         """The full path of `key`: itself if it starts with a namespace root, else under the caller's namespace."""
-        parts = _segments(key)
+        parts = working_key_segments(key)
         if parts[0] in ROOTS:
             if len(parts) < (2 if parts[0] == "shared" else 3):
                 raise InvalidInputError(
@@ -204,7 +180,7 @@ class WorkingMemory:
         if namespace is None:
             scopes = [self.namespace, "shared"]
         else:
-            parts = _segments(namespace, "namespace")
+            parts = working_key_segments(namespace, "namespace")
             if parts[0] not in ROOTS or len(parts) > 2:
                 raise InvalidInputError(
                     f"invalid namespace {namespace!r}: use e.g. 'session/<id>', 'patrol', 'subagent/<task>', 'shared'"

@@ -35,6 +35,11 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "update_memory": dict(id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None),
     "delete_memory": dict(id=REQUIRED, permanent=False, reason=None),
     "list_memory_categories": {},
+    "save_to_working_memory": dict(key=REQUIRED, data=REQUIRED, ttl_minutes=5, category=None, tags=None),
+    "get_from_working_memory": dict(key=REQUIRED),
+    "delete_from_working_memory": dict(key=REQUIRED),
+    "list_working_memory": dict(namespace=None),
+    "search_working_memory": dict(query=None, category=None, tags=None, namespace=None, limit=20),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -67,6 +72,14 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
     },
     "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null"},
     "list_memory_categories": {},
+    "save_to_working_memory": {
+        "key": "string",
+        "data": "string",
+        "ttl_minutes": "number",
+        "category": "string|null",
+        "tags": "array|null",
+    },
+    "list_working_memory": {"namespace": "string|null"},
 }
 
 # tool -> the annotation hints that are set (every other hint is unset)
@@ -77,6 +90,11 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "update_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
     "delete_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
     "list_memory_categories": {"read_only_hint": True},
+    "save_to_working_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
+    "get_from_working_memory": {"read_only_hint": True},
+    "delete_from_working_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
+    "list_working_memory": {"read_only_hint": True},
+    "search_working_memory": {"read_only_hint": True},
 }
 
 # Numeric bounds agents rely on.
@@ -168,6 +186,10 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("search_memory",), {"results", "total_matches", "mode", "unembedded"}),
         (("delete_memory",), {"id", "permanent", "entry"}),
         (("list_memory_categories",), {"categories", "uncategorized", "total"}),
+        (("save_to_working_memory",), {"entry", "evicted"}),
+        (("get_from_working_memory",), {"key", "data", "expires_at"}),
+        (("list_working_memory",), {"namespace", "entries"}),
+        (("search_working_memory",), {"namespace", "results"}),
     ],
 )
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:

@@ -70,7 +70,7 @@ def ids(found: dict[str, Any]) -> list[str]:
 async def test_save_and_search_over_http(http_server, call, call_error) -> None:
     async with Client(http_server) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 6
+        assert {"save_memory", "search_memory", "save_to_working_memory"} <= {t.name for t in tools}
         saved = await call(client, "save_memory", content="HTTP clients can remember too", category="transport/http")
         found = await call(client, "search_memory", query="remember http")
         assert ids(found) == [saved["id"]]
@@ -85,3 +85,13 @@ async def test_http_and_stdio_processes_share_one_home(http_server, stdio_server
     async with Client(http_server) as over_http, stdio_server(home) as over_stdio:
         saved = await call(over_stdio, "save_memory", content="Written over stdio, read over HTTP")
         assert ids(await call(over_http, "search_memory", query="written stdio")) == [saved["id"]]
+
+
+async def test_working_memory_over_http(http_server, call, call_error) -> None:
+    async with Client(http_server) as first, Client(http_server) as second:
+        saved = await call(first, "save_to_working_memory", key="note", data="parked over HTTP")
+        key = saved["entry"]["key"]
+        assert key.startswith("session/") and key.endswith("/note")
+        assert (await call(second, "get_from_working_memory", key=key))["data"] == "parked over HTTP"
+        error = await call_error(first, "save_to_working_memory", key="patrol/p1/x", data="not mine")
+        assert "belongs to namespace 'patrol/p1'" in error

@@ -13,14 +13,18 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"}
+TOOLS = {
+    *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"),
+    *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
+    *("list_working_memory", "search_working_memory"),
+}
 
 
 def ids(found: dict[str, Any]) -> list[str]:
     return [hit["entry"]["id"] for hit in found["results"]]
 
 
-async def test_tools_list_returns_exactly_the_six_tools(stdio_server, home) -> None:
+async def test_tools_list_returns_exactly_the_memory_tools(stdio_server, home) -> None:
     async with stdio_server(home) as client:
         tools = (await client.list_tools()).tools
         assert sorted(t.name for t in tools) == sorted(TOOLS)
@@ -195,10 +199,40 @@ async def test_stdout_carries_only_protocol_messages(home) -> None:
     assert all(m.get("jsonrpc") == "2.0" for m in messages)  # ... and JSON-RPC
     by_id = {m["id"]: m for m in messages if "id" in m}
     assert set(by_id) == {1, 2, 3, 4, 5}
-    assert len(by_id[2]["result"]["tools"]) == 6
+    assert {t["name"] for t in by_id[2]["result"]["tools"]} == TOOLS
     assert by_id[3]["result"]["isError"] is False
     assert by_id[4]["result"]["structuredContent"]["total_matches"] == 1
     assert by_id[5]["result"]["isError"] is True
     # Logging (debug level here) went to stderr.
     assert "rockmem_mcp" in stderr
     assert "Traceback" not in stderr
+
+
+async def test_working_memory_is_shared_between_processes_and_survives_a_restart(stdio_server, home, call) -> None:
+    async with stdio_server(home) as main, stdio_server(home, ROCKMEM_NAMESPACE="subagent/t1b2c3") as sub:
+        result = await call(sub, "save_to_working_memory", key="result", data="3 flaky tests found", ttl_minutes=30)
+        assert result["entry"]["key"] == "subagent/t1b2c3/result"
+        assert (await call(main, "get_from_working_memory", key="subagent/t1b2c3/result"))["data"].startswith("3 flaky")
+        refused = await main.call_tool("delete_from_working_memory", {"key": "subagent/t1b2c3/result"})
+        assert refused.is_error and "belongs to namespace 'subagent/t1b2c3'" in refused.content[0].text
+        await call(main, "save_to_working_memory", key="shared/plan", data="fix the flaky tests")
+        listed = await call(sub, "list_working_memory")
+        assert {e["key"] for e in listed["entries"]} == {"subagent/t1b2c3/result", "shared/plan"}
+        assert all("data" not in e for e in listed["entries"])
+    async with stdio_server(home) as later:
+        assert (await call(later, "get_from_working_memory", key="shared/plan"))["data"] == "fix the flaky tests"
+        found = await call(later, "search_working_memory", query="flaky", namespace="subagent")
+        assert [h["info"]["key"] for h in found["results"]] == ["subagent/t1b2c3/result"]
+
+
+async def test_a_bad_namespace_setting_stops_the_server_with_a_clear_message(home) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve", "--namespace", "../escape"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and "invalid namespace" in done.stderr

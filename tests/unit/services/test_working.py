@@ -9,7 +9,8 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
-from rockmem_mcp.services.working import WorkingMemory, format_remaining, parse_namespace
+from rockmem_mcp.models import parse_namespace
+from rockmem_mcp.services.working import WorkingMemory, format_remaining
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -1,0 +1,86 @@
+"""Working-memory tools: save, get, delete, list, search scratch entries that expire."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from rockmem_mcp.models import (
+    WorkingDeleted,
+    WorkingEntry,
+    WorkingListing,
+    WorkingSaved,
+    WorkingSearchResults,
+)
+from rockmem_mcp.server.context import working_memory
+from rockmem_mcp.server.tools import reports_errors
+
+Key = Annotated[
+    str,
+    Field(
+        description="A short path such as 'build-log' (in your own namespace) or a full path such as "
+        "'shared/plan' or 'subagent/t1/result' (another namespace: readable, not writable unless shared/…)"
+    ),
+]
+Namespace = Annotated[
+    str | None,
+    Field(description="e.g. 'shared', 'patrol', 'subagent/t1'; default: your own namespace and shared/…"),
+]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @reports_errors
+    def save_to_working_memory(
+        key: Key,
+        data: Annotated[str, Field(description="The value: text, or JSON as text (up to 1 MB by default)")],
+        ctx: Context,
+        ttl_minutes: Annotated[float, Field(gt=0, description="Minutes until it expires (default 5)")] = 5,
+        category: Annotated[str | None, Field(description="Optional category path, e.g. 'tool-results'")] = None,
+        tags: Annotated[list[str] | None, Field(description="Optional labels")] = None,
+    ) -> WorkingSaved:
+        """Park something for this task: a large tool result, a plan, a hand-off to a sub-agent.
+
+        It expires after ttl_minutes. Keys without a namespace land in your own; 'shared/…' keys are
+        visible to every agent on this memory. When your namespace is full (50 entries by default) the
+        entry closest to expiry is evicted and `evicted` names it.
+        """
+        return working_memory(ctx).save(key, data, ttl_minutes, category, tags)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def get_from_working_memory(key: Key, ctx: Context) -> WorkingEntry:
+        """Read one working-memory entry with its full value (any namespace, by full path)."""
+        return working_memory(ctx).get(key)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @reports_errors
+    def delete_from_working_memory(key: Key, ctx: Context) -> WorkingDeleted:
+        """Remove a working-memory entry of your own namespace (or shared/…) before it expires."""
+        working = working_memory(ctx)
+        return WorkingDeleted(key=working.resolve(key), deleted=working.delete(key))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def list_working_memory(ctx: Context, namespace: Namespace = None) -> WorkingListing:
+        """List live working-memory entries (keys, time left, category, tags, size; never the values)."""
+        working = working_memory(ctx)
+        return WorkingListing(namespace=working.namespace, entries=working.list(namespace))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def search_working_memory(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Words to look for; omit to list the newest")] = None,
+        category: Annotated[str | None, Field(description="Only this category and its subcategories")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only entries carrying all of these tags")] = None,
+        namespace: Namespace = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most results to return")] = 20,
+    ) -> WorkingSearchResults:
+        """Search working memory, best first, with a 200-character preview of each value."""
+        working = working_memory(ctx)
+        hits = working.search(query, category, tags, namespace, limit)
+        return WorkingSearchResults(namespace=working.namespace, results=hits)
