@@ -79,6 +79,11 @@ class Settings(BaseModel):
     def index_dir(self) -> Path:
         return self.home / "index"
 
+    conversation_window: int = Field(50, ge=1, description="Turns kept per conversation session")
+    conversation_idle_minutes: float = Field(60, gt=0, description="A session idle this long is forgotten")
+    # On: every recorded turn is also appended to conversations/{date}.jsonl, which the dream pass reads.
+    conversation_log: bool = False
+
     @field_validator("namespace")
     @classmethod
     def _valid_namespace(cls, value: str | None) -> str | None:
@@ -90,6 +95,10 @@ class Settings(BaseModel):
     @property
     def working_dir(self) -> Path:
         return self.home / "working-memory"
+
+    @property
+    def conversations_dir(self) -> Path:
+        return self.home / "conversations"
 
     @property
     def embeddings_dir(self) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -256,3 +256,20 @@ class WorkingSearchResults(BaseModel):
 class WorkingDeleted(BaseModel):
     key: str
     deleted: bool = Field(description="False when there was no such live entry")
+
+
+# ---------------------------------------------------------------------- conversation memory
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class ConversationTurn(BaseModel):
+    session_id: str
+    role: Role
+    content: str
+    at: datetime
+
+
+class Conversation(BaseModel):
+    session_id: str
+    turns: list[ConversationTurn] = Field(description="Oldest first")
+    kept: int = Field(description="Turns held for this session (the window keeps the latest 50 by default)")

@@ -12,8 +12,10 @@ from mcp.server.mcpserver import MCPServer
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.context import Services
+from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import working as working_tools
+from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.memory import MemoryService
 
 INSTRUCTIONS = """\
@@ -37,7 +39,7 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
         try:
-            yield Services(memory=memory, settings=settings)
+            yield Services(memory=memory, settings=settings, conversation=ConversationMemory(settings))
         finally:
             await anyio.to_thread.run_sync(memory.close)
 
@@ -51,4 +53,5 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     )
     memory_tools.register(server)
     working_tools.register(server)
+    conversation_tools.register(server)
     return server

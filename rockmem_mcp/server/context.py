@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.working import WorkingMemory
 
@@ -20,6 +21,7 @@ MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgo
 class Services:
     memory: MemoryService
     settings: Settings
+    conversation: ConversationMemory
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -47,3 +49,8 @@ def working_memory(ctx: Context) -> WorkingMemory:
     the stateless 2026-07-28 HTTP protocol) the process's own namespace."""
     headers = ctx.headers
     return services(ctx).working(headers.get("mcp-session-id") if headers else None)
+
+
+def default_session_id(ctx: Context) -> str:
+    """A caller that names no conversation session gets its working-memory namespace's, e.g. 'session:ab12cd34'."""
+    return working_memory(ctx).namespace.replace("/", ":")

@@ -40,6 +40,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "delete_from_working_memory": dict(key=REQUIRED),
     "list_working_memory": dict(namespace=None),
     "search_working_memory": dict(query=None, category=None, tags=None, namespace=None, limit=20),
+    "record_turn": dict(role=REQUIRED, content=REQUIRED, session_id=None),
+    "get_conversation": dict(session_id=None, last_n=20),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -95,6 +97,8 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "delete_from_working_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
     "list_working_memory": {"read_only_hint": True},
     "search_working_memory": {"read_only_hint": True},
+    "record_turn": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
+    "get_conversation": {"read_only_hint": True},
 }
 
 # Numeric bounds agents rely on.
@@ -190,6 +194,8 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("get_from_working_memory",), {"key", "data", "expires_at"}),
         (("list_working_memory",), {"namespace", "entries"}),
         (("search_working_memory",), {"namespace", "results"}),
+        (("record_turn",), {"session_id", "role", "content", "at"}),
+        (("get_conversation",), {"session_id", "turns", "kept"}),
     ],
 )
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:

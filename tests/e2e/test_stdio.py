@@ -17,6 +17,7 @@ TOOLS = {
     *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"),
     *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
     *("list_working_memory", "search_working_memory"),
+    *("record_turn", "get_conversation"),
 }
 
 
@@ -236,3 +237,18 @@ async def test_a_bad_namespace_setting_stops_the_server_with_a_clear_message(hom
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2 and "invalid namespace" in done.stderr
+
+
+async def test_conversation_window_per_session(stdio_server, home, call, call_error) -> None:
+    async with stdio_server(home) as client:
+        for role, text in [("user", "hi"), ("assistant", "hello"), ("user", "remember tabs")]:
+            await call(client, "record_turn", role=role, content=text)
+        await call(client, "record_turn", role="user", content="elsewhere", session_id="chat-2")
+        mine = await call(client, "get_conversation", last_n=2)
+        assert [t["content"] for t in mine["turns"]] == ["hello", "remember tabs"] and mine["kept"] == 3
+        assert mine["session_id"].startswith("session:")
+        other = await call(client, "get_conversation", session_id="chat-2")
+        assert [t["content"] for t in other["turns"]] == ["elsewhere"]
+        assert "Input should be 'user', 'assistant'" in await call_error(
+            client, "record_turn", role="robot", content="x"
+        )

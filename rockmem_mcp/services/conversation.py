@@ -1,0 +1,99 @@
+"""Conversation memory: a sliding window of recent turns per session, and an optional log for the dream pass.
+
+The window lives in this process (a session is one client's conversation with it): the latest
+`conversation_window` turns per session; a session idle for `conversation_idle_minutes` is forgotten. With
+`conversation_log` on, every turn is also appended, durably, to `conversations/{date}.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import get_args
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.models import Conversation, ConversationTurn, Role, check_text, utc_now, working_key_segments
+
+ROLES: tuple[str, ...] = get_args(Role)
+MAX_LAST_N = 200
+
+
+def check_session_id(session_id: object) -> str:
+    parts = working_key_segments(session_id, "session_id")
+    if len(parts) != 1:
+        raise InvalidInputError("session_id is one segment of letters, digits, '.', ':', '-' or '_', e.g. 'chat-42'")
+    return parts[0]
+
+
+class ConversationMemory:
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, deque[ConversationTurn]] = {}
+        self._last_active: dict[str, datetime] = {}
+
+    def record(self, session_id: str, role: str, content: str) -> ConversationTurn:
+        session_id = check_session_id(session_id)
+        if role not in ROLES:
+            raise InvalidInputError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
+        limit = self.settings.max_content_bytes
+        check_text(content, "content", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Record a summary of the turn.")
+        now = self._clock()
+        turn = ConversationTurn(session_id=session_id, role=role, content=content, at=now)  # type: ignore[arg-type]
+        if self.settings.conversation_log:
+            self._append_to_log(turn)  # first: a turn the window shows is never missing from the log
+        with self._lock:
+            self._forget_idle(now)
+            window = self._sessions.get(session_id)
+            if window is None:
+                window = self._sessions[session_id] = deque(maxlen=self.settings.conversation_window)
+            window.append(turn)
+            self._last_active[session_id] = now
+        return turn
+
+    def recent(self, session_id: str, last_n: int = 20) -> Conversation:
+        session_id = check_session_id(session_id)
+        if isinstance(last_n, bool) or not isinstance(last_n, int) or not 1 <= last_n <= MAX_LAST_N:
+            raise InvalidInputError(f"last_n must be an integer from 1 to {MAX_LAST_N}")
+        with self._lock:
+            self._forget_idle(self._clock())
+            window = list(self._sessions.get(session_id, ()))
+        return Conversation(session_id=session_id, turns=window[-last_n:], kept=len(window))
+
+    def _forget_idle(self, now: datetime) -> None:
+        cutoff = now - timedelta(minutes=self.settings.conversation_idle_minutes)
+        for session_id in [s for s, at in self._last_active.items() if at <= cutoff]:
+            del self._sessions[session_id], self._last_active[session_id]
+
+    def _append_to_log(self, turn: ConversationTurn) -> None:
+        directory = self.settings.conversations_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        line = (turn.model_dump_json() + "\n").encode("utf-8")
+        fd = os.open(directory / f"{turn.at.date().isoformat()}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)  # one write per line: processes appending at once never interleave a line
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_log(settings: Settings, day: str) -> list[ConversationTurn]:
+    """The turns logged on `day` (YYYY-MM-DD); unreadable lines are skipped."""
+    path = settings.conversations_dir / f"{day}.jsonl"
+    turns = []
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        try:
+            turns.append(ConversationTurn.model_validate(json.loads(line)))
+        except ValueError:
+            continue
+    return turns

@@ -1,0 +1,77 @@
+"""Conversation memory: the window, idle sessions, validation, the log."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.services.conversation import ConversationMemory, read_log
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_the_window_keeps_the_latest_turns_oldest_first(settings: Settings) -> None:
+    memory = ConversationMemory(settings.model_copy(update={"conversation_window": 3}), Clock())
+    for i in range(5):
+        memory.record("chat-1", "user" if i % 2 == 0 else "assistant", f"turn {i}")
+    window = memory.recent("chat-1", last_n=10)
+    assert [t.content for t in window.turns] == ["turn 2", "turn 3", "turn 4"] and window.kept == 3
+    assert [t.content for t in memory.recent("chat-1", last_n=2).turns] == ["turn 3", "turn 4"]
+    assert memory.recent("other").turns == []
+
+
+def test_an_idle_session_is_forgotten(settings: Settings) -> None:
+    clock = Clock()
+    memory = ConversationMemory(settings, clock)
+    memory.record("quiet", "user", "hello")
+    memory.record("busy", "user", "hello")
+    clock.now += timedelta(minutes=59)
+    memory.record("busy", "assistant", "still here")
+    assert memory.recent("quiet").kept == 1
+    clock.now += timedelta(minutes=1)
+    assert memory.recent("quiet").kept == 0
+    assert memory.recent("busy").kept == 2
+
+
+@pytest.mark.parametrize(
+    ("session_id", "role", "content", "message"),
+    [
+        ("a/b", "user", "x", "one segment"),
+        ("../x", "user", "x", "session_id"),
+        ("chat", "robot", "x", "role must be one of user, assistant, system, tool"),
+        ("chat", "user", 5, "content must be text"),
+        ("chat", "user", "x" * 100_001, "limit is 100000"),
+    ],
+)
+def test_bad_turns_are_refused_clearly(settings: Settings, session_id, role, content, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        ConversationMemory(settings, Clock()).record(session_id, role, content)
+
+
+def test_last_n_is_bounded(settings: Settings) -> None:
+    for last_n in (0, 201, True):
+        with pytest.raises(InvalidInputError, match="last_n"):
+            ConversationMemory(settings, Clock()).recent("chat", last_n)
+
+
+def test_the_log_is_off_by_default_and_appends_every_turn_when_on(settings: Settings) -> None:
+    ConversationMemory(settings, Clock()).record("chat", "user", "not logged")
+    assert not settings.conversations_dir.exists()
+    logged = settings.model_copy(update={"conversation_log": True})
+    first, second = ConversationMemory(logged, Clock()), ConversationMemory(logged, Clock())  # two processes
+    first.record("chat", "user", "I prefer tabs")
+    second.record("chat", "assistant", "Noted: tabs")
+    turns = read_log(logged, "2024-05-01")
+    assert [(t.role, t.content) for t in turns] == [("user", "I prefer tabs"), ("assistant", "Noted: tabs")]
+    lines = (logged.conversations_dir / "2024-05-01.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["session_id"] == "chat"
