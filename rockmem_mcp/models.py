@@ -273,3 +273,29 @@ class Conversation(BaseModel):
     session_id: str
     turns: list[ConversationTurn] = Field(description="Oldest first")
     kept: int = Field(description="Turns held for this session (the window keeps the latest 50 by default)")
+
+
+# ---------------------------------------------------------------------- recall
+class RecalledMemory(BaseModel):
+    id: str
+    category: str | None
+    content: str
+    score: float | None = Field(description="Relevance; null for first-turn fallback entries")
+
+
+class RecallBlock(BaseModel):
+    text: str = Field(description="The context block to put before the model, delimited as data")
+    session_id: str
+    memories: list[RecalledMemory] = Field(description="Long-term memories injected this turn")
+    already_injected: int = Field(description="Matches left out because this session already saw them")
+    first_turn_fallback: bool = Field(
+        description="True when nothing matched on the first turn and recent memories were used"
+    )
+    working: list[WorkingInfo] = Field(description="The caller's working-memory inventory (no values)")
+    patrol_findings: list[WorkingSearchHit]
+    subagent_outlines: list[WorkingSearchHit] = Field(description="Sub-agent entries whose key ends in '-index'")
+
+
+class RecallReset(BaseModel):
+    session_id: str
+    forgotten: int = Field(description="How many injected ids were cleared")

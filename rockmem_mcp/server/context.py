@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.working import WorkingMemory
 
 MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgotten (their entries expire)
@@ -22,6 +23,7 @@ class Services:
     memory: MemoryService
     settings: Settings
     conversation: ConversationMemory
+    recall: Recall
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).

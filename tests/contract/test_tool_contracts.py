@@ -42,6 +42,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "search_working_memory": dict(query=None, category=None, tags=None, namespace=None, limit=20),
     "record_turn": dict(role=REQUIRED, content=REQUIRED, session_id=None),
     "get_conversation": dict(session_id=None, last_n=20),
+    "recall": dict(message=REQUIRED, session_id=None),
+    "reset_recall": dict(session_id=None),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -99,6 +101,8 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "search_working_memory": {"read_only_hint": True},
     "record_turn": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
     "get_conversation": {"read_only_hint": True},
+    "recall": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
+    "reset_recall": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
 }
 
 # Numeric bounds agents rely on.
@@ -196,6 +200,7 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("search_working_memory",), {"namespace", "results"}),
         (("record_turn",), {"session_id", "role", "content", "at"}),
         (("get_conversation",), {"session_id", "turns", "kept"}),
+        (("recall",), {"text", "memories", "working", "first_turn_fallback", "already_injected"}),
     ],
 )
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:

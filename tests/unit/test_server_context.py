@@ -10,7 +10,12 @@ from rockmem_mcp.server.context import Services
 
 
 def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> None:
-    services = Services(memory=sentinel.memory, conversation=sentinel.conversation, settings=Settings(home=tmp_path))
+    services = Services(
+        memory=sentinel.memory,
+        conversation=sentinel.conversation,
+        recall=sentinel.recall,
+        settings=Settings(home=tmp_path),
+    )
     a, b, process = services.working("abc"), services.working("def"), services.working(None)
     assert len({a.namespace, b.namespace, process.namespace}) == 3
     assert all(w.namespace.startswith("session/") for w in (a, b, process))
@@ -21,6 +26,7 @@ def test_a_configured_namespace_is_used_for_every_caller(tmp_path: Path) -> None
     services = Services(
         memory=sentinel.memory,
         conversation=sentinel.conversation,
+        recall=sentinel.recall,
         settings=Settings(home=tmp_path, namespace="subagent/t1b2c3"),
     )
     assert services.working("abc").namespace == services.working(None).namespace == "subagent/t1b2c3"
