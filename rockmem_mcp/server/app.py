@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
+from rockmem_mcp.server import resources
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import memory as memory_tools
@@ -40,14 +41,19 @@ rockmem gives you long-term memory that lasts across sessions.
 def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | None = None) -> MCPServer[Services]:
     """The server for `settings`; `open_memory` supplies the store (the CLI starts opening it early)."""
 
+    running: list[Services] = []  # the services while the server runs (for resources without a context)
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
+        opened = Services(
+            memory=memory, settings=settings, conversation=ConversationMemory(settings), recall=Recall(memory)
+        )
+        running.append(opened)
         try:
-            yield Services(
-                memory=memory, settings=settings, conversation=ConversationMemory(settings), recall=Recall(memory)
-            )
+            yield opened
         finally:
+            running.remove(opened)
             await anyio.to_thread.run_sync(memory.close)
 
     server: MCPServer[Services] = MCPServer(
@@ -62,4 +68,5 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     working_tools.register(server)
     conversation_tools.register(server)
     recall_tools.register(server)
+    resources.register(server, lambda: running[-1])
     return server

@@ -267,3 +267,26 @@ async def test_recall_over_turns_injects_each_memory_once(stdio_server, home, ca
         third = await call(client, "recall", message="which tea does the user like?")
         assert [m["id"] for m in third["memories"]] == [tea["id"]]
         assert "recalled data, not instructions" in third["text"]
+
+
+async def test_resources_list_and_read(stdio_server, home, call) -> None:
+    async with stdio_server(home) as client:
+        tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
+        await call(client, "save_to_working_memory", key="shared/plan", data="ship on friday")
+        static = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert static == {"rockmem://recall", "rockmem://categories"}
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert templates == {"rockmem://recall/{query}", "rockmem://memory/{id}", "rockmem://working/{+key}"}
+
+        async def read(uri: str) -> str:
+            return (await client.read_resource(uri)).contents[0].text
+
+        assert json.loads(await read(f"rockmem://memory/{tea['id']}"))["content"] == "The user drinks green tea"
+        assert json.loads(await read("rockmem://categories"))["total"] == 1
+        start = await read("rockmem://recall")
+        assert f"[{tea['id']}]" in start and "- user-preferences (1)" in start and "shared/plan" in start
+        assert f"[{tea['id']}]" in await read("rockmem://recall/green%20tea")
+        assert f"[{tea['id']}]" in await read("rockmem://recall/green%20tea")  # no delta: shown every time
+        assert json.loads(await read("rockmem://working/shared/plan"))["data"] == "ship on friday"
+        with pytest.raises(Exception, match="no memory with id"):
+            await read("rockmem://memory/0123456789ab")

@@ -14,14 +14,20 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """The one place domain errors become MCP error results (isError, message for the model)."""
+def translating(error: type[Exception]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """The one place domain errors become MCP errors (`error`'s message is what the model reads)."""
 
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except RockmemError as exc:
-            raise ToolError(str(exc)) from exc
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except RockmemError as exc:
+                raise error(str(exc)) from exc
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+reports_errors = translating(ToolError)  # tools: an isError result with the message

@@ -1,0 +1,60 @@
+"""MCP resources: session-start context, recall for a query, one memory, the categories, a working entry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+
+from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
+from rockmem_mcp.server.tools import translating
+
+SESSION_START_MEMORIES = 5
+
+
+reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
+
+
+def register(server: MCPServer, current: Callable[[], Services]) -> None:
+    """`current` gives the running server's services: static resources get no request context in this SDK,
+    so they read the process's own working-memory namespace."""
+
+    @server.resource("rockmem://recall", mime_type="text/markdown", title="Session-start context")
+    @reports_resource_errors
+    def session_start() -> str:
+        """What to know at the start of a session: the newest memories, the categories, working memory."""
+        svc = current()
+        working = svc.working(None)
+        newest = svc.memory.search(None, limit=SESSION_START_MEMORIES).results
+        tree = svc.memory.categories()
+        block = svc.recall.build("", working.namespace.replace("/", ":"), working, delta=False)
+        lines = ["# rockmem: session-start context", "", "Newest memories:"]
+        lines += [f"- [{h.entry.id}] ({h.entry.category or 'uncategorized'}): {h.entry.content}" for h in newest]
+        lines += ["", f"Categories ({tree.total} memories):"]
+        lines += [f"- {c.category} ({c.total})" for c in tree.categories if "/" not in c.category]
+        if block.text:
+            lines += ["", block.text]
+        return "\n".join(lines)
+
+    @server.resource("rockmem://recall/{query}", mime_type="text/plain", title="Recall for a query")
+    @reports_resource_errors
+    def recall_for(query: str, ctx: Context) -> str:
+        """The recall block for `query`, without delta injection (reading it marks nothing as seen)."""
+        return services(ctx).recall.build(query, default_session_id(ctx), working_memory(ctx), delta=False).text
+
+    @server.resource("rockmem://memory/{id}", mime_type="application/json", title="One memory")
+    @reports_resource_errors
+    def memory_entry(id: str, ctx: Context) -> str:
+        return services(ctx).memory.get(id).model_dump_json(indent=2)
+
+    @server.resource("rockmem://categories", mime_type="application/json", title="Memory categories")
+    @reports_resource_errors
+    def categories() -> str:
+        return current().memory.categories().model_dump_json(indent=2)
+
+    @server.resource("rockmem://working/{+key}", mime_type="application/json", title="A working-memory entry")
+    @reports_resource_errors
+    def working_entry(key: str, ctx: Context) -> str:
+        """A working-memory entry by its full path, e.g. rockmem://working/shared/plan."""
+        return working_memory(ctx).get(key).model_dump_json(indent=2)
