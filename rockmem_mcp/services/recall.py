@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, WorkingSearchHit
+from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, WorkingSearchHit, check_text
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.working import WorkingMemory
@@ -30,9 +30,12 @@ class Recall:
 
     def build(self, message: str, session_id: str, working: WorkingMemory, delta: bool = True) -> RecallBlock:
         session_id = check_session_id(session_id)
+        limit = self.memory.settings.max_content_bytes
+        check_text(message, "message", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Pass the user's message, or its gist.")
         # Deep enough that TOP_MATCHES fresh ones remain after leaving out what the session already saw.
         depth = min(TOP_MATCHES + (self._seen_count(session_id) if delta else 0), self.memory.settings.search_limit_max)
-        hits = self.memory.search(message, limit=depth).results
+        # A blank message matches nothing (search would otherwise list the newest entries as if relevant).
+        hits = self.memory.search(message, limit=depth).results if message.strip() else []
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.setdefault(session_id, set()) if delta else set()

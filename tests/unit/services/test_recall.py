@@ -57,3 +57,10 @@ def test_inventory_findings_and_outlines_without_values(service: MemoryService, 
     assert "- patrol/disk/finding: disk 91% full on /var" in block.text
     assert "- subagent/t1/tests-index: 1. flaky: test_upload 2. slow: test_sync" in block.text
     assert "tests-raw" not in block.text
+
+
+def test_a_blank_message_matches_nothing(service: MemoryService, settings: Settings) -> None:
+    service.save("The user drinks green tea")
+    recall, working = Recall(service), WorkingMemory(settings, "session/s1")
+    assert recall.build("   ", "s1", working, delta=False).memories == []
+    assert recall.build("", "s1", working).first_turn_fallback  # the first turn still gets the newest
