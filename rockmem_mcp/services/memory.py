@@ -88,7 +88,8 @@ class MemoryService:
         self.index, self._position = self._open_index()
         self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
-        self.vector_worker = VectorWorker(self.embedder, self, VectorFiles(settings.embeddings_dir))
+        self.vector_files = VectorFiles(settings.embeddings_dir)
+        self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
 
@@ -424,7 +425,7 @@ class MemoryService:
             if permanent:
                 self.files.remove(location)
                 self.index.remove(entry_id)
-                self.vector_worker.files.remove(entry_id)
+                self.vector_files.remove(entry_id)
                 self._record(removed=[location])
                 return DeleteResult(id=entry_id, permanent=True, entry=None)
             if current.archived:
@@ -461,7 +462,7 @@ class MemoryService:
         mode = self._check_mode(mode)
         wants_vector = uses_vectors(mode) and bool(query and query.strip())
         # Embedded before taking the lock: a remote endpoint must not hold up other tool calls.
-        query_vector = self.embedder.embed_query(query) if wants_vector and query else None
+        query_vector = self.embedder.embed_query(query or "") if wants_vector else None
         with self._lock:
             self._sync()
             table = self.index.vectors
@@ -499,18 +500,19 @@ class MemoryService:
         if self.index.vectors.adopt(model_id, dim):
             log.info("memory vectors will be (re)made with %s (%d dims)", model_id, dim)
 
-    def _missing_slots(self) -> np.ndarray:
+    def _missing_mask(self) -> np.ndarray:
         """Live slots without a vector (refused ones included)."""
         vectors = self.index.vectors
         vectors.match_slots(self.index.bm25.slot_count)
-        return np.flatnonzero((self.index.bm25.state.view != DEAD) & ~vectors.present.view)
+        return (self.index.bm25.state.view != DEAD) & ~vectors.present.view
 
     def missing_vector_count(self) -> int:
-        return len(self._missing_slots())
+        return int(np.count_nonzero(self._missing_mask()))  # on every search's reply: no index array built
 
     def missing_vectors(self, limit: int) -> list[VectorJob]:
         jobs: list[VectorJob] = []
-        for slot in self._missing_slots().tolist():  # past entries whose files are gone, up to `limit` jobs
+        # Past entries whose files are gone, until `limit` jobs are found.
+        for slot in np.flatnonzero(self._missing_mask()).tolist():
             if len(jobs) == limit:
                 break
             if slot in self._refused_slots:
