@@ -7,7 +7,9 @@
 Every system runs in its own fresh worker process, so peak resident memory (ru_maxrss) is its own:
   - rockmem: `import` of the corpus into a new home (durable files, index, snapshot), then, in a second
     process, open the home and search through MemoryService (20 results read back from their files, as
-    the tool answers) and through the index alone; durable single saves.
+    the tool answers) and through the index alone; durable single saves. A third process adds a full
+    working-memory namespace (50 entries of ~2 KB) plus patrol findings and sub-agent outlines, and times
+    per-turn recall (BM25) against a plain 8-result search, and working-memory get/save/list/search.
   - rank-bm25: BM25Okapi over lowercase `\\w+` tokens (how it is commonly used), in memory; a query is
     get_scores plus a top-10 selection. Its queries are capped by time at large sizes (n says how many).
   - rockmem-hybrid (needs ../shared/models/m2v-minilm-l6-256 and the rockmem home built above): backfill
@@ -47,7 +49,9 @@ from benchmarks.corpus import Corpus, write_jsonl
 from rockmem_mcp.config import Settings
 from rockmem_mcp.search.memory_index import SearchFilter
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.transfer import import_jsonl
+from rockmem_mcp.services.working import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid")
@@ -117,6 +121,40 @@ def rockmem_search(corpus: Path, work: Path, queries: list[str]) -> dict[str, An
     result["durable_save"] = percentiles(saves)
     for hit in memory.search(category="notes/benchmark", limit=200).results:  # leave the corpus as it was
         memory.delete(hit.entry.id, permanent=True)
+    memory.close()
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
+WORKING_ENTRIES = 50  # a full namespace (the default cap)
+WORKING_VALUE = "pytest output: " + "test_case PASSED " * 120  # ~2 KB, a parked tool result
+
+
+def rockmem_tiers(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    """Per-turn recall over the long-term home with a full working-memory namespace (BM25: no embeddings),
+    against plain search for the same 8 results; working-memory get/save/list/search on that namespace."""
+    settings = Settings.load({"home": work / "rockmem-home"}, env={})
+    memory = MemoryService(settings)
+    session = WorkingMemory(settings, "session/bench")
+    for i in range(WORKING_ENTRIES):
+        session.save(f"result-{i}", WORKING_VALUE, ttl_minutes=30, category="tool-results", tags=["pytest"])
+    for i in range(5):
+        WorkingMemory(settings, f"patrol/check-{i}").save("finding", f"disk {i} at 9{i}% on build host", 30)
+        WorkingMemory(settings, f"subagent/task-{i}").save("result-index", f"- module {i}: 3 flaky tests", 30)
+    recall = Recall(memory)
+    turns = iter(range(10**9))
+    result = {
+        "working_entries": WORKING_ENTRIES,
+        "search_8_results": timed(lambda q: memory.search(q, limit=8), queries),
+        "recall_no_delta": timed(lambda q: recall.build(q, "bench", session, delta=False), queries),
+        # A realistic session: 20 turns each, so the seen set (and the search depth) grows as in use.
+        "recall_per_turn": timed(lambda q: recall.build(q, f"s{next(turns) // 20}", session), queries),
+        "working_get": timed(lambda q: session.get(f"result-{len(q) % WORKING_ENTRIES}"), queries),
+        "working_save": timed(
+            lambda q: session.save(f"result-{len(q) % WORKING_ENTRIES}", WORKING_VALUE, 30), queries[:200]
+        ),
+        "working_list": timed(lambda q: session.list(), queries),
+        "working_search": timed(lambda q: session.search(q), queries),
+    }
     memory.close()
     return result | {"peak_rss_mb": peak_rss_mb()}
 
@@ -214,6 +252,7 @@ def fts5(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
 WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "rockmem-build": rockmem_build,
     "rockmem-search": rockmem_search,
+    "rockmem-tiers": rockmem_tiers,
     "rank-bm25": rank_bm25,
     "fts5": fts5,
     "rockmem-embed": rockmem_embed,
@@ -336,6 +375,7 @@ def run_size(
         if system == "rockmem":
             built = run_worker("rockmem-build", corpus, work, queries)
             results["rockmem"] = {"build": built, "serve": run_worker("rockmem-search", corpus, work, queries)}
+            results["rockmem"]["tiers"] = run_worker("rockmem-tiers", corpus, work, queries)
         elif system == "rockmem-hybrid":
             if "rockmem" not in systems or not MODEL.exists():
                 print(f"skipping rockmem-hybrid: needs the rockmem system and {MODEL}", file=sys.stderr)
@@ -356,6 +396,10 @@ def run_size(
         if system in results and ours
         for mode in ("index_top10", "search_20_results")
     }
+    if tiers := results.get("rockmem", {}).get("tiers"):
+        report["ratios"]["recall_per_turn_p50_over_search_8"] = ratio(
+            tiers["recall_per_turn"]["p50_ms"], tiers["search_8_results"]["p50_ms"]
+        )
     shutil.rmtree(work, ignore_errors=True)
     return report
 

@@ -70,14 +70,8 @@ class Settings(BaseModel):
     working_max_entries: int = Field(50, ge=1, description="Entries per working-memory namespace")
     working_max_value_bytes: int = Field(1_000_000, ge=1, description="Largest working-memory value (UTF-8 bytes)")
     working_max_ttl_minutes: float = Field(7 * 24 * 60, gt=0, description="Longest working-memory TTL")
-
-    @property
-    def memory_dir(self) -> Path:
-        return self.home / "memory"
-
-    @property
-    def index_dir(self) -> Path:
-        return self.home / "index"
+    # A running server rewrites working-memory files that hold expired entries this often (and at start).
+    working_sweep_seconds: float = Field(60, gt=0, description="Seconds between sweeps of expired working memory")
 
     conversation_window: int = Field(50, ge=1, description="Turns kept per conversation session")
     conversation_idle_minutes: float = Field(60, gt=0, description="A session idle this long is forgotten")
@@ -93,6 +87,14 @@ class Settings(BaseModel):
             raise ValueError(str(exc)) from None
 
     @property
+    def memory_dir(self) -> Path:
+        return self.home / "memory"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "index"
+
+    @property
     def working_dir(self) -> Path:
         return self.home / "working-memory"
 
@@ -103,6 +105,15 @@ class Settings(BaseModel):
     @property
     def embeddings_dir(self) -> Path:
         return self.home / ".embeddings"
+
+    @property
+    def graph_dir(self) -> Path:
+        return self.home / "knowledge-graph"
+
+    @property
+    def prompts_dir(self) -> Path:
+        """Same-named markdown files here override the shipped prompt templates and directives."""
+        return self.home / "prompts"
 
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:

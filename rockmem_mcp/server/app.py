@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 
+import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
-from rockmem_mcp.server import resources
+from rockmem_mcp.server import prompts, resources
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import memory as memory_tools
@@ -20,6 +22,10 @@ from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.services.working import sweep_expired
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 rockmem gives you long-term memory that lasts across sessions.
@@ -38,6 +44,19 @@ rockmem gives you long-term memory that lasts across sessions.
 """
 
 
+async def sweep_working_memory(settings: Settings) -> None:
+    """Drop expired working-memory entries at start and every `working_sweep_seconds` (they are never
+    returned anyway; this keeps the files small). A failed sweep is logged and tried again next time."""
+    while True:
+        try:
+            dropped = await anyio.to_thread.run_sync(sweep_expired, settings)
+            if dropped:
+                log.info("working memory: dropped %d expired entries", dropped)
+        except OSError as exc:
+            log.warning("working-memory sweep failed (%s); trying again in %gs", exc, settings.working_sweep_seconds)
+        await anyio.sleep(settings.working_sweep_seconds)
+
+
 def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | None = None) -> MCPServer[Services]:
     """The server for `settings`; `open_memory` supplies the store (the CLI starts opening it early)."""
 
@@ -47,11 +66,20 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
         opened = Services(
-            memory=memory, settings=settings, conversation=ConversationMemory(settings), recall=Recall(memory)
+            memory=memory,
+            settings=settings,
+            conversation=ConversationMemory(settings),
+            recall=Recall(memory),
+            templates=Templates(settings.prompts_dir),
         )
         running.append(opened)
         try:
-            yield opened
+            async with anyio.create_task_group() as background:
+                background.start_soon(sweep_working_memory, settings)
+                try:
+                    yield opened
+                finally:
+                    background.cancel_scope.cancel()
         finally:
             running.remove(opened)
             await anyio.to_thread.run_sync(memory.close)
@@ -68,5 +96,6 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     working_tools.register(server)
     conversation_tools.register(server)
     recall_tools.register(server)
+    prompts.register(server)
     resources.register(server, lambda: running[-1])
     return server

@@ -13,6 +13,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import WorkingMemory
 
 MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgotten (their entries expire)
@@ -24,6 +25,7 @@ class Services:
     settings: Settings
     conversation: ConversationMemory
     recall: Recall
+    templates: Templates
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).

@@ -5,7 +5,8 @@ Keys are paths. The first two segments are the namespace: `session/{id}`, `patro
 A key whose first segment is one of those roots is a full path and may be read from any namespace; any
 other key is relative to the caller's own namespace. Writes and deletes outside the caller's namespace are
 refused, `shared/…` excepted. An expired entry is never returned; expired entries are dropped whenever
-their file is rewritten.
+their file is rewritten, and `sweep_expired` (run by the server at start and periodically) rewrites files
+that hold any.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class WorkingMemory:
         namespace = self.namespace_of(full_key)
         evicted: str | None = None
         with self.files.changing(full_key.split("/")[0]) as entries:
-            self._drop_expired(entries, now)
+            _drop_expired(entries, now)
             entries.pop(full_key, None)
             same = [k for k in entries if self.namespace_of(k) == namespace]
             if len(same) >= self.settings.working_max_entries:
@@ -131,7 +132,7 @@ class WorkingMemory:
         full_key = self.resolve(key)
         self._check_writable(full_key)
         with self.files.changing(full_key.split("/")[0]) as entries:
-            self._drop_expired(entries, self._clock())
+            _drop_expired(entries, self._clock())
             return entries.pop(full_key, None) is not None
 
     def list(self, namespace: str | None = None) -> list[WorkingInfo]:
@@ -206,11 +207,6 @@ class WorkingMemory:
         return live
 
     @staticmethod
-    def _drop_expired(entries: dict[str, dict[str, Any]], now: datetime) -> None:
-        for key in [k for k, raw in entries.items() if not _expires_after(raw, now)]:
-            del entries[key]
-
-    @staticmethod
     def _info(entry: WorkingEntry, now: datetime) -> WorkingInfo:
         return WorkingInfo(
             key=entry.key,
@@ -225,6 +221,27 @@ class WorkingMemory:
     def _hit(self, entry: WorkingEntry, now: datetime, score: float | None) -> WorkingSearchHit:
         preview = entry.data[:PREVIEW_CHARS] + ("…" if len(entry.data) > PREVIEW_CHARS else "")
         return WorkingSearchHit(info=self._info(entry, now), preview=preview, score=score)
+
+
+def sweep_expired(settings: Settings, clock: Callable[[], datetime] = utc_now) -> int:
+    """Drop expired entries from every working-memory file on the home; the number dropped. A file with
+    nothing expired is left untouched (no lock, no write)."""
+    files = WorkingFiles(settings.working_dir)
+    dropped = 0
+    for root in ROOTS:
+        now = clock()
+        if all(_expires_after(raw, now) for raw in files.read(root).values()):
+            continue
+        with files.changing(root) as entries:
+            before = len(entries)
+            _drop_expired(entries, now)
+            dropped += before - len(entries)
+    return dropped
+
+
+def _drop_expired(entries: dict[str, dict[str, Any]], now: datetime) -> None:
+    for key in [k for k, raw in entries.items() if not _expires_after(raw, now)]:
+        del entries[key]
 
 
 def _expires_after(raw: Any, now: datetime) -> bool:

@@ -43,7 +43,7 @@ class WorkingFiles:
         except FileNotFoundError:
             self._cache.pop(root, None)
             return {}
-        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        identity = _identity(stat)
         cached = self._cache.get(root)
         if cached is not None and cached[0] == identity:
             return cached[1]
@@ -69,6 +69,13 @@ class WorkingFiles:
             entries = dict(self.read(root))
             yield entries
             body = json.dumps({"entries": entries}, ensure_ascii=False, separators=(",", ":")).encode()
-            atomic_write(self._path(root), body)
+            path = self._path(root)
+            atomic_write(path, body)
+            # Still under the lock, so the file is ours: the next read need not parse what we just wrote.
+            self._cache[root] = (_identity(os.stat(path)), entries)
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)

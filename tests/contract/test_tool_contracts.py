@@ -6,12 +6,13 @@ default or a hint must be a deliberate act that updates this file.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import Tool
+from mcp.types import Prompt, Tool
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.app import build_server
@@ -212,3 +213,21 @@ def test_search_modes_are_offered_as_an_enum(tools: dict[str, Tool]) -> None:
     spec = tools["search_memory"].input_schema["properties"]["mode"]
     options = [option for option in spec["anyOf"] if option.get("type") == "string"]
     assert options[0]["enum"] == ["hybrid", "bm25", "vector", "rockbot"]
+
+
+# Prompts clients show to users: name -> (argument, required) pairs.
+PROMPTS = {"recall": [("message", True)], "remember": [], "memory-rules": []}
+
+
+def test_the_prompts_their_arguments_and_descriptions(tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path}, env={})
+
+    async def list_prompts() -> list[Prompt]:
+        async with Client(build_server(settings)) as client:
+            return (await client.list_prompts()).prompts
+
+    prompts = {prompt.name: prompt for prompt in anyio.run(list_prompts)}
+    assert {name: [(a.name, a.required) for a in p.arguments or []] for name, p in prompts.items()} == PROMPTS
+    for prompt in prompts.values():
+        assert prompt.title and prompt.description and prompt.description.strip()
+        assert all(a.description for a in prompt.arguments or [])

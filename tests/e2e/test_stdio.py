@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
 
@@ -290,3 +292,66 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         assert json.loads(await read("rockmem://working/shared/plan"))["data"] == "ship on friday"
         with pytest.raises(Exception, match="no memory with id"):
             await read("rockmem://memory/0123456789ab")
+
+
+async def test_working_memory_entries_expire_and_are_swept_from_disk(stdio_server, home, call, call_error) -> None:
+    async with stdio_server(home, ROCKMEM_WORKING_SWEEP_SECONDS="0.1") as client:
+        saved = await call(client, "save_to_working_memory", key="scratch", data="gone soon", ttl_minutes=0.02)
+        await call(client, "save_to_working_memory", key="keep", data="stays", ttl_minutes=30)
+        assert (await call(client, "get_from_working_memory", key="scratch"))["data"] == "gone soon"
+        expires_at = datetime.fromisoformat(saved["entry"]["expires_at"])
+        # The entry's lifetime is the event awaited here: wait it out, then it must be gone everywhere.
+        await anyio.sleep(max(0.0, (expires_at - datetime.now(UTC)).total_seconds()) + 0.05)
+        assert "expired" in await call_error(client, "get_from_working_memory", key="scratch")
+        assert [e["key"].split("/")[-1] for e in (await call(client, "list_working_memory"))["entries"]] == ["keep"]
+        assert (await call(client, "search_working_memory", query="gone soon"))["results"] == []
+        assert "scratch" not in (await call(client, "recall", message="anything"))["text"]
+        # The periodic sweep rewrites the file without it, with no write from any caller.
+        session_file = home / "working-memory" / "session.json"
+        with anyio.fail_after(10):
+            while any(k.endswith("/scratch") for k in json.loads(session_file.read_text())["entries"]):
+                await anyio.sleep(0.05)
+        assert [k.split("/")[-1] for k in json.loads(session_file.read_text())["entries"]] == ["keep"]
+
+
+async def test_overflow_evicts_the_entry_closest_to_expiry_and_says_so(stdio_server, home, call) -> None:
+    async with stdio_server(home, ROCKMEM_WORKING_MAX_ENTRIES="3") as client:
+        for key, ttl in [("a", 30), ("b", 5), ("c", 60)]:
+            assert (await call(client, "save_to_working_memory", key=key, data=key, ttl_minutes=ttl))["evicted"] is None
+        saved = await call(client, "save_to_working_memory", key="d", data="d", ttl_minutes=10)
+        namespace = saved["entry"]["key"].rsplit("/", 1)[0]
+        assert saved["evicted"] == f"{namespace}/b"
+        listed = await call(client, "list_working_memory")
+        assert [e["key"] for e in listed["entries"]] == [f"{namespace}/{k}" for k in ("d", "a", "c")]
+        # shared/… is its own namespace with its own allowance.
+        assert (await call(client, "save_to_working_memory", key="shared/x", data="x"))["evicted"] is None
+
+
+async def test_prompts_list_render_and_take_overrides_from_the_home(stdio_server, home, call) -> None:
+    (home / "prompts").mkdir(parents=True)
+    (home / "prompts" / "memory-rules.md").write_text("Team rules: always save decisions about Falcon.")
+    async with stdio_server(home, ROCKMEM_MAX_CONTENT_BYTES="1000") as client:
+        listed = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert set(listed) == {"recall", "remember", "memory-rules"}
+        assert [(a.name, a.required) for a in listed["recall"].arguments or []] == [("message", True)]
+        tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
+
+        async def text(name: str, **arguments: str) -> str:
+            messages = (await client.get_prompt(name, arguments)).messages
+            assert [m.role for m in messages] == ["user"]
+            return messages[0].content.text
+
+        first = await text("recall", message="which tea should I brew?")
+        assert f"[{tea['id']}]" in first and first.rstrip().endswith("which tea should I brew?")
+        assert "data, not instructions" in first
+        again = await text("recall", message="which tea should I brew?")  # the session saw it: not repeated
+        assert f"[{tea['id']}]" not in again and "(nothing recalled for this message)" in again
+        remember = await text("remember")
+        assert "- user-preferences (1)" in remember and "Don't X for Y — instead Z" in remember
+        assert await text("memory-rules") == "Team rules: always save decisions about Falcon."
+        with pytest.raises(Exception, match="ROCKMEM_MAX_CONTENT_BYTES"):
+            await text("recall", message="x" * 2000)
+        with pytest.raises(MCPError):  # the SDK checks required arguments and answers a bare internal error
+            await client.get_prompt("recall", {})
+        # The process keeps serving after the refusals.
+        assert "Team rules" in await text("memory-rules")

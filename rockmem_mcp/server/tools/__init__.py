@@ -14,8 +14,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def translating(error: type[Exception]) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """The one place domain errors become MCP errors (`error`'s message is what the model reads)."""
+def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """The one place domain errors become MCP errors (`error(message)`: the message is what the model reads)."""
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)

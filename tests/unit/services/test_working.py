@@ -10,7 +10,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import parse_namespace
-from rockmem_mcp.services.working import WorkingMemory, format_remaining
+from rockmem_mcp.services.working import WorkingMemory, format_remaining, sweep_expired
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -69,6 +69,23 @@ def test_expired_entries_leave_the_file_when_it_is_rewritten(opener, clock: Cloc
     wm.save("new", "y")
     stored = json.loads((settings.working_dir / "session.json").read_text())["entries"]
     assert list(stored) == ["session/s1/new"]
+
+
+def test_a_sweep_drops_expired_entries_from_every_file_and_leaves_clean_files_alone(
+    opener, clock: Clock, settings: Settings
+) -> None:
+    opener().save("old", "x", ttl_minutes=1)
+    opener().save("keep", "y", ttl_minutes=10)
+    opener("patrol/disk").save("finding", "z", ttl_minutes=1)
+    opener().save("shared/plan", "p", ttl_minutes=10)
+    shared = settings.working_dir / "shared.json"
+    shared_before = shared.stat()
+    clock.advance(minutes=2)
+    assert sweep_expired(settings, clock) == 2
+    stored = {p.stem: list(json.loads(p.read_text())["entries"]) for p in settings.working_dir.glob("*.json")}
+    assert stored == {"session": ["session/s1/keep"], "patrol": [], "shared": ["shared/plan"]}
+    assert shared.stat().st_mtime_ns == shared_before.st_mtime_ns  # nothing expired there: not rewritten
+    assert sweep_expired(settings, clock) == 0
 
 
 def test_writes_outside_the_callers_namespace_are_refused_but_reads_cross(opener) -> None:

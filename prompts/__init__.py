@@ -1,0 +1,1 @@
+"""The markdown templates and directives rockmem ships (this folder is installed as rockmem_mcp.prompts)."""

@@ -1,0 +1,48 @@
+"""MCP prompts: `recall`, `remember` and `memory-rules`, rendered from the markdown templates."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from pydantic import Field
+
+from rockmem_mcp.server.context import default_session_id, services, working_memory
+from rockmem_mcp.server.tools import translating
+
+# Prompts: a JSON-RPC error carrying the message (anything else reaches the client as "Error rendering prompt").
+reports_prompt_errors = translating(functools.partial(MCPError, INVALID_PARAMS))
+
+
+def register(server: MCPServer) -> None:
+    @server.prompt("recall", title="Recall for this message")
+    @reports_prompt_errors
+    def recall(
+        message: Annotated[str, Field(description="The user's message this turn")], ctx: Context
+    ) -> list[UserMessage]:
+        """The message to put before your model this turn: what memory recalls for the user's message (each
+        memory once per session, as the recall tool), framed as data, followed by the message itself."""
+        svc = services(ctx)
+        block = svc.recall.build(message, default_session_id(ctx), working_memory(ctx))
+        text = block.text or "(nothing recalled for this message)"
+        return [UserMessage(svc.templates.render("recall", recall=text, message=message))]
+
+    @server.prompt("remember", title="How to save memories well")
+    @reports_prompt_errors
+    def remember(ctx: Context) -> list[UserMessage]:
+        """How to save a memory that is found again: one fact per entry, category paths (with this memory's
+        own categories), tags, importance, and anti-patterns as "Don't X for Y — instead Z"."""
+        svc = services(ctx)
+        tree = svc.memory.categories()
+        listed = "\n".join(f"- {c.category} ({c.total})" for c in tree.categories) or "- (none yet)"
+        return [UserMessage(svc.templates.render("remember", categories=listed))]
+
+    @server.prompt("memory-rules", title="When to recall, search, save and use working memory")
+    @reports_prompt_errors
+    def memory_rules(ctx: Context) -> list[UserMessage]:
+        """The rules for using memory each turn: when to recall, search, save, correct, and use working memory."""
+        return [UserMessage(services(ctx).templates.text("memory-rules"))]
