@@ -9,7 +9,9 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
     process, open the home and search through MemoryService (20 results read back from their files, as
     the tool answers) and through the index alone; durable single saves. A third process adds a full
     working-memory namespace (50 entries of ~2 KB) plus patrol findings and sub-agent outlines, and times
-    per-turn recall (BM25) against a plain 8-result search, and working-memory get/save/list/search.
+    per-turn recall (BM25) against a plain 8-result search, and working-memory get/save/list/search. A
+    fourth builds a 100,000-triple knowledge graph there and times its cold load, 2-hop traversal, and
+    recall with the graph against recall without it.
   - rank-bm25: BM25Okapi over lowercase `\\w+` tokens (how it is commonly used), in memory; a query is
     get_scores plus a top-10 selection. Its queries are capped by time at large sizes (n says how many).
   - rockmem-hybrid (needs ../shared/models/m2v-minilm-l6-256 and the rockmem home built above): backfill
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import re
 import resource
 import shutil
@@ -45,9 +48,10 @@ import anyio
 import numpy as np
 from mcp import Client, StdioServerParameters
 
-from benchmarks.corpus import Corpus, write_jsonl
+from benchmarks.corpus import CITIES, FIRST, LAST, TOOLS, Corpus, write_jsonl
 from rockmem_mcp.config import Settings
 from rockmem_mcp.search.memory_index import SearchFilter
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.transfer import import_jsonl
@@ -159,6 +163,71 @@ def rockmem_tiers(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any
     return result | {"peak_rss_mb": peak_rss_mb()}
 
 
+GRAPH_TRIPLES = 100_000
+PREDICATES = ("works_on", "leads", "knows", "uses", "depends_on", "lives_in", "reviews", "prefers")
+
+
+def graph_triples(count: int, seed: int = 5) -> list[dict[str, object]]:
+    """A seeded graph over the corpus's people, projects (Zipf-weighted: hubs and a long tail), tools and
+    cities, so questions name its entities as users would."""
+    rng = random.Random(seed)
+    corpus = Corpus()
+    people = [f"{a} {b}" for a in FIRST for b in LAST]
+    kinds = [people, corpus.projects, TOOLS, CITIES]
+    pick = [
+        lambda: rng.choice(people),
+        lambda: rng.choices(corpus.projects, cum_weights=corpus.project_weights)[0],
+        lambda: rng.choice(TOOLS),
+        lambda: rng.choice(CITIES),
+    ]
+    triples = []
+    while len(triples) < count:
+        a, b = rng.choices(range(len(kinds)), weights=[4, 4, 1, 1], k=2)
+        subject, obj = pick[a](), pick[b]()
+        if subject != obj:
+            triples.append(
+                {"subject": subject, "predicate": rng.choice(PREDICATES), "object": obj, "confidence": rng.random()}
+            )
+    return triples
+
+
+def rockmem_graph(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    """A 100k-triple knowledge graph beside the long-term home: build, cold load, 2-hop traversal, and
+    per-turn recall with the graph over 100k memories (against recall without it, in the same process)."""
+    settings = Settings.load({"home": work / "rockmem-home"}, env={})
+    with corpus.open("rb") as f:
+        size = sum(1 for _ in f)
+    triples = graph_triples(min(GRAPH_TRIPLES, size))  # as many triples as memories, up to 100k
+    started = time.perf_counter()
+    graph = GraphService(settings)
+    for i in range(0, len(triples), 1000):
+        graph.add_triples(triples[i : i + 1000])
+    built = time.perf_counter() - started
+    graph.close()
+    started = time.perf_counter()
+    graph = GraphService(settings)
+    loaded = time.perf_counter() - started
+    stats = graph.stats()
+    rng = random.Random(11)
+    names = [e.name for e in rng.sample(sorted(graph.entities.values(), key=lambda e: e.id), len(queries))]
+    memory = MemoryService(settings)
+    session = WorkingMemory(settings, "session/bench")
+    plain, with_graph = Recall(memory), Recall(memory, graph)
+    named = sum(bool(graph.mentioned(q)) for q in queries)
+    result = {
+        **stats,
+        "build_s": round(built, 2),
+        "open_s": round(loaded, 2),
+        "queries_naming_an_entity": named,
+        "traverse_2_hops_limit_15": timed(lambda q: graph.traverse(names.pop()), queries),
+        "recall_without_graph": timed(lambda q: plain.build(q, "bench", session, delta=False), queries),
+        "recall_with_graph": timed(lambda q: with_graph.build(q, "bench", session, delta=False), queries),
+    }
+    memory.close()
+    graph.close()
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
 def hybrid_settings(work: Path) -> Settings:
     return Settings.load({"home": work / "rockmem-home", "embedding_model": str(MODEL)}, env={})
 
@@ -253,6 +322,7 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "rockmem-build": rockmem_build,
     "rockmem-search": rockmem_search,
     "rockmem-tiers": rockmem_tiers,
+    "rockmem-graph": rockmem_graph,
     "rank-bm25": rank_bm25,
     "fts5": fts5,
     "rockmem-embed": rockmem_embed,
@@ -376,6 +446,7 @@ def run_size(
             built = run_worker("rockmem-build", corpus, work, queries)
             results["rockmem"] = {"build": built, "serve": run_worker("rockmem-search", corpus, work, queries)}
             results["rockmem"]["tiers"] = run_worker("rockmem-tiers", corpus, work, queries)
+            results["rockmem"]["graph"] = run_worker("rockmem-graph", corpus, work, queries)
         elif system == "rockmem-hybrid":
             if "rockmem" not in systems or not MODEL.exists():
                 print(f"skipping rockmem-hybrid: needs the rockmem system and {MODEL}", file=sys.stderr)
@@ -399,6 +470,10 @@ def run_size(
     if tiers := results.get("rockmem", {}).get("tiers"):
         report["ratios"]["recall_per_turn_p50_over_search_8"] = ratio(
             tiers["recall_per_turn"]["p50_ms"], tiers["search_8_results"]["p50_ms"]
+        )
+    if graph := results.get("rockmem", {}).get("graph"):
+        report["ratios"]["recall_with_graph_p50_over_without"] = ratio(
+            graph["recall_with_graph"]["p50_ms"], graph["recall_without_graph"]["p50_ms"]
         )
     shutil.rmtree(work, ignore_errors=True)
     return report

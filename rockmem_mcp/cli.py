@@ -66,10 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
     imp.add_argument("file")
+    graph_import = sub.add_parser(
+        "import-graph",
+        parents=[common],
+        help="import the knowledge graph of @modelcontextprotocol/server-memory (its memory.jsonl; '-' for stdin)",
+    )
+    graph_import.add_argument("file")
     exp = sub.add_parser("export", parents=[common], help="export all memories as JSON Lines ('-' for stdout)")
     exp.add_argument("file")
     sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
-    reindex = sub.add_parser("reindex", parents=[common], help="rebuild the search index from the memory files")
+    reindex = sub.add_parser(
+        "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
+    )
     reindex.add_argument(
         "--embeddings", action="store_true", help="also give every memory its embedding now, with progress"
     )
@@ -198,16 +206,45 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         report = import_jsonl(memory, source, progress)
     if show:
         print(file=sys.stderr)
-    for err in report.errors[:50]:
-        print(f"line {err.line}: {err.error}", file=sys.stderr)
-    if len(report.errors) > 50:
-        print(f"... and {len(report.errors) - 50} more bad lines", file=sys.stderr)
+    _report_bad_lines(report.errors)
     print(
         f"imported {report.imported} memories ({report.replaced} replaced existing ids), "
         f"{len(report.errors)} bad lines, in {time.monotonic() - started:.1f}s",
         file=sys.stderr,
     )
     return 1 if report.errors else 0
+
+
+def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import import_reference_graph
+
+    started = time.monotonic()
+    try:
+        source = _open_input(args.file)
+    except OSError as exc:
+        raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
+    graph = GraphService(settings)
+    try:
+        with source, _memory(settings) as memory:
+            report = import_reference_graph(graph, memory, source)
+    finally:
+        graph.close()
+    _report_bad_lines(report.errors)
+    print(
+        f"imported {report.entities} entities ({report.entities_created} new), {report.triples} relations "
+        f"({report.triples_created} new) and {report.observations} observations as memories; "
+        f"{len(report.errors)} bad lines, in {time.monotonic() - started:.1f}s",
+        file=sys.stderr,
+    )
+    return 1 if report.errors else 0
+
+
+def _report_bad_lines(errors: list[Any]) -> None:
+    for err in errors[:50]:
+        print(f"line {err.line}: {err.error}", file=sys.stderr)
+    if len(errors) > 50:
+        print(f"... and {len(errors) - 50} more bad lines", file=sys.stderr)
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
@@ -226,13 +263,22 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _stats(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.graph import GraphService
+
     with _memory(settings) as memory:
         stats = memory.stats()
         tree = memory.categories()
+    graph = GraphService(settings)
+    try:
+        graph_stats = graph.stats()
+    finally:
+        graph.close()
     print(
         json.dumps(
             {
                 **stats.__dict__,
+                "graph_entities": graph_stats["entities"],
+                "graph_triples": graph_stats["triples"],
                 "top_categories": {c.category: c.total for c in tree.categories if "/" not in c.category},
             },
             indent=2,
@@ -242,9 +288,11 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _reindex(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services import graph
     from rockmem_mcp.services.memory import SNAPSHOT_NAME
 
     (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
+    (settings.index_dir / graph.SNAPSHOT_NAME).unlink(missing_ok=True)  # the graph re-reads its files next start
     with _memory(settings) as memory:
         print(f"indexed {len(memory.index)} memories", file=sys.stderr)
         if getattr(args, "embeddings", False):
@@ -272,4 +320,11 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
-COMMANDS = {"search": _search, "import": _import, "export": _export, "stats": _stats, "reindex": _reindex}
+COMMANDS = {
+    "search": _search,
+    "import": _import,
+    "import-graph": _import_graph,
+    "export": _export,
+    "stats": _stats,
+    "reindex": _reindex,
+}

@@ -291,6 +291,8 @@ class RecallBlock(BaseModel):
     first_turn_fallback: bool = Field(
         description="True when nothing matched on the first turn and recent memories were used"
     )
+    entities: list[str] = Field(default_factory=list, description="Knowledge-graph entities the message names")
+    graph: list[Fact] = Field(default_factory=list, description="Triples within 2 hops of those entities (<= 15)")
     working: list[WorkingInfo] = Field(description="The caller's working-memory inventory (no values)")
     patrol_findings: list[WorkingSearchHit]
     subagent_outlines: list[WorkingSearchHit] = Field(description="Sub-agent entries whose key ends in '-index'")
@@ -299,3 +301,191 @@ class RecallBlock(BaseModel):
 class RecallReset(BaseModel):
     session_id: str
     forgotten: int = Field(description="How many injected ids were cleared")
+
+
+# ---------------------------------------------------------------------------------------------- knowledge graph
+ENTITY_TYPES = ("person", "project", "topic", "tool", "event", "document", "place", "concept")
+MAX_NAME_CHARS = 200
+MAX_ALIASES = 50
+_ENTITY_TYPE = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_WORD = re.compile(r"[\W_]+")  # letters and digits of any script are kept ('arbeitet_für', 'знает')
+_WORD = re.compile(r"\w+")
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_name(name: Any, what: str = "name") -> str:
+    """An entity name or alias: trimmed, inner whitespace collapsed, no control characters, 1-200 characters."""
+    if not isinstance(name, str):
+        raise InvalidInputError(f"{what} must be text, got {type(name).__name__}")
+    cleaned = _SPACES.sub(" ", name).strip()
+    if not cleaned or len(cleaned) > MAX_NAME_CHARS or _CONTROL.search(cleaned):
+        raise InvalidInputError(
+            f"invalid {what} {name[:60]!r}: use 1-{MAX_NAME_CHARS} characters of text, no control characters"
+        )
+    return cleaned
+
+
+def name_key(name: str) -> str:
+    """How names are compared: case-insensitively (casefold), whitespace collapsed."""
+    return _SPACES.sub(" ", name).strip().casefold()
+
+
+def mention_key(text: str) -> str:
+    """A name as the words recall looks for in a message: 'Node.js' -> 'node js'."""
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+def message_words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def normalize_entity_type(value: Any) -> str:
+    if value is None:
+        return "concept"
+    if not isinstance(value, str) or not _ENTITY_TYPE.fullmatch(cleaned := value.strip().lower().replace(" ", "_")):
+        raise InvalidInputError(
+            f"invalid entity type {value!r}: a short lowercase word such as {', '.join(ENTITY_TYPES)}"
+        )
+    return cleaned
+
+
+def normalize_predicate(value: Any) -> str:
+    """snake_case: 'works on', 'worksOn' and 'Works-On' all become 'works_on'; letters of any script stay."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"predicate must be text, got {type(value).__name__}")
+    snake = _NOT_WORD.sub("_", _CAMEL.sub("_", value.strip()).lower()).strip("_")
+    if not snake or len(snake) > 100:
+        raise InvalidInputError(f"invalid predicate {value[:60]!r}: a short verb phrase such as 'works_on', 'prefers'")
+    return snake
+
+
+class EntityInput(BaseModel):
+    """An entity to add, as tools take it."""
+
+    name: str = Field(description="The entity's name, e.g. 'Alice' or 'RockBot'")
+    type: str | None = Field(None, description=f"What it is: {', '.join(ENTITY_TYPES)} (default concept)")
+    aliases: list[str] | None = Field(None, description="Other names it goes by (matched like the name)")
+    metadata: dict[str, str] | None = Field(None, description="Free key/value strings")
+
+
+class TripleInput(BaseModel):
+    """A fact to add, as tools take it: subject --predicate--> object."""
+
+    subject: str = Field(description="Entity name, alias or id (created if unknown)")
+    predicate: str = Field(description="A verb phrase; stored in snake_case, e.g. 'works_on', 'prefers'")
+    object: str = Field(description="Entity name, alias or id (created if unknown)")
+    confidence: float | None = Field(None, description="How sure, 0 to 1 (default 1; clamped)")
+    source: str | None = Field(None, description="Where the fact came from, e.g. a memory id or 'user'")
+
+
+class Entity(BaseModel):
+    """A node of the knowledge graph; stored as knowledge-graph/entities/{id}.json."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    type: str = Field("concept", description=f"e.g. {', '.join(ENTITY_TYPES)}")
+    aliases: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    created_at: UtcDatetime
+    last_referenced_at: UtcDatetime | None = None
+
+
+class Triple(BaseModel):
+    """An edge: subject --predicate--> object (entity ids); stored as knowledge-graph/triples/{id}.json."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    source: str | None = None
+    created_at: UtcDatetime
+
+
+class Fact(BaseModel):
+    """A triple with its entities' names, as tools and recall show it."""
+
+    id: str
+    subject: str = Field(description="Subject entity name")
+    predicate: str
+    object: str = Field(description="Object entity name")
+    confidence: float
+    source: str | None = None
+    subject_id: str
+    object_id: str
+    created_at: datetime
+    hop: int | None = Field(None, description="In a traversal: how many hops from the start")
+
+    def line(self) -> str:
+        return f"- {self.subject} --{self.predicate}--> {self.object} (confidence={self.confidence:.2f})"
+
+
+class EntityAdded(BaseModel):
+    entity: Entity
+    created: bool = Field(description="False when the name or an alias already named this entity")
+    ignored_aliases: list[str] = Field(default_factory=list, description="Aliases that already name another entity")
+
+
+class EntitiesAdded(BaseModel):
+    entities: list[EntityAdded]
+
+
+class TripleAdded(BaseModel):
+    fact: Fact
+    created: bool = Field(
+        description="False when the same subject, predicate and object existed (kept the higher confidence)"
+    )
+
+
+class TriplesAdded(BaseModel):
+    triples: list[TripleAdded]
+    created_entities: list[str] = Field(description="Names of entities created because a triple named them")
+
+
+class EntityHit(BaseModel):
+    entity: Entity
+    score: float | None = Field(
+        description="Relevance: BM25 for word matches; below 1 for a name that only contains the query; "
+        "null when listing without a query"
+    )
+    triples: int = Field(description="How many triples touch this entity")
+
+
+class EntitySearch(BaseModel):
+    results: list[EntityHit]
+    total_matches: int
+
+
+class EntityDetail(BaseModel):
+    entity: Entity
+    facts: list[Fact] = Field(description="Every triple touching the entity, outgoing then incoming")
+
+
+class Traversal(BaseModel):
+    start: Entity
+    facts: list[Fact] = Field(description="Breadth-first, nearest first; each triple once")
+    entities_reached: int
+    truncated: bool = Field(description="True when the limit cut the traversal short")
+
+
+class EntityDeleted(BaseModel):
+    entity: Entity
+    triples_deleted: int
+
+
+class TripleDeleted(BaseModel):
+    fact: Fact
+
+
+class EntitiesMerged(BaseModel):
+    entity: Entity = Field(description="The kept entity, with the merged one's name and aliases as aliases")
+    merged_id: str
+    triples_repointed: int
+    duplicates_folded: int = Field(
+        description="Triples dropped: identical to an existing one after re-pointing, or linking the two merged"
+    )

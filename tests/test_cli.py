@@ -414,3 +414,57 @@ def test_reindex_embeddings_without_a_provider_fails_clearly(seeded: Path) -> No
     result = rockmem("--home", seeded, "reindex", "--embeddings")
     assert result.returncode == 1
     assert "no embedding provider is configured" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- import-graph
+
+# The knowledge-graph file of @modelcontextprotocol/server-memory, written from its format description:
+# one JSON object per line, entities with observations, relations in active voice.
+REFERENCE_GRAPH: list[Any] = [
+    {"type": "entity", "name": "John_Smith", "entityType": "person", "observations": ["Speaks fluent Spanish"]},
+    {"type": "entity", "name": "Anthropic", "entityType": "organization", "observations": ["Builds Claude", ""]},
+    {"type": "entity", "name": "Zed", "entityType": "Code Editor!", "observations": []},
+    {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
+    {"type": "relation", "from": "John_Smith", "to": "Zed", "relationType": "prefersEditor"},
+    {"type": "relation", "from": "Anthropic", "to": "Claude", "relationType": "builds"},
+    "{not json",
+    {"type": "relation", "from": "John_Smith", "relationType": "knows"},
+    {"type": "entity", "name": "", "entityType": "person", "observations": []},
+    {"type": "entity", "name": "Ann", "entityType": "person", "observations": "not a list"},
+    {"type": "memory", "name": "x"},
+]
+
+
+def test_import_graph_reads_the_reference_servers_file_and_is_idempotent(home: Path, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "memory.jsonl", REFERENCE_GRAPH)
+    first = rockmem("--home", home, "import-graph", source)
+    assert first.returncode == 1 and "Traceback" not in first.stderr  # bad lines make the exit code 1
+    assert sorted(int(n) for n in re.findall(r"^line (\d+):", first.stderr, re.MULTILINE)) == [7, 8, 9, 10, 11]
+    assert "imported 3 entities (3 new), 3 relations (3 new) and 2 observations as memories" in first.stderr
+    data = stats(home)
+    assert (data["graph_entities"], data["graph_triples"], data["active"]) == (4, 3, 2)  # Claude was created
+
+    again = rockmem("--home", home, "import-graph", source)
+    assert "imported 3 entities (0 new), 3 relations (0 new) and 2 observations as memories" in again.stderr
+    data = stats(home)
+    assert (data["graph_entities"], data["graph_triples"], data["active"]) == (4, 3, 2)  # nothing doubled
+
+    found = json.loads(ok("--home", home, "search", "spanish", "--json").stdout.splitlines()[0])["entry"]
+    assert found["content"] == "John_Smith: Speaks fluent Spanish"
+    assert found["category"] == "knowledge-graph/person" and found["tags"] == ["John_Smith"]
+    entity = json.loads(
+        next((home / "knowledge-graph" / "entities").glob(f"{found['metadata']['entity_id']}.json")).read_text()
+    )
+    assert entity["name"] == "John_Smith" and entity["aliases"] == ["John Smith"]
+    zed = [json.loads(p.read_text()) for p in (home / "knowledge-graph" / "entities").glob("*.json")]
+    zed = next(e for e in zed if e["name"] == "Zed")
+    assert zed["type"] == "concept" and zed["metadata"] == {"entity_type": "Code Editor!"}
+    predicates = sorted(
+        json.loads(p.read_text())["predicate"] for p in (home / "knowledge-graph" / "triples").glob("*.json")
+    )
+    assert predicates == ["builds", "prefers_editor", "works_at"]
+
+
+def test_import_graph_of_a_missing_file_fails_cleanly(home: Path, tmp_path: Path) -> None:
+    result = rockmem("--home", home, "import-graph", tmp_path / "absent.jsonl")
+    assert result.returncode == 1 and "cannot read" in result.stderr and "Traceback" not in result.stderr

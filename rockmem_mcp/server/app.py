@@ -16,10 +16,12 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.server import prompts, resources
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
+from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
@@ -41,6 +43,9 @@ rockmem gives you long-term memory that lasts across sessions.
 - Working memory is scratch space that expires (default 5 minutes): park large tool results or hand work to
   sub-agents with save_to_working_memory under a short key, read it back with get_from_working_memory.
   Plain keys are private to your session; 'shared/…' keys are visible to every agent.
+- Relations (who works on what, prefers what, depends on what) go in the knowledge graph: add_triples
+  such as Alice --works_on--> RockBot (entities are created by name); traverse_graph shows what is
+  connected. Entities a message names bring their nearby facts into recall.
 """
 
 
@@ -65,11 +70,13 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
+        graph = await anyio.to_thread.run_sync(GraphService, settings)
         opened = Services(
             memory=memory,
+            graph=graph,
             settings=settings,
             conversation=ConversationMemory(settings),
-            recall=Recall(memory),
+            recall=Recall(memory, graph),
             templates=Templates(settings.prompts_dir),
         )
         running.append(opened)
@@ -82,6 +89,7 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
                     background.cancel_scope.cancel()
         finally:
             running.remove(opened)
+            graph.close()
             await anyio.to_thread.run_sync(memory.close)
 
     server: MCPServer[Services] = MCPServer(
@@ -96,6 +104,7 @@ def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | 
     working_tools.register(server)
     conversation_tools.register(server)
     recall_tools.register(server)
+    graph_tools.register(server)
     prompts.register(server)
     resources.register(server, lambda: running[-1])
     return server

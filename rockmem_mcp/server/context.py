@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
@@ -22,6 +23,7 @@ MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgo
 @dataclass
 class Services:
     memory: MemoryService
+    graph: GraphService
     settings: Settings
     conversation: ConversationMemory
     recall: Recall

@@ -53,6 +53,20 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     def categories() -> str:
         return current().memory.categories().model_dump_json(indent=2)
 
+    @server.resource("rockmem://graph/{entity}", mime_type="text/markdown", title="An entity and its neighbourhood")
+    @reports_resource_errors
+    def graph_entity(entity: str, ctx: Context) -> str:
+        """An entity (by name, alias or id) with the triples within 2 hops, as recall shows them."""
+        walk = services(ctx).graph.traverse(entity, max_hops=2, limit=50)
+        found = walk.start
+        lines = [f"# {found.name} ({found.type}) [{found.id}]"]
+        if found.aliases:
+            lines.append(f"Aliases: {', '.join(found.aliases)}")
+        lines += [f"{key}: {value}" for key, value in found.metadata.items()]
+        lines += ["", f"Within 2 hops ({len(walk.facts)} triples{', truncated' if walk.truncated else ''}):"]
+        lines += [fact.line() for fact in walk.facts] or ["(no triples yet)"]
+        return "\n".join(lines)
+
     @server.resource("rockmem://working/{+key}", mime_type="application/json", title="A working-memory entry")
     @reports_resource_errors
     def working_entry(key: str, ctx: Context) -> str:

@@ -3,15 +3,18 @@
 Long-term memory searched with the message (top 8), or on a session's first turn with no match the 5 newest
 entries; an id already injected in the session is not injected again (delta injection) until
 `reset(session_id)`. Then the caller's working-memory inventory (never values), patrol findings and
-sub-agent `-index` outlines. The block is wrapped in a tag that marks it as recalled data, not instructions.
+sub-agent `-index` outlines; with a knowledge graph, the entities the message names (whole words, names
+of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in a tag that marks it
+as recalled data, not instructions.
 """
 
 from __future__ import annotations
 
 import threading
 
-from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, WorkingSearchHit, check_text
+from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, check_text
 from rockmem_mcp.services.conversation import check_session_id
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.working import WorkingMemory
 
@@ -23,8 +26,9 @@ CLOSE_TAG = "</recalled-memory>"
 
 
 class Recall:
-    def __init__(self, memory: MemoryService) -> None:
+    def __init__(self, memory: MemoryService, graph: GraphService | None = None) -> None:
         self.memory = memory
+        self.graph = graph
         self._lock = threading.Lock()
         self._injected: dict[str, set[str]] = {}  # session -> ids already injected
 
@@ -49,19 +53,23 @@ class Recall:
             RecalledMemory(id=h.entry.id, category=h.entry.category, content=h.entry.content, score=h.score)
             for h in fresh
         ]
-        inventory = working.list()
-        patrols = working.search(namespace="patrol", limit=10)
-        outlines = [h for h in working.search(namespace="subagent", limit=50) if h.info.key.endswith("-index")][:10]
-        return RecallBlock(
-            text=render(memories, fallback, working.namespace, inventory, patrols, outlines),
+        entities, facts = self.graph.recall_facts(message) if self.graph and message.strip() else ([], [])
+        block = RecallBlock(
+            text="",
             session_id=session_id,
             memories=memories,
             already_injected=already,
             first_turn_fallback=fallback,
-            working=inventory,
-            patrol_findings=patrols,
-            subagent_outlines=outlines,
+            entities=[e.name for e in entities],
+            graph=facts,
+            working=working.list(),
+            patrol_findings=working.search(namespace="patrol", limit=10),
+            subagent_outlines=[
+                h for h in working.search(namespace="subagent", limit=50) if h.info.key.endswith("-index")
+            ][:10],
         )
+        block.text = render(block, working.namespace)
+        return block
 
     def reset(self, session_id: str) -> RecallReset:
         session_id = check_session_id(session_id)
@@ -74,34 +82,29 @@ class Recall:
             return len(self._injected.get(session_id, ()))
 
 
-def render(
-    memories: list[RecalledMemory],
-    fallback: bool,
-    namespace: str,
-    inventory: list[WorkingInfo],
-    patrols: list[WorkingSearchHit],
-    outlines: list[WorkingSearchHit],
-) -> str:
+def render(block: RecallBlock, namespace: str) -> str:
     lines = [OPEN_TAG]
-    if memories:
-        heading = (
+    if block.memories:
+        lines.append(
             "Recent long-term memories (nothing matched this message):"
-            if fallback
-            else ("Recalled from long-term memory (relevant to this message):")
+            if block.first_turn_fallback
+            else "Recalled from long-term memory (relevant to this message):"
         )
-        lines.append(heading)
-        lines += [f"- [{m.id}] ({m.category or 'uncategorized'}): {_cut(m.content)}" for m in memories]
-    if inventory:
+        lines += [f"- [{m.id}] ({m.category or 'uncategorized'}): {_cut(m.content)}" for m in block.memories]
+    if block.graph:
+        lines.append(f"Knowledge graph (around {', '.join(block.entities)}):")
+        lines += [fact.line() for fact in block.graph]
+    if block.working:
         lines.append(f"Working memory ({namespace} and shared; read values with get_from_working_memory):")
-        for info in inventory:
+        for info in block.working:
             extra = (f" [{info.category}]" if info.category else "") + "".join(f" #{t}" for t in info.tags)
             lines.append(f"- {info.key} (expires in {info.expires_in}){extra}")
-    if patrols:
+    if block.patrol_findings:
         lines.append("Patrol findings:")
-        lines += [f"- {h.info.key}: {_cut(h.preview)}" for h in patrols]
-    if outlines:
+        lines += [f"- {h.info.key}: {_cut(h.preview)}" for h in block.patrol_findings]
+    if block.subagent_outlines:
         lines.append("Sub-agent results:")
-        lines += [f"- {h.info.key}: {_cut(h.preview)}" for h in outlines]
+        lines += [f"- {h.info.key}: {_cut(h.preview)}" for h in block.subagent_outlines]
     lines.append(CLOSE_TAG)
     return "\n".join(lines) if len(lines) > 2 else ""
 

@@ -1,14 +1,17 @@
-"""Import and export of long-term memory as JSON Lines (one entry object per line)."""
+"""Import and export of long-term memory as JSON Lines (one entry object per line), and import of the
+knowledge graph written by the MCP reference memory server."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
-from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.errors import InvalidInputError, RockmemError
+from rockmem_mcp.models import Entity, MemoryEntry, normalize_entity_type, normalize_name, normalize_predicate
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 
 IMPORT_BATCH = 2_000
@@ -76,3 +79,138 @@ def export_jsonl(memory: MemoryService, out: TextIO) -> int:
         out.write(entry.model_dump_json() + "\n")
         count += 1
     return count
+
+
+# ------------------------------------------------------------------------ the reference memory server's graph
+MAX_GRAPH_LINE_BYTES = 1_000_000
+GRAPH_SOURCE = "server-memory import"
+GRAPH_BATCH = 1_000  # the graph tools' own cap per call
+
+
+@dataclass
+class GraphImportReport:
+    entities: int = 0  # entities in the file, each created or matched by name
+    entities_created: int = 0
+    triples: int = 0
+    triples_created: int = 0
+    observations: int = 0  # long-term memories written (a re-import rewrites the same ids)
+    errors: list[LineError] = field(default_factory=list)
+
+
+def import_reference_graph(
+    graph: GraphService, memory: MemoryService, lines: Iterable[str | bytes]
+) -> GraphImportReport:
+    """Read the knowledge graph of `@modelcontextprotocol/server-memory` (JSON Lines of
+    `{"type":"entity","name","entityType","observations":[…]}` and `{"type":"relation","from","to","relationType"}`).
+
+    Entities become entities (an existing name or alias is matched, not duplicated), relations become triples
+    (confidence 1), and each observation a long-term memory "{name}: {observation}" in category
+    `knowledge-graph/{type}`, tagged with the entity's name and linked by metadata `entity_id`. Observation
+    ids derive from the entity and the text, so importing the same file again changes nothing.
+    Bad lines are reported by number and skipped.
+    """
+    report = GraphImportReport()
+    entities: list[tuple[int, dict[str, Any]]] = []
+    relations: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            if len(line) > MAX_GRAPH_LINE_BYTES:
+                raise ValueError(f"line is longer than {MAX_GRAPH_LINE_BYTES:,} bytes")
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            if not text.strip():
+                continue
+            record = json.loads(text)
+            kind = record.get("type") if isinstance(record, dict) else None
+            if kind == "entity":
+                entities.append((number, _reference_entity(record)))
+            elif kind == "relation":
+                relations.append((number, _reference_relation(record)))
+            else:
+                raise ValueError('expected {"type": "entity", …} or {"type": "relation", …}')
+        except (ValueError, RockmemError) as exc:
+            report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))
+
+    observations: list[MemoryEntry] = []
+    for number, item, added in _added(lambda batch: graph.add_entities(batch).entities, entities, report.errors):
+        try:
+            observations += [_observation(memory, added.entity, text) for text in item["observations"]]
+        except RockmemError as exc:
+            report.errors.append(LineError(number, str(exc)[:300]))
+        report.entities += 1
+        report.entities_created += added.created
+        if len(observations) >= IMPORT_BATCH:
+            memory.save_many(observations)
+            report.observations += len(observations)
+            observations.clear()
+    memory.save_many(observations)
+    report.observations += len(observations)
+    for _, _, triple in _added(lambda batch: graph.add_triples(batch).triples, relations, report.errors):
+        report.triples += 1
+        report.triples_created += triple.created
+    report.errors.sort(key=lambda e: e.line)
+    return report
+
+
+def _added(
+    add: Callable[[list[dict[str, Any]]], list[Any]], items: list[tuple[int, dict[str, Any]]], errors: list[LineError]
+) -> Iterable[tuple[int, dict[str, Any], Any]]:
+    """(line, item, result) for each item `add` accepted: a batch of 1,000 per call; a batch refused as a
+    whole is retried line by line so the bad line is the one reported."""
+    for start in range(0, len(items), GRAPH_BATCH):
+        batch = items[start : start + GRAPH_BATCH]
+        try:
+            results = add([_without_observations(item) for _, item in batch])
+            yield from ((number, item, result) for (number, item), result in zip(batch, results, strict=True))
+        except RockmemError:
+            for number, item in batch:
+                try:
+                    result = add([_without_observations(item)])[0]
+                except RockmemError as exc:
+                    errors.append(LineError(number, str(exc)[:300]))
+                    continue
+                yield number, item, result
+
+
+def _without_observations(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != "observations"}
+
+
+def _reference_entity(record: dict[str, Any]) -> dict[str, Any]:
+    name = normalize_name(record.get("name"))
+    raw_type = record.get("entityType")
+    metadata = {}
+    try:
+        entity_type = normalize_entity_type(raw_type)
+    except InvalidInputError:
+        entity_type = "concept"  # the reference server takes any text; keep the original beside it
+        metadata["entity_type"] = str(raw_type)[:200]
+    found = record.get("observations") or []
+    if not isinstance(found, list) or not all(isinstance(o, str) for o in found):
+        raise ValueError(f"observations of {name!r} must be a list of strings")
+    # That server's names are often snake_case ("John_Smith"); the spaced form lets recall find "John Smith".
+    aliases = [spaced] if (spaced := " ".join(name.replace("_", " ").split())) != name and spaced else []
+    observations = [o for o in found if o.strip()]
+    return {"name": name, "type": entity_type, "aliases": aliases, "metadata": metadata, "observations": observations}
+
+
+def _reference_relation(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "subject": normalize_name(record.get("from"), "from"),
+        "predicate": normalize_predicate(record.get("relationType")),
+        "object": normalize_name(record.get("to"), "to"),
+        "confidence": 1.0,
+        "source": GRAPH_SOURCE,
+    }
+
+
+def _observation(memory: MemoryService, entity: Entity, text: str) -> MemoryEntry:
+    digest = hashlib.sha256(f"{entity.id}\n{text}".encode()).hexdigest()[:12]
+    return memory.prepare_entry(
+        {
+            "id": digest,
+            "content": f"{entity.name}: {text}",
+            "category": f"knowledge-graph/{entity.type}",
+            "tags": [entity.name[:100]],
+            "metadata": {"entity_id": entity.id, "entity": entity.name, "source": GRAPH_SOURCE},
+        }
+    )

@@ -31,6 +31,9 @@ class WorkingFiles:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._cache: dict[str, tuple[tuple[int, int, int], Entries]] = {}
+        # Each entry's JSON as last written, with the object it encodes: reused while the entry is that same
+        # object, so a rewrite encodes only what changed (a full namespace of 2 KB values is ~100 KB of JSON).
+        self._encoded: dict[str, dict[str, tuple[Any, str]]] = {}
 
     def _path(self, root: str) -> Path:
         return self.directory / f"{root}.json"  # `root` is validated by the caller: letters only
@@ -58,6 +61,14 @@ class WorkingFiles:
         self._cache[root] = (identity, entries)
         return entries
 
+    def _encode(self, root: str, after: Entries) -> dict[str, tuple[Any, str]]:
+        known = self._encoded.get(root, {})
+        encoded = {}
+        for key, value in after.items():
+            cached = known.get(key)
+            encoded[key] = cached if cached is not None and cached[0] is value else (value, _dumps(value))
+        return encoded
+
     @contextlib.contextmanager
     def changing(self, root: str) -> Iterator[Entries]:
         """Hold `root`'s lock, yield its current entries to change in place, then write them back."""
@@ -68,13 +79,19 @@ class WorkingFiles:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             entries = dict(self.read(root))
             yield entries
-            body = json.dumps({"entries": entries}, ensure_ascii=False, separators=(",", ":")).encode()
+            encoded = self._encode(root, entries)
+            body = '{"entries":{' + ",".join(f"{_dumps(key)}:{encoded[key][1]}" for key in entries) + "}}"
             path = self._path(root)
-            atomic_write(path, body)
+            atomic_write(path, body.encode())
             # Still under the lock, so the file is ours: the next read need not parse what we just wrote.
             self._cache[root] = (_identity(os.stat(path)), entries)
+            self._encoded[root] = encoded
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int]:

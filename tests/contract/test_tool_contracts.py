@@ -45,6 +45,14 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "get_conversation": dict(session_id=None, last_n=20),
     "recall": dict(message=REQUIRED, session_id=None),
     "reset_recall": dict(session_id=None),
+    "add_entities": dict(entities=REQUIRED),
+    "add_triples": dict(triples=REQUIRED),
+    "find_entities": dict(query=None, type=None, limit=20),
+    "get_entity": dict(name_or_id=REQUIRED),
+    "traverse_graph": dict(start=REQUIRED, max_hops=2, limit=15, min_confidence=0),
+    "delete_entity": dict(name_or_id=REQUIRED),
+    "delete_triple": dict(id=REQUIRED),
+    "merge_entities": dict(keep=REQUIRED, merge=REQUIRED),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -85,6 +93,14 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "tags": "array|null",
     },
     "list_working_memory": {"namespace": "string|null"},
+    "add_entities": {"entities": "array"},
+    "add_triples": {"triples": "array"},
+    "find_entities": {"query": "string|null", "type": "string|null", "limit": "integer"},
+    "get_entity": {"name_or_id": "string"},
+    "traverse_graph": {"start": "string", "max_hops": "integer", "limit": "integer", "min_confidence": "number"},
+    "delete_entity": {"name_or_id": "string"},
+    "delete_triple": {"id": "string"},
+    "merge_entities": {"keep": "string", "merge": "string"},
 }
 
 # tool -> the annotation hints that are set (every other hint is unset)
@@ -104,6 +120,14 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "get_conversation": {"read_only_hint": True},
     "recall": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
     "reset_recall": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
+    "add_entities": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
+    "add_triples": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
+    "find_entities": {"read_only_hint": True},
+    "get_entity": {"read_only_hint": True},
+    "traverse_graph": {"read_only_hint": True},
+    "delete_entity": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "delete_triple": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "merge_entities": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
 }
 
 # Numeric bounds agents rely on.
@@ -111,6 +135,10 @@ BOUNDS = {
     ("search_memory", "limit"): {"minimum": 1, "maximum": 200},
     ("save_memory", "importance"): {"minimum": 0, "maximum": 1},
     ("update_memory", "importance"): {"minimum": 0, "maximum": 1},
+    ("find_entities", "limit"): {"minimum": 1, "maximum": 200},
+    ("traverse_graph", "max_hops"): {"minimum": 1, "maximum": 5},
+    ("traverse_graph", "limit"): {"minimum": 1, "maximum": 200},
+    ("traverse_graph", "min_confidence"): {"minimum": 0, "maximum": 1},
 }
 
 
@@ -201,7 +229,18 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("search_working_memory",), {"namespace", "results"}),
         (("record_turn",), {"session_id", "role", "content", "at"}),
         (("get_conversation",), {"session_id", "turns", "kept"}),
-        (("recall",), {"text", "memories", "working", "first_turn_fallback", "already_injected"}),
+        (
+            ("recall",),
+            {"text", "memories", "working", "first_turn_fallback", "already_injected", "entities", "graph"},
+        ),
+        (("add_entities",), {"entities"}),
+        (("add_triples",), {"triples", "created_entities"}),
+        (("find_entities",), {"results", "total_matches"}),
+        (("get_entity",), {"entity", "facts"}),
+        (("traverse_graph",), {"start", "facts", "entities_reached", "truncated"}),
+        (("delete_entity",), {"entity", "triples_deleted"}),
+        (("delete_triple",), {"fact"}),
+        (("merge_entities",), {"entity", "merged_id", "triples_repointed", "duplicates_folded"}),
     ],
 )
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:
@@ -213,6 +252,30 @@ def test_search_modes_are_offered_as_an_enum(tools: dict[str, Tool]) -> None:
     spec = tools["search_memory"].input_schema["properties"]["mode"]
     options = [option for option in spec["anyOf"] if option.get("type") == "string"]
     assert options[0]["enum"] == ["hybrid", "bm25", "vector", "rockbot"]
+
+
+# The objects inside the graph tools' lists: tool -> (list parameter, {field: default (or REQUIRED)}).
+LIST_ITEMS = {
+    "add_entities": ("entities", dict(name=REQUIRED, type=None, aliases=None, metadata=None)),
+    "add_triples": (
+        "triples",
+        dict(subject=REQUIRED, predicate=REQUIRED, object=REQUIRED, confidence=None, source=None),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIST_ITEMS))
+def test_list_items_name_their_fields(tools: dict[str, Tool], name: str) -> None:
+    param, expected = LIST_ITEMS[name]
+    schema = tools[name].input_schema
+    ref = schema["properties"][param]["items"]["$ref"]
+    item = schema["$defs"][ref.rsplit("/", 1)[-1]]
+    assert set(item["properties"]) == set(expected)
+    assert set(item.get("required", [])) == {f for f, default in expected.items() if default is REQUIRED}
+    for field, default in expected.items():
+        assert item["properties"][field].get("description", "").strip(), f"{name}.{param}[].{field} has no description"
+        if default is not REQUIRED:
+            assert item["properties"][field]["default"] == default, field
 
 
 # Prompts clients show to users: name -> (argument, required) pairs.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,8 @@ TOOLS = {
     *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
     *("list_working_memory", "search_working_memory"),
     *("record_turn", "get_conversation", "recall", "reset_recall"),
+    *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
+    *("delete_entity", "delete_triple", "merge_entities"),
 }
 
 
@@ -54,8 +57,7 @@ async def test_memory_survives_a_restart(stdio_server, home, call) -> None:
 async def test_restart_without_the_index_rebuilds_it(stdio_server, home, call) -> None:
     async with stdio_server(home) as first:
         saved = await call(first, "save_memory", content="Rebuild me from the files")
-    for path in (home / "index").iterdir():
-        path.unlink()
+    shutil.rmtree(home / "index")  # every derived file: snapshots and journals of memory and graph
     async with stdio_server(home) as second:
         assert ids(await call(second, "search_memory", query="rebuild")) == [saved["id"]]
 
@@ -278,7 +280,12 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         static = {str(r.uri) for r in (await client.list_resources()).resources}
         assert static == {"rockmem://recall", "rockmem://categories"}
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-        assert templates == {"rockmem://recall/{query}", "rockmem://memory/{id}", "rockmem://working/{+key}"}
+        assert templates == {
+            "rockmem://recall/{query}",
+            "rockmem://memory/{id}",
+            "rockmem://working/{+key}",
+            "rockmem://graph/{entity}",
+        }
 
         async def read(uri: str) -> str:
             return (await client.read_resource(uri)).contents[0].text

@@ -25,13 +25,15 @@ def test_speed_harness_runs_every_system_at_tiny_size(tmp_path: Path) -> None:
     tiers = systems["rockmem"]["tiers"]
     assert tiers["working_entries"] == 50
     assert tiers["recall_per_turn"]["n"] == tiers["working_get"]["n"] == tiers["working_save"]["n"] == 12
+    graph = systems["rockmem"]["graph"]
+    assert 0 < graph["triples"] <= 300 and graph["traverse_2_hops_limit_15"]["n"] == 12
     assert systems["rank-bm25"]["query_top10"]["n"] == systems["fts5"]["query_top10"]["n"] == 12
     stdio = systems["rockmem"]["stdio"]
     assert stdio["search_tool_call_raw_jsonrpc"]["n"] == stdio["search_tool_call_python_sdk_client"]["n"] == 12
     assert len(stdio["cold_start_to_first_search_s"]["runs"]) == 1
     assert set(report["ratios"]) == {
         f"{s}_query_p50_over_rockmem_{m}" for s in ("rank-bm25", "fts5") for m in ("index_top10", "search_20_results")
-    } | {"recall_per_turn_p50_over_search_8"}
+    } | {"recall_per_turn_p50_over_search_8", "recall_with_graph_p50_over_without"}
     assert not (tmp_path / "speed-300").exists()  # work files are cleaned up
 
 

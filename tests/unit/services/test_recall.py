@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import CLOSE_TAG, OPEN_TAG, TOP_MATCHES, Recall
 from rockmem_mcp.services.working import WorkingMemory
+
+from .helpers import T0, FakeClock
 
 
 def test_matches_are_injected_once_per_session_until_reset(service: MemoryService, settings: Settings) -> None:
@@ -64,3 +72,107 @@ def test_a_blank_message_matches_nothing(service: MemoryService, settings: Setti
     recall, working = Recall(service), WorkingMemory(settings, "session/s1")
     assert recall.build("   ", "s1", working, delta=False).memories == []
     assert recall.build("", "s1", working).first_turn_fallback  # the first turn still gets the newest
+
+
+# ---------------------------------------------------------------------------------------------- knowledge graph
+@pytest.fixture
+def graph(settings: Settings, clock: FakeClock) -> Iterator[GraphService]:
+    opened = GraphService(settings, clock=clock)
+    yield opened
+    opened.close()
+
+
+def add_facts(graph: GraphService, *facts: tuple[str, str, str, float]) -> None:
+    graph.add_triples([{"subject": s, "predicate": p, "object": o, "confidence": c} for s, p, o, c in facts])
+
+
+def test_entities_named_in_the_message_bring_their_graph_within_two_hops(
+    service: MemoryService, settings: Settings, graph: GraphService
+) -> None:
+    graph.add_entities([{"name": "Alice", "type": "person"}, {"name": "RockBot", "type": "project"}])
+    add_facts(
+        graph,
+        ("Alice", "works on", "RockBot", 0.9),
+        ("RockBot", "uses", "Python", 0.8),
+        ("Python", "created by", "Guido", 1.0),  # three hops from Alice: left out
+    )
+    block = Recall(service, graph).build("What is alice up to these days?", "s1", WorkingMemory(settings, "session/s1"))
+    assert block.entities == ["Alice"]
+    assert [(f.subject, f.predicate, f.object, f.hop) for f in block.graph] == [
+        ("Alice", "works_on", "RockBot", 1),
+        ("RockBot", "uses", "Python", 2),
+    ]
+    section = block.text.split("Knowledge graph (around Alice):\n", 1)[1].splitlines()
+    assert section[:2] == [
+        "- Alice --works_on--> RockBot (confidence=0.90)",
+        "- RockBot --uses--> Python (confidence=0.80)",
+    ]
+    assert "Guido" not in block.text
+    assert block.text.startswith(OPEN_TAG) and block.text.endswith(CLOSE_TAG)
+
+
+def test_several_named_entities_share_one_section_and_each_triple_shows_once(
+    service: MemoryService, settings: Settings, graph: GraphService
+) -> None:
+    add_facts(graph, ("Alice", "mentors", "Bob", 0.7), ("Bob", "likes", "Tea", 0.6))
+    block = Recall(service, graph).build("Did BOB meet Alice?", "s1", WorkingMemory(settings, "session/s1"))
+    assert sorted(block.entities) == ["Alice", "Bob"]
+    assert f"Knowledge graph (around {', '.join(block.entities)}):" in block.text
+    assert [(f.subject, f.object) for f in block.graph] == [("Alice", "Bob"), ("Bob", "Tea")]
+    assert block.text.count("--mentors-->") == 1
+
+
+def test_at_most_fifteen_triples_are_recalled_the_most_confident_first(
+    service: MemoryService, settings: Settings, graph: GraphService
+) -> None:
+    add_facts(graph, *[("Alice", "knows", f"Friend{i:02d}", round(0.05 * (i % 20), 2)) for i in range(25)])
+    block = Recall(service, graph).build("tell me about alice", "s1", WorkingMemory(settings, "session/s1"))
+    assert len(block.graph) == 15
+    confidences = [f.confidence for f in block.graph]
+    assert confidences == sorted(confidences, reverse=True) and min(confidences) >= 0.25
+    assert block.text.count(" --knows--> ") == 15
+
+
+def test_names_under_three_characters_and_partial_words_are_not_matched(
+    service: MemoryService, settings: Settings, graph: GraphService
+) -> None:
+    add_facts(graph, ("AI", "is_a", "Field", 1.0), ("RockBot", "uses", "Python", 1.0))
+    block = Recall(service, graph).build(
+        "is AI in rockbots or pythonic code?", "s1", WorkingMemory(settings, "session/s1")
+    )
+    assert block.entities == [] and block.graph == []
+    assert "Knowledge graph" not in block.text
+
+
+def test_no_graph_section_without_a_graph_or_for_a_blank_message(
+    service: MemoryService, settings: Settings, graph: GraphService
+) -> None:
+    add_facts(graph, ("Alice", "knows", "Bob", 1.0))
+    working = WorkingMemory(settings, "session/s1")
+    assert Recall(service).build("alice", "s1", working).graph == []
+    blank = Recall(service, graph).build("   ", "s1", working)
+    assert blank.entities == [] and blank.graph == []
+
+
+def test_recall_refreshes_last_referenced_at_on_the_named_entities_file(
+    service: MemoryService, settings: Settings, graph: GraphService, clock: FakeClock
+) -> None:
+    add_facts(graph, ("Alice", "knows", "Bob", 1.0))
+    alice_id = graph.resolve("Alice").id
+    path = settings.graph_dir / "entities" / f"{alice_id}.json"
+    assert json.loads(path.read_text())["last_referenced_at"] is None
+    recall, working = Recall(service, graph), WorkingMemory(settings, "session/s1")
+    recall.build("how is alice", "s1", working)
+    first = graph.resolve("Alice").last_referenced_at
+    assert first is not None and first >= T0
+    assert datetime.fromisoformat(json.loads(path.read_text())["last_referenced_at"]) == first
+    assert graph.resolve("Bob").last_referenced_at is None  # reached, not named
+    clock.now += timedelta(minutes=5)
+    recall.build("and alice now?", "s1", working)
+    later = datetime.fromisoformat(json.loads(path.read_text())["last_referenced_at"])
+    assert later >= first + timedelta(minutes=5)
+    reopened = GraphService(settings)  # a new process reads it back
+    try:
+        assert reopened.resolve("Alice").last_referenced_at == later
+    finally:
+        reopened.close()

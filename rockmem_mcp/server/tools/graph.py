@@ -1,0 +1,109 @@
+"""Knowledge-graph tools: add entities and triples, find, read, traverse, delete, merge."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from rockmem_mcp.models import (
+    EntitiesAdded,
+    EntitiesMerged,
+    EntityDeleted,
+    EntityDetail,
+    EntityInput,
+    EntitySearch,
+    Traversal,
+    TripleDeleted,
+    TripleInput,
+    TriplesAdded,
+)
+from rockmem_mcp.server.context import services
+from rockmem_mcp.server.tools import reports_errors
+
+NameOrId = Annotated[str, Field(description="An entity's name or alias (any case) or its id")]
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @reports_errors
+    def add_entities(
+        entities: Annotated[list[EntityInput], Field(description="1 to 1000 entities")], ctx: Context
+    ) -> EntitiesAdded:
+        """Add people, projects, tools, topics… to the knowledge graph.
+
+        A name or alias that already exists (in any case) returns that entity instead of a twin, with the new
+        aliases and metadata added to it (`created` says which). Use triples to say how entities relate.
+        """
+        return services(ctx).graph.add_entities([e.model_dump(exclude_none=True) for e in entities])
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @reports_errors
+    def add_triples(
+        triples: Annotated[list[TripleInput], Field(description="1 to 1000 facts")], ctx: Context
+    ) -> TriplesAdded:
+        """Add facts that relate two entities: subject --predicate--> object, e.g. Alice --works_on--> RockBot.
+
+        Entities are named by name, alias or id; unknown ones are created (type concept) and listed in
+        `created_entities`. The predicate is stored in snake_case. Adding a fact that exists keeps one copy
+        with the higher confidence.
+        """
+        return services(ctx).graph.add_triples([t.model_dump(exclude_none=True) for t in triples])
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def find_entities(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Words of the name, alias, type or metadata")] = None,
+        type: Annotated[str | None, Field(description="Only entities of this type, e.g. 'person'")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most results to return")] = 20,
+    ) -> EntitySearch:
+        """Find entities by words (best first; names that merely contain the query follow), or list the
+        newest without a query. Each result says how many triples touch it."""
+        return services(ctx).graph.find_entities(query, type, limit)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def get_entity(name_or_id: NameOrId, ctx: Context) -> EntityDetail:
+        """One entity with every triple touching it (outgoing first), with names on both ends."""
+        return services(ctx).graph.get_entity(name_or_id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def traverse_graph(
+        start: NameOrId,
+        ctx: Context,
+        max_hops: Annotated[int, Field(ge=1, le=5, description="How far to walk (default 2)")] = 2,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most triples to return (default 15)")] = 15,
+        min_confidence: Annotated[float, Field(ge=0, le=1, description="Skip triples below this confidence")] = 0,
+    ) -> Traversal:
+        """What is connected to an entity: a breadth-first walk along triples in both directions, nearest
+        first, each triple once, cycles not followed twice. `truncated` says the limit cut it short."""
+        return services(ctx).graph.traverse(start, max_hops, limit, min_confidence)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @reports_errors
+    def delete_entity(name_or_id: NameOrId, ctx: Context) -> EntityDeleted:
+        """Delete an entity and every triple touching it."""
+        return services(ctx).graph.delete_entity(name_or_id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @reports_errors
+    def delete_triple(
+        id: Annotated[str, Field(description="The triple's id, from get_entity or traverse_graph")], ctx: Context
+    ) -> TripleDeleted:
+        """Delete one fact (its entities stay)."""
+        return services(ctx).graph.delete_triple(id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @reports_errors
+    def merge_entities(
+        keep: Annotated[str, Field(description="The entity that stays (name, alias or id)")],
+        merge: Annotated[str, Field(description="The duplicate folded into it (name, alias or id)")],
+        ctx: Context,
+    ) -> EntitiesMerged:
+        """Fold a duplicate entity into another: its name and aliases become aliases, its metadata fills gaps,
+        its triples are re-pointed, and triples that become identical are folded into one."""
+        return services(ctx).graph.merge_entities(keep, merge)
