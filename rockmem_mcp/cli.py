@@ -110,37 +110,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    # Open the memory store first, in a thread, so loading the index overlaps importing the MCP SDK:
+    # Open the stores first, in a thread, so loading the indexes overlaps importing the MCP SDK:
     # at 100k memories that is most of the cold start.
-    open_memory = _open_in_background(settings)
+    open_stores = _open_in_background(settings)
     from rockmem_mcp.server.app import build_server  # the MCP SDK is only imported to serve
 
     transport = getattr(args, "transport", "stdio")
     if transport == "stdio":
-        build_server(settings, open_memory).run("stdio")
+        build_server(settings, open_stores).run("stdio")
     else:
         overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
         settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
         log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", settings.host, settings.port)
-        build_server(settings, open_memory).run("streamable-http", host=settings.host, port=settings.port)
+        build_server(settings, open_stores).run("streamable-http", host=settings.host, port=settings.port)
     return 0
 
 
 def _open_in_background(settings: Settings) -> Callable[[], Any]:
-    """Start opening the MemoryService now; the returned opener hands it over (later calls open anew)."""
-    from rockmem_mcp.services.memory import MemoryService
+    """Start opening the stores now (memory, then the graph); the returned opener hands them over as
+    (memory, graph) (later calls open anew)."""
+    from rockmem_mcp.services.stores import open_stores
 
-    opening: Future[MemoryService] = Future()
+    opening: Future[tuple[Any, Any]] = Future()
 
     def run() -> None:
         try:
-            opening.set_result(MemoryService(settings))
+            opening.set_result(open_stores(settings))
         except BaseException as exc:  # handed to whoever waits, as if it had been raised there
             opening.set_exception(exc)
 
     threading.Thread(target=run, name="rockmem-open", daemon=True).start()
     pending = [opening]
-    return lambda: pending.pop().result() if pending else MemoryService(settings)
+    return lambda: pending.pop().result() if pending else open_stores(settings)
 
 
 @contextlib.contextmanager

@@ -62,15 +62,17 @@ async def sweep_working_memory(settings: Settings) -> None:
         await anyio.sleep(settings.working_sweep_seconds)
 
 
-def build_server(settings: Settings, open_memory: Callable[[], MemoryService] | None = None) -> MCPServer[Services]:
-    """The server for `settings`; `open_memory` supplies the store (the CLI starts opening it early)."""
+def build_server(
+    settings: Settings, open_stores: Callable[[], tuple[MemoryService, GraphService]] | None = None
+) -> MCPServer[Services]:
+    """The server for `settings`; `open_stores` supplies the memory and graph stores (the CLI starts opening
+    them early)."""
 
     running: list[Services] = []  # the services while the server runs (for resources without a context)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
-        memory = await anyio.to_thread.run_sync(open_memory or partial(MemoryService, settings))
-        graph = await anyio.to_thread.run_sync(GraphService, settings)
+        memory, graph = await anyio.to_thread.run_sync(open_stores or partial(open_stores, settings))
         opened = Services(
             memory=memory,
             graph=graph,

@@ -107,6 +107,7 @@ class GraphService:
         self._mentions: dict[str, set[str]] = {}  # mention_key -> entity ids (recall's whole-word match)
         self._edges: dict[str, set[str]] = {}  # entity id -> ids of triples touching it (either end)
         self._by_spo: dict[tuple[str, str, str], str] = {}
+        self._ranked: dict[str, list[Triple]] = {}  # entity id -> its triples best first (built on demand)
         # Words of entity names, aliases, type and metadata, for find_entities: built on its first use, as
         # stemming 10k+ unusual names costs seconds a start should not pay.
         self._text: BM25Index | None = None
@@ -185,6 +186,8 @@ class GraphService:
     def _index_triple(self, triple: Triple) -> None:
         self._unindex_triple(triple.id)
         self.triples[triple.id] = triple
+        self._ranked.pop(triple.subject, None)
+        self._ranked.pop(triple.object, None)
         self._edges.setdefault(triple.subject, set()).add(triple.id)
         self._edges.setdefault(triple.object, set()).add(triple.id)
         self._by_spo.setdefault((triple.subject, triple.predicate, triple.object), triple.id)
@@ -194,6 +197,7 @@ class GraphService:
         if old is None:
             return
         for end in (old.subject, old.object):
+            self._ranked.pop(end, None)
             edges = self._edges.get(end)
             if edges is not None:
                 edges.discard(triple_id)
@@ -573,6 +577,16 @@ class GraphService:
             facts, reached, truncated = self._walk([origin.id], max_hops, limit, min_confidence)
             return Traversal(start=origin, facts=facts, entities_reached=reached, truncated=truncated)
 
+    def _ranked_edges(self, entity_id: str) -> list[Triple]:
+        """The triples touching an entity, best first (highest confidence, then oldest); cached until one
+        of them changes."""
+        ranked = self._ranked.get(entity_id)
+        if ranked is None:
+            ranked = self._ranked[entity_id] = sorted(
+                (self.triples[t] for t in self._edges.get(entity_id, ())), key=_rank_key
+            )
+        return ranked
+
     def _walk(self, seeds: list[str], max_hops: int, limit: int, min_confidence: float) -> tuple[list[Fact], int, bool]:
         if max_hops < 1 or limit < 1:
             raise InvalidInputError("max_hops and limit must be at least 1")
@@ -581,17 +595,19 @@ class GraphService:
         facts: list[Fact] = []
         frontier = list(seeds)
         for hop in range(1, max_hops + 1):
-            candidates = [
-                self.triples[t]
-                for entity_id in frontier
-                for t in self._edges.get(entity_id, ())
-                if t not in seen_triples
-            ]
-            candidates = [t for t in candidates if t.confidence >= min_confidence]
-            # Each triple once, best first; only as many as could still be returned are sorted.
-            unique = {t.id: t for t in candidates}
             room = limit - len(facts)
-            best = heapq.nsmallest(room + 1, unique.values(), key=lambda t: (-t.confidence, t.created_at, t.id))
+            # From each frontier entity its best unseen edges (at most room + 1: enough to fill the room and
+            # to know whether more remain), from lists kept sorted per entity, so a hub costs no sort.
+            unique: dict[str, Triple] = {}
+            for entity_id in frontier:
+                taken = 0
+                for triple in self._ranked_edges(entity_id):
+                    if triple.confidence < min_confidence or taken > room:
+                        break
+                    if triple.id not in seen_triples:
+                        unique[triple.id] = triple
+                        taken += 1
+            best = sorted(unique.values(), key=_rank_key)[: room + 1]
             next_frontier: list[str] = []
             for triple in best[:room]:
                 seen_triples.add(triple.id)
@@ -708,6 +724,10 @@ def _items(items: Any, what: str) -> list[Any]:
     if len(items) > MAX_ITEMS:
         raise InvalidInputError(f"at most {MAX_ITEMS} {what} per call; split the list")
     return items
+
+
+def _rank_key(triple: Triple) -> tuple[float, datetime, str]:
+    return (-triple.confidence, triple.created_at, triple.id)
 
 
 def _entity_document(entity: Entity) -> str:

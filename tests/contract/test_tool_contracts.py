@@ -294,3 +294,14 @@ def test_the_prompts_their_arguments_and_descriptions(tmp_path: Path) -> None:
     for prompt in prompts.values():
         assert prompt.title and prompt.description and prompt.description.strip()
         assert all(a.description for a in prompt.arguments or [])
+
+
+def test_descriptions_carry_no_source_indentation(tools: dict[str, Tool], tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path}, env={})
+
+    async def prompt_descriptions() -> list[str]:
+        async with Client(build_server(settings)) as client:
+            return [p.description or "" for p in (await client.list_prompts()).prompts]
+
+    for text in [t.description or "" for t in tools.values()] + anyio.run(prompt_descriptions):
+        assert "\n " not in text, text[:80]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -25,6 +26,8 @@ def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]],
             except RockmemError as exc:
                 raise error(str(exc)) from exc
 
+        # The docstring is the description clients show: without the source's indentation.
+        wrapper.__doc__ = inspect.cleandoc(fn.__doc__) if fn.__doc__ else None
         return wrapper
 
     return decorate
