@@ -7,10 +7,9 @@ import contextlib
 import json
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from functools import partial
 from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
@@ -127,20 +126,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _open_in_background(settings: Settings) -> Callable[[], Any]:
-    """Start opening the stores now (memory, then the graph); the returned opener hands them over as
-    (memory, graph) (later calls open anew)."""
-    from rockmem_mcp.services.stores import open_stores
+    """Start opening the stores now; the returned opener hands them over (later calls open anew)."""
+    from rockmem_mcp.services.stores import in_background, open_stores
 
-    opening: Future[tuple[Any, Any]] = Future()
-
-    def run() -> None:
-        try:
-            opening.set_result(open_stores(settings))
-        except BaseException as exc:  # handed to whoever waits, as if it had been raised there
-            opening.set_exception(exc)
-
-    threading.Thread(target=run, name="rockmem-open", daemon=True).start()
-    pending = [opening]
+    pending = [in_background(partial(open_stores, settings), "rockmem-open")]
     return lambda: pending.pop().result() if pending else open_stores(settings)
 
 

@@ -111,6 +111,14 @@ class Settings(BaseModel):
         return self.home / "knowledge-graph"
 
     @property
+    def feedback_dir(self) -> Path:
+        return self.home / "feedback"
+
+    @property
+    def dream_reports_dir(self) -> Path:
+        return self.home / "dream-reports"
+
+    @property
     def prompts_dir(self) -> Path:
         """Same-named markdown files here override the shipped prompt templates and directives."""
         return self.home / "prompts"

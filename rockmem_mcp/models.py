@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import UTC, datetime
@@ -40,6 +41,23 @@ def check_text(value: object, what: str, limit: int, setting: str, advice: str) 
     if size > limit:
         raise InvalidInputError(f"{what} is {size} bytes; the limit is {limit} ({setting}). {advice}")
     return value
+
+
+def check_metadata(metadata: Any, limit: int, owner: str = "") -> dict[str, str]:
+    """Metadata: string keys (not blank) to string values, at most `limit` bytes as JSON."""
+    what = f"metadata of {owner}" if owner else "metadata"
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidInputError(f'{what} must map strings to strings, e.g. {{"source": "user"}}')
+    if any(not k.strip() for k in metadata):
+        raise InvalidInputError(f"{what}: keys must not be empty")
+    size = len(json.dumps(metadata).encode())
+    if size > limit:
+        raise InvalidInputError(f"{what} is {size} bytes as JSON; the limit is {limit} (ROCKMEM_MAX_METADATA_BYTES)")
+    return dict(metadata)
 
 
 ROOTS = ("session", "patrol", "subagent", "shared")
@@ -489,3 +507,90 @@ class EntitiesMerged(BaseModel):
     duplicates_folded: int = Field(
         description="Triples dropped: identical to an existing one after re-pointing, or linking the two merged"
     )
+
+
+# ---------------------------------------------------------------------------------------------- feedback and dream
+FeedbackType = Literal["Correction", "ToolFailure", "SessionSummary", "UserThumbsUp", "UserThumbsDown"]
+
+
+class Feedback(BaseModel):
+    """A signal about how the agent did; the dream pass learns from the last week of them."""
+
+    id: str
+    type: FeedbackType
+    content: str
+    session_id: str
+    metadata: dict[str, str] = Field(default_factory=dict)
+    at: UtcDatetime
+
+
+class PlanMerge(BaseModel):
+    ids: list[str] = Field(min_length=2, description="The memories merged (every one is archived)")
+    content: str = Field(description="The merged memory: every name and number of the sources kept")
+    category: str | None = Field(None, description="Default: the first source's category")
+    tags: list[str] | None = Field(None, description="Default: the sources' tags together")
+    reason: str = ""
+
+
+class PlanArchive(BaseModel):
+    id: str
+    reason: str = Field("", description="Why it is stale, wrong or noise")
+
+
+class PlanUpdate(BaseModel):
+    id: str
+    category: str | None = Field(None, description="A better category path")
+    tags: list[str] | None = Field(None, description="Better tags (replace the old ones)")
+    reason: str = ""
+
+
+class PlanCreate(BaseModel):
+    content: str = Field(description='Preferences: a statement; anti-patterns: "Don\'t X for Y — instead Z"')
+    category: str | None = Field(
+        None, description="Default by pass: user-preferences/inferred or anti-patterns/general"
+    )
+    tags: list[str] | None = None
+    importance: float | None = Field(None, ge=0, le=1)
+    reason: str = ""
+
+
+class DreamPlan(BaseModel):
+    """What a dream pass proposes; the server validates every action and applies what passes its safeguards."""
+
+    merges: list[PlanMerge] = Field(default_factory=list)
+    archives: list[PlanArchive] = Field(default_factory=list)
+    updates: list[PlanUpdate] = Field(default_factory=list)
+    creates: list[PlanCreate] = Field(default_factory=list)
+    entities: list[EntityInput] = Field(default_factory=list, description="Entities to add to the graph")
+    triples: list[TripleInput] = Field(default_factory=list, description="Facts to add to the graph")
+    drop_triples: list[str] = Field(default_factory=list, description="Ids of graph triples to delete")
+
+
+class DreamAction(BaseModel):
+    action: str = Field(description="merge, archive, update, create, decay, purge, entity, triple, drop_triple")
+    ids: list[str] = Field(default_factory=list, description="The memories or graph records it touched")
+    result_id: str | None = Field(None, description="The memory it made (merge, create)")
+    reason: str = ""
+
+
+class DreamReport(BaseModel):
+    id: str = Field(description="The report's name: its start time, e.g. 20261123T134000Z")
+    dream_pass: str
+    mode: str = Field(description="llm, sampling, agent or deterministic")
+    dry_run: bool
+    started_at: UtcDatetime
+    finished_at: UtcDatetime | None = None
+    applied: list[DreamAction] = Field(default_factory=list, description="What changed (or would, on a dry run)")
+    rejected: list[DreamAction] = Field(default_factory=list, description="Proposals refused, with the reason")
+    summary: str = ""
+
+
+class DreamMaterial(BaseModel):
+    """An agent-driven dream: what to read, how to answer (apply_dream with a plan of this schema)."""
+
+    dream_pass: str
+    directive: str
+    material: str = Field(description="Numbered items to consider, ids in brackets")
+    items: int
+    remaining: int = Field(description="Items left for a further call (batches of at most the batch size)")
+    plan_schema: dict[str, Any]

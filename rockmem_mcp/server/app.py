@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -24,6 +25,7 @@ from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import sweep_expired
 
@@ -49,6 +51,15 @@ rockmem gives you long-term memory that lasts across sessions.
 """
 
 
+def _close_graph(opening: Future[GraphService]) -> None:
+    try:
+        graph = opening.result()
+    except Exception as exc:  # it never opened; its error was reported to the calls that needed it
+        log.warning("the knowledge graph did not open (%s)", exc)
+        return
+    graph.close()
+
+
 async def sweep_working_memory(settings: Settings) -> None:
     """Drop expired working-memory entries at start and every `working_sweep_seconds` (they are never
     returned anyway; this keeps the files small). A failed sweep is logged and tried again next time."""
@@ -63,22 +74,22 @@ async def sweep_working_memory(settings: Settings) -> None:
 
 
 def build_server(
-    settings: Settings, open_stores: Callable[[], tuple[MemoryService, GraphService]] | None = None
+    settings: Settings, opener: Callable[[], tuple[MemoryService, Future[GraphService]]] | None = None
 ) -> MCPServer[Services]:
-    """The server for `settings`; `open_stores` supplies the memory and graph stores (the CLI starts opening
-    them early)."""
+    """The server for `settings`; `opener` supplies the memory and graph stores (the CLI starts opening them
+    early)."""
 
     running: list[Services] = []  # the services while the server runs (for resources without a context)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
-        memory, graph = await anyio.to_thread.run_sync(open_stores or partial(open_stores, settings))
+        memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
         opened = Services(
             memory=memory,
-            graph=graph,
+            graph_opening=graph_opening,
             settings=settings,
             conversation=ConversationMemory(settings),
-            recall=Recall(memory, graph),
+            recall=Recall(memory, graph_opening.result),
             templates=Templates(settings.prompts_dir),
         )
         running.append(opened)
@@ -91,7 +102,7 @@ def build_server(
                     background.cancel_scope.cancel()
         finally:
             running.remove(opened)
-            graph.close()
+            await anyio.to_thread.run_sync(_close_graph, graph_opening)
             await anyio.to_thread.run_sync(memory.close)
 
     server: MCPServer[Services] = MCPServer(

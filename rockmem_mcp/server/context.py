@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import Context
@@ -23,7 +24,7 @@ MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgo
 @dataclass
 class Services:
     memory: MemoryService
-    graph: GraphService
+    graph_opening: Future[GraphService]  # the graph loads in the background; `graph` waits for it
     settings: Settings
     conversation: ConversationMemory
     recall: Recall
@@ -33,6 +34,10 @@ class Services:
     # a sub-agent or a patrol).
     _namespaces: OrderedDict[str | None, WorkingMemory] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def graph(self) -> GraphService:
+        return self.graph_opening.result()
 
     def working(self, session_id: str | None) -> WorkingMemory:
         key = None if self.settings.namespace else session_id

@@ -7,8 +7,6 @@ The window lives in this process (a session is one client's conversation with it
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from typing import get_args
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Conversation, ConversationTurn, Role, check_text, utc_now, working_key_segments
+from rockmem_mcp.storage.daily_log import DailyLog
 
 ROLES: tuple[str, ...] = get_args(Role)
 MAX_LAST_N = 200
@@ -37,6 +36,7 @@ class ConversationMemory:
         self._lock = threading.Lock()
         self._sessions: dict[str, deque[ConversationTurn]] = {}
         self._last_active: dict[str, datetime] = {}
+        self.log = conversation_log(settings)
 
     def record(self, session_id: str, role: str, content: str) -> ConversationTurn:
         session_id = check_session_id(session_id)
@@ -47,7 +47,7 @@ class ConversationMemory:
         now = self._clock()
         turn = ConversationTurn(session_id=session_id, role=role, content=content, at=now)  # type: ignore[arg-type]
         if self.settings.conversation_log:
-            self._append_to_log(turn)  # first: a turn the window shows is never missing from the log
+            self.log.append(turn, now.date())  # first: a turn the window shows is never missing from the log
         with self._lock:
             self._forget_idle(now)
             window = self._sessions.get(session_id)
@@ -71,29 +71,7 @@ class ConversationMemory:
         for session_id in [s for s, at in self._last_active.items() if at <= cutoff]:
             del self._sessions[session_id], self._last_active[session_id]
 
-    def _append_to_log(self, turn: ConversationTurn) -> None:
-        directory = self.settings.conversations_dir
-        directory.mkdir(parents=True, exist_ok=True)
-        line = (turn.model_dump_json() + "\n").encode("utf-8")
-        fd = os.open(directory / f"{turn.at.date().isoformat()}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line)  # one write per line: processes appending at once never interleave a line
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
-
-def read_log(settings: Settings, day: str) -> list[ConversationTurn]:
-    """The turns logged on `day` (YYYY-MM-DD); unreadable lines are skipped."""
-    path = settings.conversations_dir / f"{day}.jsonl"
-    turns = []
-    try:
-        lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        return []
-    for line in lines:
-        try:
-            turns.append(ConversationTurn.model_validate(json.loads(line)))
-        except ValueError:
-            continue
-    return turns
+def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
+    """The durable conversation log the dream pass reads (written only with `conversation_log` on)."""
+    return DailyLog(settings.conversations_dir, ConversationTurn)

@@ -42,6 +42,7 @@ from rockmem_mcp.models import (
     TripleAdded,
     TripleDeleted,
     TriplesAdded,
+    check_metadata,
     check_text,
     mention_key,
     message_words,
@@ -69,7 +70,6 @@ log = logging.getLogger(__name__)
 STORE = "graph"
 SNAPSHOT_NAME = "graph-snapshot.jsonl"
 MAX_ITEMS = 1000  # entities or triples per call
-MAX_METADATA_KEYS = 50
 MIN_MENTION_CHARS = 3  # recall skips names shorter than this ("AI", "Go")
 MAX_MENTION_WORDS = 8
 REFERENCE_REFRESH = timedelta(minutes=1)  # last_referenced_at is rewritten at most this often
@@ -335,22 +335,8 @@ class GraphService:
             name,
             None if item.get("type") is None else normalize_entity_type(item["type"]),
             [normalize_name(a, "alias") for a in aliases],
-            (self._check_metadata(item.get("metadata"), name)),
+            check_metadata(item.get("metadata"), self.settings.max_metadata_bytes, repr(name)),
         )
-
-    def _check_metadata(self, metadata: Any, name: str) -> dict[str, str]:
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, Mapping) or len(metadata) > MAX_METADATA_KEYS:
-            raise InvalidInputError(f"metadata of {name!r} must be an object of at most {MAX_METADATA_KEYS} keys")
-        cleaned = {str(k): v if isinstance(v, str) else str(v) for k, v in metadata.items()}
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in cleaned.items())
-        if size > self.settings.max_metadata_bytes:
-            raise InvalidInputError(
-                f"metadata of {name!r} is {size} bytes; the limit is {self.settings.max_metadata_bytes} "
-                "(ROCKMEM_MAX_METADATA_BYTES)"
-            )
-        return cleaned
 
     def _add_entity(
         self, changes: _Changes, name: str, entity_type: str | None, aliases: list[str], metadata: dict[str, str]

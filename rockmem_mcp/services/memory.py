@@ -8,7 +8,6 @@ worker threads.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import threading
@@ -31,6 +30,7 @@ from rockmem_mcp.models import (
     ScoredEntry,
     SearchResults,
     as_utc,
+    check_metadata,
     check_text,
     new_entry_id,
     normalize_category,
@@ -266,22 +266,6 @@ class MemoryService:
             raise InvalidInputError("content is empty: pass the fact, preference or note to remember as text")
         return content
 
-    def _check_metadata(self, metadata: dict[str, str] | None) -> dict[str, str]:
-        if metadata is None:
-            return {}
-        if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-        ):
-            raise InvalidInputError('metadata must map strings to strings, e.g. {"source": "user"}')
-        if any(not k.strip() for k in metadata):
-            raise InvalidInputError("metadata keys must not be empty")
-        size = len(json.dumps(metadata).encode())
-        if size > self.settings.max_metadata_bytes:
-            raise InvalidInputError(
-                f"metadata is {size} bytes as JSON; the limit is {self.settings.max_metadata_bytes}"
-            )
-        return dict(metadata)
-
     @staticmethod
     def _check_importance(importance: float | None, default: float) -> float:
         if importance is None:
@@ -302,7 +286,7 @@ class MemoryService:
         data["content"] = self._check_content(data.get("content"))  # type: ignore[arg-type]
         data["category"] = normalize_category(data.get("category"))
         data["tags"] = normalize_tags(data.get("tags"), self.settings.max_tags)
-        data["metadata"] = self._check_metadata(data.get("metadata"))
+        data["metadata"] = check_metadata(data.get("metadata"), self.settings.max_metadata_bytes)
         data["importance"] = self._check_importance(data.get("importance"), 0.5)
         data["id"] = validate_entry_id(data["id"]) if data.get("id") is not None else new_entry_id()
         data.setdefault("created_at", now)
@@ -398,7 +382,7 @@ class MemoryService:
         if tags is not None:
             changes["tags"] = normalize_tags(tags, self.settings.max_tags)
         if metadata is not None:
-            changes["metadata"] = self._check_metadata(metadata)
+            changes["metadata"] = check_metadata(metadata, self.settings.max_metadata_bytes)
         if importance is not None:
             changes["importance"] = self._check_importance(importance, 0.5)
         if not changes:

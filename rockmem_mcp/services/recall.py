@@ -11,6 +11,7 @@ as recalled data, not instructions.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, check_text
 from rockmem_mcp.services.conversation import check_session_id
@@ -26,9 +27,10 @@ CLOSE_TAG = "</recalled-memory>"
 
 
 class Recall:
-    def __init__(self, memory: MemoryService, graph: GraphService | None = None) -> None:
+    def __init__(self, memory: MemoryService, graph: GraphService | Callable[[], GraphService] | None = None) -> None:
+        """`graph` may be a function giving it (the server's graph loads in the background)."""
         self.memory = memory
-        self.graph = graph
+        self._graph = graph
         self._lock = threading.Lock()
         self._injected: dict[str, set[str]] = {}  # session -> ids already injected
 
@@ -53,7 +55,8 @@ class Recall:
             RecalledMemory(id=h.entry.id, category=h.entry.category, content=h.entry.content, score=h.score)
             for h in fresh
         ]
-        entities, facts = self.graph.recall_facts(message) if self.graph and message.strip() else ([], [])
+        graph = self._graph() if callable(self._graph) else self._graph
+        entities, facts = graph.recall_facts(message) if graph is not None and message.strip() else ([], [])
         block = RecallBlock(
             text="",
             session_id=session_id,

@@ -1,17 +1,36 @@
-"""Opening a home's persistent stores together (the server's and the CLI's one way to do it)."""
+"""Opening a home's persistent stores (the server's and the CLI's one way to do it)."""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import TypeVar
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 
+T = TypeVar("T")
 
-def open_stores(settings: Settings) -> tuple[MemoryService, GraphService]:
-    """The long-term memory and the knowledge graph of `settings.home`; nothing is left open on failure."""
+
+def in_background(make: Callable[[], T], name: str) -> Future[T]:
+    """Run `make` in a daemon thread; its result (or exception) arrives through the future."""
+    opening: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            opening.set_result(make())
+        except BaseException as exc:  # handed to whoever waits, as if it had been raised there
+            opening.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return opening
+
+
+def open_stores(settings: Settings) -> tuple[MemoryService, Future[GraphService]]:
+    """The long-term memory, opened now, and the knowledge graph, opening in the background: a large graph
+    (about a second per 100,000 triples) then delays only the first call that needs it, not the start."""
     memory = MemoryService(settings)
-    try:
-        return memory, GraphService(settings)
-    except BaseException:
-        memory.close()
-        raise
+    return memory, in_background(partial(GraphService, settings), "rockmem-graph")

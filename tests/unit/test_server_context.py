@@ -12,7 +12,7 @@ from rockmem_mcp.server.context import Services
 def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> None:
     services = Services(
         memory=sentinel.memory,
-        graph=sentinel.graph,
+        graph_opening=sentinel.graph_opening,
         conversation=sentinel.conversation,
         recall=sentinel.recall,
         templates=sentinel.templates,
@@ -27,7 +27,7 @@ def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> 
 def test_a_configured_namespace_is_used_for_every_caller(tmp_path: Path) -> None:
     services = Services(
         memory=sentinel.memory,
-        graph=sentinel.graph,
+        graph_opening=sentinel.graph_opening,
         conversation=sentinel.conversation,
         recall=sentinel.recall,
         templates=sentinel.templates,

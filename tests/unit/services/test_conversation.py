@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.services.conversation import ConversationMemory, read_log
+from rockmem_mcp.services.conversation import ConversationMemory, conversation_log
 
 
 class Clock:
@@ -71,7 +71,7 @@ def test_the_log_is_off_by_default_and_appends_every_turn_when_on(settings: Sett
     first, second = ConversationMemory(logged, Clock()), ConversationMemory(logged, Clock())  # two processes
     first.record("chat", "user", "I prefer tabs")
     second.record("chat", "assistant", "Noted: tabs")
-    turns = read_log(logged, "2024-05-01")
+    turns = conversation_log(logged).read(date(2024, 5, 1))
     assert [(t.role, t.content) for t in turns] == [("user", "I prefer tabs"), ("assistant", "Noted: tabs")]
     lines = (logged.conversations_dir / "2024-05-01.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["session_id"] == "chat"

@@ -45,7 +45,10 @@ def test_an_override_in_the_home_wins_and_edits_apply_at_once(overrides: Path) -
 @pytest.mark.parametrize("name", ["nope", "../recall", "README", "Recall", ""])
 def test_unknown_names_are_refused(overrides: Path, name: str) -> None:
     (overrides / "nope.md").write_text("an override alone does not make a template")
-    with pytest.raises(NotFoundError, match="templates: memory-rules, recall, remember"):
+    with pytest.raises(
+        NotFoundError,
+        match=r"templates: dream, entity-dream, .*, recall, remember",
+    ):
         Templates(overrides).text(name)
 
 

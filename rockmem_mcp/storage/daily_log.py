@@ -1,0 +1,68 @@
+"""Append-only JSON Lines logs, one file per UTC day: `{directory}/{YYYY-MM-DD}.jsonl`.
+
+Used for the conversation log and the feedback log, which the dream pass reads. Each record is one
+`write` of one line to a file opened for appending, then fsync'd: processes appending at once never
+interleave a line, and an acknowledged record is on disk. Unreadable lines are skipped when read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from datetime import date
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+log = logging.getLogger(__name__)
+
+Record = TypeVar("Record", bound=BaseModel)
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class DailyLog(Generic[Record]):
+    def __init__(self, directory: Path, model: type[Record]) -> None:
+        self.directory = directory
+        self.model = model
+
+    def path(self, day: date) -> Path:
+        return self.directory / f"{day.isoformat()}.jsonl"
+
+    def append(self, record: Record, day: date) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        line = (record.model_dump_json() + "\n").encode("utf-8")
+        fd = os.open(self.path(day), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def days(self) -> list[date]:
+        """The days that have a log, oldest first."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(date.fromisoformat(n[:10]) for n in names if n.endswith(".jsonl") and _DAY.fullmatch(n[:-6]))
+
+    def read(self, day: date) -> list[Record]:
+        """The records logged on `day`, in order; unreadable lines are skipped (with one warning per file)."""
+        try:
+            lines = self.path(day).read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        records, bad = [], 0
+        for line in lines:
+            try:
+                records.append(self.model.model_validate_json(line))
+            except (ValidationError, ValueError):
+                bad += 1
+        if bad:
+            log.warning("skipped %d unreadable line(s) in %s", bad, self.path(day))
+        return records
+
+    def remove(self, day: date) -> None:
+        self.path(day).unlink(missing_ok=True)
