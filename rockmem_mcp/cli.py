@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
@@ -73,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     graph_import.add_argument("file")
     exp = sub.add_parser("export", parents=[common], help="export all memories as JSON Lines ('-' for stdout)")
     exp.add_argument("file")
+    dream = sub.add_parser(
+        "dream", parents=[common], help="consolidate memory: the deterministic pass, or apply a plan with --plan"
+    )
+    dream.add_argument("--pass", dest="dream_pass", default=None, help="with --plan: the pass the plan answers")
+    dream.add_argument("--plan", default=None, help="a JSON plan file to apply (as the apply_dream tool)")
+    dream.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    dream.add_argument("--every", type=_interval, default=None, help="run as a sidecar, e.g. 4h or 30m")
+    dream.add_argument("--force", action="store_true", help="run even if the last dream was under 6 h ago")
     sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
@@ -81,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--embeddings", action="store_true", help="also give every memory its embedding now, with progress"
     )
     return parser
+
+
+def _interval(text: str) -> float:
+    """'4h', '30m', '90s' or a number of seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    try:
+        seconds = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an interval like 4h, 30m or 90s, not {text!r}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("the interval must be positive")
+    return seconds
 
 
 def _configure_logging(verbosity: int, settings_level: str) -> None:
@@ -252,6 +273,81 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _dream(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.models import DreamPlan
+    from rockmem_mcp.services.dream import Dreamer
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.templates import Templates
+
+    plan = None
+    if args.plan:
+        try:
+            plan = DreamPlan.model_validate_json(Path(args.plan).read_bytes())
+        except OSError as exc:
+            raise RockmemError(f"cannot read {args.plan}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise RockmemError(f"{args.plan} is not a dream plan: {str(exc).splitlines()[0]}") from None
+    graph = GraphService(settings)
+    try:
+        with _memory(settings) as memory:
+            dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir))
+            while True:
+                if args.force or args.dry_run or plan is not None or dreamer.due():
+                    print("dreaming ...", file=sys.stderr, flush=True)
+                    for report in _dream_once(dreamer, settings, plan, args):
+                        _print_report(report)
+                else:
+                    last = dreamer.last_run()
+                    print(
+                        f"skipped: the last dream finished at {last:%Y-%m-%d %H:%M} UTC, under 6 h ago "
+                        "(--force runs anyway)",
+                        file=sys.stderr,
+                    )
+                if args.every is None:
+                    return 0
+                time.sleep(args.every)
+    finally:
+        graph.close()
+
+
+def _dream_once(dreamer: Any, settings: Settings, plan: Any, args: argparse.Namespace) -> Iterator[Any]:
+    """A plan file: apply it. Otherwise the deterministic pass, then, with a language model configured, the
+    model's passes (or just --pass NAME)."""
+    from rockmem_mcp.services.dream import PASSES
+    from rockmem_mcp.services.llm import ChatLLM
+
+    if plan is not None:
+        yield dreamer.apply(plan, args.dream_pass or "consolidation", "plan", args.dry_run)
+        return
+    if args.dream_pass in (None, "deterministic"):
+        yield dreamer.run_deterministic(args.dry_run)
+    if args.dream_pass == "deterministic" or not (settings.llm_endpoint and settings.llm_model):
+        if args.dream_pass not in (None, "deterministic"):
+            raise RockmemError(
+                f"the {args.dream_pass} pass needs a language model: set ROCKMEM_LLM_ENDPOINT and "
+                "ROCKMEM_LLM_MODEL (or give --plan)"
+            )
+        return
+    llm = ChatLLM(settings)
+    try:
+        for name in [args.dream_pass] if args.dream_pass else PASSES:
+            print(f"dreaming: {name} ...", file=sys.stderr, flush=True)
+            yield dreamer.run_llm(name, llm, args.dry_run)
+    finally:
+        llm.close()
+        print(f"language model: {llm.tokens_used} tokens", file=sys.stderr)
+
+
+def _print_report(report: Any) -> None:
+    for action in report.applied:
+        ids = ", ".join(action.ids) + (f" -> {action.result_id}" if action.result_id else "")
+        print(f"  {action.action:<12} {ids}  {action.reason}".rstrip())
+    for action in report.rejected:
+        print(f"  rejected {action.action:<8} {', '.join(action.ids)}  {action.reason}".rstrip())
+    where = "" if report.dry_run else f" (report {report.id} in dream-reports/)"
+    print(f"{report.summary}{where}", file=sys.stderr)
+
+
 def _stats(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services.graph import GraphService
 
@@ -314,6 +410,7 @@ COMMANDS = {
     "search": _search,
     "import": _import,
     "import-graph": _import_graph,
+    "dream": _dream,
     "export": _export,
     "stats": _stats,
     "reindex": _reindex,

@@ -78,6 +78,16 @@ class Settings(BaseModel):
     # On: every recorded turn is also appended to conversations/{date}.jsonl, which the dream pass reads.
     conversation_log: bool = False
 
+    # A language model for the dream pass: any OpenAI-compatible chat-completions endpoint.
+    llm_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
+    llm_model: str | None = Field(None, description="Chat model name at the endpoint")
+    llm_api_key: str | None = Field(None, repr=False)
+    llm_timeout_s: float = Field(120.0, gt=0, description="Per chat request")
+    llm_retries: int = Field(2, ge=0, le=10, description="Further attempts after a failed or malformed answer")
+    llm_token_budget: int = Field(200_000, ge=1, description="Tokens one dream pass may spend")
+    # Dream: how many items an agent-driven or LLM dream considers per call (prompt).
+    dream_batch_size: int = Field(200, ge=1, le=1000, description="Items per dream prompt (at most 1,000)")
+
     @field_validator("namespace")
     @classmethod
     def _valid_namespace(cls, value: str | None) -> str | None:

@@ -33,3 +33,7 @@ class EmbeddingError(RockmemError):
 class EmbeddingRefused(EmbeddingError):
     """The provider is working but refuses these inputs (HTTP 4xx, text the model cannot take): retrying the
     same input will not help, and the provider itself is fine."""
+
+
+class LLMError(RockmemError):
+    """The language model endpoint could not produce a usable answer (unreachable, refused, malformed)."""

@@ -554,6 +554,12 @@ class PlanCreate(BaseModel):
     reason: str = ""
 
 
+class EntityMergeInput(BaseModel):
+    keep: str = Field(description="The entity that stays (name, alias or id)")
+    merge: str = Field(description="The duplicate folded into it")
+    reason: str = ""
+
+
 class DreamPlan(BaseModel):
     """What a dream pass proposes; the server validates every action and applies what passes its safeguards."""
 
@@ -563,6 +569,7 @@ class DreamPlan(BaseModel):
     creates: list[PlanCreate] = Field(default_factory=list)
     entities: list[EntityInput] = Field(default_factory=list, description="Entities to add to the graph")
     triples: list[TripleInput] = Field(default_factory=list, description="Facts to add to the graph")
+    entity_merges: list[EntityMergeInput] = Field(default_factory=list, description="Graph entities to merge")
     drop_triples: list[str] = Field(default_factory=list, description="Ids of graph triples to delete")
 
 
@@ -594,3 +601,12 @@ class DreamMaterial(BaseModel):
     items: int
     remaining: int = Field(description="Items left for a further call (batches of at most the batch size)")
     plan_schema: dict[str, Any]
+
+
+class DreamResult(BaseModel):
+    """What the dream tool did: a report when it ran a pass, or the material for the calling agent to dream."""
+
+    mode: str = Field(description="deterministic, agent (you answer with apply_dream), llm or sampling")
+    report: DreamReport | None = None
+    material: DreamMaterial | None = None
+    next_step: str = ""

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -18,6 +17,7 @@ import httpx
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
+from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
 
 if TYPE_CHECKING:
     from rockmem_mcp.config import Settings
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 30_000  # RockBot's MaxInputChars: longer inputs are cut, not refused
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class EmbeddingProvider(Protocol):
@@ -38,10 +37,7 @@ class EmbeddingProvider(Protocol):
 
 def embeddings_url(endpoint: str) -> str:
     """Accept a base URL ('http://host:11434', '.../v1') or the full '/v1/embeddings' URL."""
-    url = endpoint.rstrip("/")
-    if url.endswith("/embeddings"):
-        return url
-    return f"{url}/embeddings" if url.endswith("/v1") else f"{url}/v1/embeddings"
+    return endpoint_url(endpoint, "embeddings")
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
@@ -102,38 +98,21 @@ class OpenAIEmbeddings:
         return vectors
 
     def _post(self, payload: dict[str, object], interactive: bool) -> dict:
-        """POST with retries (backoff doubling) on connection errors, timeouts and 408/409/429/5xx.
-
-        An interactive call (a search's query) makes one attempt with the short query timeout: a search
-        would rather answer on BM25 now than wait for a struggling endpoint.
-        """
-        problem = ""
+        """An interactive call (a search's query) makes one attempt with the short query timeout: a search
+        would rather answer on BM25 now than wait for a struggling endpoint."""
         attempts = 1 if interactive else self.retries + 1
         timeout = self.query_timeout_s if interactive else self._client.timeout.read
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                response = self._client.post(self.url, json=payload, timeout=timeout)
-            except httpx.TimeoutException:
-                problem = f"timed out after {timeout}s"
-                continue
-            except httpx.TransportError as exc:
-                problem = f"unreachable ({exc.__class__.__name__}: {exc})"
-                continue
-            if response.status_code in RETRY_STATUS:
-                problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code >= 400:
-                raise EmbeddingRefused(
-                    f"embedding endpoint {self.url} refused the request: HTTP {response.status_code}: "
-                    f"{response.text[:200]} (check ROCKMEM_EMBEDDING_MODEL and ROCKMEM_EMBEDDING_API_KEY)"
-                )
-            try:
-                return response.json()
-            except ValueError:
-                raise EmbeddingError(f"embedding endpoint {self.url} did not answer JSON") from None
-        raise EmbeddingError(f"embedding endpoint {self.url} failed {attempts} time(s); last: {problem}")
+        try:
+            return post_json(
+                self._client, self.url, payload, attempts=attempts, timeout=timeout, backoff_s=self.backoff_s
+            )
+        except EndpointRefused as exc:
+            raise EmbeddingRefused(
+                f"embedding endpoint {self.url} refused the request: {exc} "
+                "(check ROCKMEM_EMBEDDING_MODEL and ROCKMEM_EMBEDDING_API_KEY)"
+            ) from None
+        except EndpointFailed as exc:
+            raise EmbeddingError(f"embedding endpoint {self.url} {exc}") from None
 
 
 class Model2VecEmbeddings:

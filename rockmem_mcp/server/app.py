@@ -17,11 +17,13 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.server import prompts, resources
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
+from rockmem_mcp.server.tools import dream as dream_tools
 from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
@@ -48,6 +50,8 @@ rockmem gives you long-term memory that lasts across sessions.
 - Relations (who works on what, prefers what, depends on what) go in the knowledge graph: add_triples
   such as Alice --works_on--> RockBot (entities are created by name); traverse_graph shows what is
   connected. Entities a message names bring their nearby facts into recall.
+- When the user corrects you or a tool fails for a reason that will recur, record_feedback. When idle,
+  dream: it hands you your memories to consolidate; answer with apply_dream (the server checks every change).
 """
 
 
@@ -92,6 +96,8 @@ def build_server(
             recall=Recall(memory, graph_opening.result),
             templates=Templates(settings.prompts_dir),
         )
+        if Enricher.wanted(settings):
+            opened.enricher = Enricher(memory, settings, opened.templates)
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:
@@ -102,6 +108,8 @@ def build_server(
                     background.cancel_scope.cancel()
         finally:
             running.remove(opened)
+            if opened.enricher is not None:
+                await anyio.to_thread.run_sync(opened.enricher.close)
             await anyio.to_thread.run_sync(_close_graph, graph_opening)
             await anyio.to_thread.run_sync(memory.close)
 
@@ -118,6 +126,7 @@ def build_server(
     conversation_tools.register(server)
     recall_tools.register(server)
     graph_tools.register(server)
+    dream_tools.register(server)
     prompts.register(server)
     resources.register(server, lambda: running[-1])
     return server

@@ -12,6 +12,8 @@ from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.dream import Dreamer
+from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
@@ -29,6 +31,7 @@ class Services:
     conversation: ConversationMemory
     recall: Recall
     templates: Templates
+    enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -38,6 +41,9 @@ class Services:
     @property
     def graph(self) -> GraphService:
         return self.graph_opening.result()
+
+    def dreamer(self) -> Dreamer:
+        return Dreamer(self.memory, self.graph, self.settings, self.templates)
 
     def working(self, session_id: str | None) -> WorkingMemory:
         key = None if self.settings.namespace else session_id

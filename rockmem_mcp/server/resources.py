@@ -67,6 +67,11 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         lines += [fact.line() for fact in walk.facts] or ["(no triples yet)"]
         return "\n".join(lines)
 
+    @server.resource("rockmem://dream/latest", mime_type="application/json", title="The latest dream report")
+    @reports_resource_errors
+    def latest_dream() -> str:
+        return current().dreamer().report().model_dump_json(indent=2)
+
     @server.resource("rockmem://working/{+key}", mime_type="application/json", title="A working-memory entry")
     @reports_resource_errors
     def working_entry(key: str, ctx: Context) -> str:

@@ -48,6 +48,8 @@ class FeedbackLog:
         self, days: int = RECENT_DAYS, limit: int = RECENT_LIMIT, types: tuple[str, ...] = FEEDBACK_TYPES
     ) -> list[Feedback]:
         """The newest `limit` signals of these types from the last `days` days, oldest first."""
+        if limit <= 0:
+            return []
         now = self._clock()
         since = now - timedelta(days=days)
         found = [

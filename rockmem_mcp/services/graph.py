@@ -610,6 +610,48 @@ class GraphService:
                 break
         return facts, len(visited), False
 
+    # ------------------------------------------------------------------ for the dream pass
+    def fact(self, triple_id: str) -> Fact:
+        with self._reading():
+            triple = self.triples.get(triple_id) if isinstance(triple_id, str) else None
+            if triple is None:
+                raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}")
+            return self._fact(triple)
+
+    def check(self, kind: str, item: Mapping[str, Any]) -> None:
+        """Raise what adding this entity or triple would raise, without adding it (a dry run)."""
+        with self._reading():
+            if kind == "entity":
+                self._parse_entity(item)
+                return
+            subject, _, obj, _, _ = self._parse_triple(item)
+            ends = [self.entities.get(label) or self._find_name(label) for label in (subject, obj)]
+            same = ends[0].id == ends[1].id if ends[0] and ends[1] else name_key(subject) == name_key(obj)
+            if same:
+                raise InvalidInputError(f"{subject!r} and {obj!r} are the same entity; a triple links two entities")
+
+    def weakest_facts(self, limit: int) -> list[Fact]:
+        """The lowest-confidence triples, oldest first among equals."""
+        with self._reading():
+            weakest = heapq.nsmallest(limit, self.triples.values(), key=lambda t: (t.confidence, t.created_at))
+            return [self._fact(t) for t in weakest]
+
+    def weak_triples(self, below: float, created_before: datetime) -> list[Triple]:
+        with self._reading():
+            return [t for t in self.triples.values() if t.confidence < below and t.created_at < created_before]
+
+    def orphans(self, idle_since: datetime, without: set[str] = frozenset()) -> list[Entity]:  # type: ignore[assignment]
+        """Entities no triple touches (counting triples in `without` as gone), created and last referenced
+        before `idle_since`."""
+        with self._reading():
+            return [
+                e
+                for e in self.entities.values()
+                if not (self._edges.get(e.id, set()) - without)
+                and e.created_at < idle_since
+                and (e.last_referenced_at is None or e.last_referenced_at < idle_since)
+            ]
+
     # ------------------------------------------------------------------ recall
     def mentioned(self, message: str) -> list[Entity]:
         """Entities whose name or alias appears whole-word (any case) in `message`; names under 3 characters

@@ -346,6 +346,26 @@ class MemoryService:
             self._record(unique.values(), moved, bulk=True)
         return replaced + len(entries) - len(unique)
 
+    def adjust_many(self, changes: dict[str, dict[str, Any]]) -> int:
+        """Set fields (not content or category) of many entries in one durable batch, each applied to the
+        entry as it is now, so a concurrent edit is not overwritten; ids no longer there are skipped. For
+        background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
+        if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
+            raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
+        with self._lock:
+            self._sync()
+            updated = []
+            for entry_id, fields in changes.items():
+                try:
+                    current, _ = self._read_current(entry_id)
+                except (NotFoundError, InvalidInputError):
+                    continue
+                updated.append(current.model_copy(update=fields))
+            self.files.write_many(updated)
+            self.index.upsert_many(updated)
+            self._record(updated, bulk=True)
+        return len(updated)
+
     def _read_current(self, entry_id: str) -> tuple[MemoryEntry, EntryLocation]:
         validate_entry_id(entry_id)
         location = self.index.location(entry_id)
@@ -401,8 +421,11 @@ class MemoryService:
             self._record([updated], [location] if moved else [])
         return updated
 
-    def delete(self, entry_id: str, permanent: bool = False, reason: str | None = None) -> DeleteResult:
-        """Archive (default: kept on disk, hidden from search) or permanently remove an entry."""
+    def delete(
+        self, entry_id: str, permanent: bool = False, reason: str | None = None, superseded_by: str | None = None
+    ) -> DeleteResult:
+        """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
+        names the entry that replaces an archived one (a dream merge)."""
         with self._lock:
             self._sync()
             current, location = self._read_current(entry_id)
@@ -415,7 +438,11 @@ class MemoryService:
             if current.archived:
                 return DeleteResult(id=entry_id, permanent=False, entry=current)
             archived = current.model_copy(
-                update={"archived_at": self._clock(), "archive_reason": reason or "deleted with delete_memory"}
+                update={
+                    "archived_at": self._clock(),
+                    "archive_reason": reason or "deleted with delete_memory",
+                    "superseded_by": superseded_by,
+                }
             )
             self.files.write(archived)
             self.index.bm25.set_archived(entry_id, True)
@@ -478,6 +505,20 @@ class MemoryService:
         if mode not in MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         return mode
+
+    def vectors_for(self, entry_ids: list[str]) -> tuple[list[str], np.ndarray] | None:
+        """The stored vectors of those entries that have one (ids, matrix), or None without embeddings."""
+        with self._lock:
+            self._sync()
+            table = self.index.vectors
+            if not self.embedder.configured or not table.model_id:
+                return None
+            table.match_slots(self.index.bm25.slot_count)
+            slot_of = self.index.bm25.slot_of
+            slots = [(i, slot_of[i]) for i in entry_ids if i in slot_of and table.present.view[slot_of[i]]]
+            if not slots:
+                return None
+            return [i for i, _ in slots], table.matrix.view[[s for _, s in slots]].copy()
 
     # ------------------------------------------------------------------ vectors (the worker's side)
     def adopt_vectors(self, model_id: str, dim: int) -> None:

@@ -1,8 +1,9 @@
 """Append-only JSON Lines logs, one file per UTC day: `{directory}/{YYYY-MM-DD}.jsonl`.
 
 Used for the conversation log and the feedback log, which the dream pass reads. Each record is one
-`write` of one line to a file opened for appending, then fsync'd: processes appending at once never
-interleave a line, and an acknowledged record is on disk. Unreadable lines are skipped when read.
+`write` of one line to a file opened for appending, under an exclusive lock, then fsync'd: processes
+appending at once never interleave a line, a line torn by a crash does not swallow the next record, and an
+acknowledged record is on disk. Unreadable lines are skipped when read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +39,13 @@ class DailyLog(Generic[Record]):
     def append(self, record: Record, day: date) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         line = (record.model_dump_json() + "\n").encode("utf-8")
-        fd = os.open(self.path(day), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
+            if fcntl is not None:  # the torn-line check and the write happen as one, among processes
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a crash left a torn last line: ours starts on a line of its own
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -46,7 +57,14 @@ class DailyLog(Generic[Record]):
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
-        return sorted(date.fromisoformat(n[:10]) for n in names if n.endswith(".jsonl") and _DAY.fullmatch(n[:-6]))
+        found = []
+        for name in names:
+            if name.endswith(".jsonl") and _DAY.fullmatch(name[:-6]):
+                try:
+                    found.append(date.fromisoformat(name[:-6]))
+                except ValueError:  # named like a day that does not exist: not a log of ours
+                    continue
+        return sorted(found)
 
     def read(self, day: date) -> list[Record]:
         """The records logged on `day`, in order; unreadable lines are skipped (with one warning per file)."""

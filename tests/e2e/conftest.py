@@ -104,8 +104,9 @@ class StdioServers:
         self.logs: list[Path] = []
         self._handles: list[IO[str]] = []
 
-    def __call__(self, home: Path, **env: str) -> Client:
-        """`env` adds variables (e.g. ROCKMEM_JOURNAL_ROTATE_BYTES) to the server's environment."""
+    def __call__(self, home: Path, sampling_callback: Any = None, **env: str) -> Client:
+        """`env` adds variables (e.g. ROCKMEM_JOURNAL_ROTATE_BYTES) to the server's environment;
+        `sampling_callback` gives the client a model (MCP sampling)."""
         log_path = self.directory / f"server-{len(self.logs)}.stderr"
         self.logs.append(log_path)
         handle = log_path.open("w")
@@ -116,7 +117,7 @@ class StdioServers:
             env={"ROCKMEM_LOG_LEVEL": "INFO", **env},  # merged over the SDK's minimal default environment
             cwd=str(self.directory),
         )
-        return Client(stdio_client(params, errlog=handle))
+        return Client(stdio_client(params, errlog=handle), sampling_callback=sampling_callback)
 
     def close(self) -> None:
         for handle in self._handles:

@@ -56,3 +56,14 @@ def test_locomo_harness_runs_on_one_conversation() -> None:
         recalls = [overall[f"turn_R@{k}"] for k in locomo.KS]
         assert recalls == sorted(recalls) and all(0 <= r <= 1 for r in recalls)
         assert overall["session_R@5"] >= overall["turn_R@5"]  # a turn hit is always a session hit
+
+
+def test_dream_harness_runs_at_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import dream
+
+    report = dream.run(400, tmp_path, queries=10)
+    assert report["home"]["memories"] == 420 and report["applied"].get("merge", 0) >= 1
+    assert report["applied"].get("purge", 0) == report["home"]["archived_long_ago"]
+    assert report["baseline"]["search_20"]["n"] == 10 and report["beside_the_dream"]["search_20"]["n"] >= 1
+    assert set(report["ratios"]) == {"search_p50_during_over_before", "save_p50_during_over_before"}
+    assert not (tmp_path / "dream-400").exists()

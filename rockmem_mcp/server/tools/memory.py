@@ -41,7 +41,11 @@ def register(server: MCPServer) -> None:
         learned (category 'anti-patterns/<domain>' for "Don't X — instead Y"). Keep one fact per entry and
         reuse existing categories (see list_memory_categories). Returns the saved entry with its id.
         """
-        return services(ctx).memory.save(content, category, tags, metadata, importance)
+        svc = services(ctx)
+        entry = svc.memory.save(content, category, tags, metadata, importance)
+        if svc.enricher is not None:  # with a language model: expanded in the background, after the save
+            svc.enricher.submit(entry)
+        return entry
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors

@@ -1,0 +1,136 @@
+"""Feedback and dream tools: record a signal, run or drive a dream pass, apply a plan, read a report."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from rockmem_mcp.models import DreamPlan, DreamReport, DreamResult, Feedback, FeedbackType
+from rockmem_mcp.server.context import default_session_id, services
+from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.server.tools.conversation import SessionId
+from rockmem_mcp.services.llm import ChatLLM, unfenced
+
+DreamPass = Literal["consolidation", "preferences", "anti-patterns", "entities", "graph"]
+DreamMode = Literal["auto", "agent", "deterministic"]
+SAMPLING_MAX_TOKENS = 8192
+
+
+def client_model_plan(dream_pass: str, mode: str, offset: int, ctx: Context) -> Sample | None:
+    """In auto mode with no language model of the server's own, ask the calling client's model (MCP sampling)
+    when the client offers it; otherwise None (the tool falls back to agent-driven). Runs before the tool,
+    possibly more than once: it reads and changes nothing."""
+    svc = services(ctx)
+    capabilities = ctx.client_capabilities
+    if mode != "auto" or (svc.settings.llm_endpoint and svc.settings.llm_model):
+        return None
+    if capabilities is None or capabilities.sampling is None:
+        return None
+    dreamer = svc.dreamer()
+    material = dreamer.material(dream_pass, offset)
+    if material.items == 0:
+        return None
+    system, user = dreamer.prompt(material)
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=user))
+    return Sample([message], max_tokens=SAMPLING_MAX_TOKENS, system_prompt=system, temperature=0.0)
+
+
+def register(server: MCPServer) -> None:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @reports_errors
+    def record_feedback(
+        type: Annotated[FeedbackType, Field(description="What kind of signal")],
+        content: Annotated[str, Field(description="What happened, e.g. what the user corrected and how")],
+        ctx: Context,
+        session_id: SessionId = None,
+        metadata: Annotated[dict[str, str] | None, Field(description="Optional key/value strings")] = None,
+    ) -> Feedback:
+        """Record how you did: a Correction by the user, a ToolFailure, a SessionSummary, UserThumbsUp or
+        UserThumbsDown. The dream pass reads the last week of them and turns corrections into anti-patterns."""
+        return services(ctx).dreamer().feedback.record(type, content, session_id or default_session_id(ctx), metadata)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @reports_errors
+    def dream(
+        ctx: Context,
+        dream_pass: Annotated[DreamPass, Field(description="Which pass (default consolidation)")] = "consolidation",
+        mode: Annotated[
+            DreamMode,
+            Field(
+                description="auto: the server's language model if one is configured, else your client's model "
+                "(MCP sampling) if it offers one, else agent; agent: you get the material and answer with "
+                "apply_dream; deterministic: no model at all"
+            ),
+        ] = "auto",
+        dry_run: Annotated[bool, Field(description="report what would change, change nothing")] = False,
+        offset: Annotated[int, Field(ge=0, description="agent mode: skip this many items (next batch)")] = 0,
+        sampled: Annotated[CreateMessageResult | None, Resolve(client_model_plan)] = None,
+    ) -> DreamResult:
+        """Consolidate memory while idle. In agent mode (default) you receive a directive, numbered material and
+        a plan schema: think it through, then call apply_dream with your plan. Deterministic mode merges exact
+        and near duplicates, decays unused memories, purges old archives and tidies the graph, with no model.
+        Every change is checked by the server's safeguards and reported."""
+        svc = services(ctx)
+        dreamer = svc.dreamer()
+        if mode == "auto" and svc.settings.llm_endpoint and svc.settings.llm_model:
+            llm = ChatLLM(svc.settings)
+            try:
+                report = dreamer.run_llm(dream_pass, llm, dry_run=dry_run)
+            finally:
+                llm.close()
+            return DreamResult(mode="llm", report=report, next_step="Read report.summary; nothing else to do.")
+        if sampled is not None:
+            text = sampled.content.text if isinstance(sampled.content, TextContent) else ""
+            try:
+                plan = DreamPlan.model_validate_json(unfenced(text))
+            except ValidationError as exc:
+                problem = f"your client's model answered no valid plan ({exc.error_count()} problems)"
+                return DreamResult(
+                    mode="agent",
+                    material=dreamer.material(dream_pass, offset),
+                    next_step=f"{problem}: follow material.directive yourself and call apply_dream with a plan.",
+                )
+            report = dreamer.apply(plan, dream_pass, "sampling", dry_run)
+            return DreamResult(mode="sampling", report=report, next_step="Read report.summary; nothing else to do.")
+        if mode == "deterministic":
+            report = dreamer.run_deterministic(dry_run=dry_run)
+            return DreamResult(mode=mode, report=report, next_step="Read report.summary; nothing else to do.")
+        material = dreamer.material(dream_pass, offset)
+        more = (
+            f" Then call dream again with offset={offset + material.items} for the next batch."
+            if material.remaining
+            else ""
+        )
+        return DreamResult(
+            mode="agent",
+            material=material,
+            next_step=(
+                f"Follow material.directive over material.material, then call apply_dream with dream_pass="
+                f"'{dream_pass}' and a plan matching material.plan_schema (use dry_run=true to preview).{more}"
+            ),
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @reports_errors
+    def apply_dream(
+        plan: Annotated[DreamPlan, Field(description="The plan: merges, archives, updates, creates, graph changes")],
+        ctx: Context,
+        dream_pass: Annotated[DreamPass, Field(description="The pass the plan answers")] = "consolidation",
+        dry_run: Annotated[bool, Field(description="Report what would change, change nothing")] = False,
+    ) -> DreamReport:
+        """Apply a dream plan. Every action is checked: unknown ids, protected memories, merges that drop a name
+        or number of their sources, and actions outside the pass are refused and listed in `rejected` with the
+        reason; merge sources are archived (superseded by the merged memory), never deleted."""
+        return services(ctx).dreamer().apply(plan, dream_pass, mode="agent", dry_run=dry_run)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @reports_errors
+    def get_dream_report(
+        ctx: Context,
+        report_id: Annotated[str | None, Field(description="A report id; default the latest")] = None,
+    ) -> DreamReport:
+        """A dream run's report: what was merged, archived, created, decayed or purged, with ids and reasons."""
+        return services(ctx).dreamer().report(report_id)

@@ -1,0 +1,696 @@
+"""The dream pass: consolidation, preference inference, anti-patterns, graph extraction and graph cleanup.
+
+Whoever proposes the changes (an LLM, the calling agent, or the deterministic pass below), every plan goes
+through `apply`, which enforces the safeguards in code:
+- an id the plan names must be a live memory (or graph triple) — unknown ids are refused with a report;
+- every source of a merge is archived (superseded by the merged memory), never deleted;
+- a merge whose text drops a proper noun or a number of its sources is refused;
+- protected memories (importance >= 0.8 or reinforced >= 5 times) are never merged away, archived or changed;
+- merge arithmetic: earliest created_at, latest last_seen_at, summed reinforcement, highest importance;
+- one memory is changed by at most one action of a plan;
+- each pass may only do its own kind of change (consolidation merges, archives and updates; preferences and
+  anti-patterns create; entities adds to the graph; graph merges entities and drops triples).
+A run holds a lock (two dreams never overlap), and writes a report to dream-reports/{id}.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError, RockmemError
+from rockmem_mcp.models import (
+    DreamAction,
+    DreamMaterial,
+    DreamPlan,
+    DreamReport,
+    MemoryEntry,
+    normalize_category,
+    normalize_tags,
+    utc_now,
+)
+from rockmem_mcp.search.tokenizer import STOPWORDS, tokenize
+from rockmem_mcp.services.conversation import conversation_log
+from rockmem_mcp.services.feedback import FeedbackLog
+from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.llm import ChatLLM
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.storage.atomic import atomic_write
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
+DIRECTIVES = {
+    "consolidation": "dream",
+    "anti-patterns": "dream",
+    "preferences": "pref-dream",
+    "entities": "entity-dream",
+    "graph": "graph-consolidation-dream",
+}
+# Which plan fields each pass may use.
+ALLOWED = {
+    "consolidation": {"merges", "archives", "updates"},
+    "preferences": {"creates"},
+    "anti-patterns": {"creates"},
+    "entities": {"entities", "triples"},
+    "graph": {"entity_merges", "drop_triples"},
+}
+PROTECTED_IMPORTANCE = 0.8
+PROTECTED_REINFORCEMENT = 5
+NEAR_DUPLICATE_COSINE = 0.88
+NEAR_DUPLICATE_OVERLAP = 0.8  # word-set Jaccard without embeddings
+DECAY_GRACE_DAYS = 30
+DECAY_HALF_LIFE_DAYS = 45
+DECAY_FLOOR = 0.1
+DECAY_BASE_KEY = "importance_before_decay"
+PURGE_ARCHIVED_DAYS = 90
+WEAK_TRIPLE_CONFIDENCE = 0.4
+OLD_GRAPH_DAYS = 14
+MIN_INTERVAL = timedelta(hours=6)
+# Maintenance writes go in batches this small: each batch holds the store's lock, and searches and saves
+# beside the dream should wait milliseconds at most.
+MAINTENANCE_BATCH = 100  # scheduled runs keep at least this far apart
+SENSITIVE = re.compile(
+    r"password|passphrase|credential|secret|token|api[ _-]?key|ssh|2fa|mfa|security|secure|encrypt|vpn|"
+    r"firewall|login|log in|sign[ -]?in|auth|permission|access|private key|bank|credit card|card number|iban|"
+    r"salary|payment|money|invoice|budget|price|\$|€|£",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+class DreamBusy(RockmemError):
+    pass
+
+
+def protected(entry: MemoryEntry) -> bool:
+    return entry.importance >= PROTECTED_IMPORTANCE or entry.reinforcement_count >= PROTECTED_REINFORCEMENT
+
+
+def details(text: str) -> set[str]:
+    """What a merge must keep: numbers and proper nouns (capitalised words that are not common words)."""
+    found = {n.casefold() for n in _NUMBER.findall(text)}
+    found |= {w.casefold() for w in _WORD.findall(text) if w[0].isupper() and w.casefold() not in _COMMON}
+    return found
+
+
+def lost_details(sources: list[str], merged: str) -> list[str]:
+    kept = merged.casefold()
+    missing = set().union(*(details(s) for s in sources)) if sources else set()
+    return sorted(d for d in missing if not re.search(rf"(?<!\w){re.escape(d)}(?!\w)", kept))
+
+
+_COMMON = STOPWORDS | {
+    "user", "users", "the", "i", "we", "they", "he", "she", "it", "this", "that", "these", "those", "don't",
+    "do", "never", "always", "use", "prefer", "prefers", "likes", "wants", "instead", "when", "if", "for",
+}  # fmt: skip
+
+
+@dataclass
+class _Run:
+    """One apply: the report being built, the entries as they stand, the ids already changed."""
+
+    report: DreamReport
+    entries: dict[str, MemoryEntry]
+    touched: set[str]
+
+    def reject(self, action: str, ids: list[str], reason: str) -> None:
+        self.report.rejected.append(DreamAction(action=action, ids=ids, reason=reason))
+
+    def applied(self, action: str, ids: list[str], reason: str, result_id: str | None = None) -> None:
+        self.report.applied.append(DreamAction(action=action, ids=ids, reason=reason, result_id=result_id))
+
+    def live(self, entry_id: str) -> MemoryEntry | None:
+        entry = self.entries.get(entry_id)
+        return entry if entry is not None and not entry.archived else None
+
+
+class Dreamer:
+    def __init__(
+        self,
+        memory: MemoryService,
+        graph: GraphService,
+        settings: Settings,
+        templates: Templates,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.memory = memory
+        self.graph = graph
+        self.settings = settings
+        self.templates = templates
+        self.feedback = FeedbackLog(settings, clock)
+        self._clock = clock
+
+    # ------------------------------------------------------------------ the lock and the reports
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the home's dream lock, or raise DreamBusy at once if another dream holds it."""
+        directory = self.settings.dream_reports_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / ".dream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise DreamBusy("another dream is running on this home; try again when it has finished") from None
+            yield
+        finally:
+            os.close(fd)
+
+    def _new_report(self, dream_pass: str, mode: str, dry_run: bool) -> DreamReport:
+        started = self._clock()
+        return DreamReport(
+            id=started.strftime("%Y%m%dT%H%M%S%fZ"),
+            dream_pass=dream_pass,
+            mode=mode,
+            dry_run=dry_run,
+            started_at=started,
+        )
+
+    def _finish(self, report: DreamReport) -> DreamReport:
+        report.finished_at = self._clock()
+        kinds: dict[str, int] = {}
+        for action in report.applied:
+            kinds[action.action] = kinds.get(action.action, 0) + 1
+        done = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "no changes"
+        would = "would apply" if report.dry_run else "applied"
+        report.summary = f"{report.dream_pass} ({report.mode}): {would} {done}; {len(report.rejected)} rejected"
+        path = self.settings.dream_reports_dir / f"{report.id}.json"
+        atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
+        log.info("dream %s", report.summary)
+        return report
+
+    def reports(self) -> list[str]:
+        """Report ids, oldest first."""
+        try:
+            names = os.listdir(self.settings.dream_reports_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def report(self, report_id: str | None = None) -> DreamReport:
+        """A report by id, or the latest."""
+        ids = self.reports()
+        wanted = report_id or (ids[-1] if ids else None)
+        if wanted is None or wanted not in ids:
+            raise InvalidInputError(
+                "no dream report yet: run the dream tool (or `rockmem-mcp dream`) first"
+                if wanted is None
+                else f"no dream report {report_id!r}; the latest are: {', '.join(ids[-5:]) or 'none'}"
+            )
+        return DreamReport.model_validate_json((self.settings.dream_reports_dir / f"{wanted}.json").read_bytes())
+
+    def last_run(self) -> datetime | None:
+        """When the last real (not dry-run) dream finished."""
+        for report_id in reversed(self.reports()):
+            with contextlib.suppress(OSError, ValueError):
+                found = self.report(report_id)
+                if not found.dry_run and found.finished_at is not None:
+                    return found.finished_at
+        return None
+
+    def due(self) -> bool:
+        last = self.last_run()
+        return last is None or self._clock() - last >= MIN_INTERVAL
+
+    # ------------------------------------------------------------------ agent-driven material
+    def material(self, dream_pass: str, offset: int = 0) -> DreamMaterial:
+        """What an agent reads to dream: the directive, the numbered items, and the plan schema."""
+        self._check_pass(dream_pass)
+        batch = self.settings.dream_batch_size
+        items, values = self._items(dream_pass)
+        chosen = items[offset : offset + batch]
+        lines = [f"{offset + n}. {text}" for n, text in enumerate(chosen, start=1)]
+        directive = self.templates.render(DIRECTIVES[dream_pass], **values)
+        return DreamMaterial(
+            dream_pass=dream_pass,
+            directive=directive,
+            material="\n".join(lines) or "(nothing to consider)",
+            items=len(chosen),
+            remaining=max(0, len(items) - offset - len(chosen)),
+            plan_schema=DreamPlan.model_json_schema(),
+        )
+
+    def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str]]:
+        if dream_pass in ("consolidation", "entities"):
+            entries = sorted(self._live_entries(), key=lambda e: (e.category or "", e.created_at))
+            items = [self._describe(e) for e in entries]
+            names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
+            feedback = self._feedback_text(("Correction",))
+            return items, {"entities": names or "(none yet)", "feedback": feedback}
+        if dream_pass == "preferences":
+            log_ = conversation_log(self.settings)
+            turns = [t for day in log_.days() for t in log_.read(day)]
+            items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t in turns]
+            known = self.memory.search(category="user-preferences", limit=200).results
+            return items, {"preferences": "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"}
+        if dream_pass == "anti-patterns":
+            signals = self.feedback.recent(types=("Correction", "ToolFailure"))
+            items = [f"[{f.id}] {f.type} in {f.session_id}: {' '.join(f.content.split())}" for f in signals]
+            known = self.memory.search(category="anti-patterns", limit=100).results
+            existing = "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"
+            return items, {"feedback": f"Anti-patterns already known:\n{existing}"}
+        # graph
+        stats = self.graph.find_entities(limit=200).results
+        items = [
+            f"[entity {h.entity.id}] {h.entity.name} ({h.entity.type}; aliases: {', '.join(h.entity.aliases) or '-'};"
+            f" {h.triples} triples)"
+            for h in stats
+        ]
+        items += [f"[triple {f.id}] {f.line()[2:]}" for f in self.graph.weakest_facts(200)]
+        return items, {}
+
+    def _feedback_text(self, types: tuple[str, ...]) -> str:
+        signals = self.feedback.recent(types=types)
+        if not signals:
+            return ""
+        lines = [f"- {' '.join(f.content.split())}" for f in signals]
+        return "Recent corrections from the user (memories that contradict them are stale):\n" + "\n".join(lines)
+
+    @staticmethod
+    def _describe(entry: MemoryEntry) -> str:
+        flags = " PROTECTED" if protected(entry) else ""
+        tags = f" #{' #'.join(entry.tags)}" if entry.tags else ""
+        return (
+            f"[{entry.id}] ({entry.category or 'uncategorized'}){tags} importance={entry.importance:.2f} "
+            f"reinforced={entry.reinforcement_count}{flags}: {' '.join(entry.content.split())}"
+        )
+
+    def _live_entries(self) -> list[MemoryEntry]:
+        return [e for e in self.memory.iter_entries() if not e.archived]
+
+    def _check_pass(self, dream_pass: str) -> None:
+        if dream_pass not in PASSES:
+            raise InvalidInputError(f"unknown dream pass {dream_pass!r}; passes: {', '.join(PASSES)}")
+
+    # ------------------------------------------------------------------ applying a plan
+    def prompt(self, material: DreamMaterial) -> tuple[str, str]:
+        """(system, user) messages for a model: the directive with the plan schema, then the material."""
+        schema = json.dumps(material.plan_schema, separators=(",", ":"))
+        return f"{material.directive}\n\nThe plan, as JSON Schema:\n{schema}", material.material
+
+    def run_llm(self, dream_pass: str, llm: ChatLLM, dry_run: bool = False) -> DreamReport:
+        """A pass driven by a language model: every batch of material is sent with the directive, the plans
+        are joined and applied through the safeguards. Stops at the token budget, or at a model failure (what
+        was planned before it is still applied; the report says why it stopped)."""
+        self._check_pass(dream_pass)
+        plan, problems, offset = DreamPlan(), [], 0
+        while True:
+            budget = self.settings.llm_token_budget
+            if llm.tokens_used >= budget:
+                problems.append(f"stopped at the token budget ({llm.tokens_used} of {budget} tokens used)")
+                break
+            material = self.material(dream_pass, offset)
+            if material.items == 0:
+                break
+            try:
+                part = llm.complete_json(*self.prompt(material), DreamPlan)
+            except RockmemError as exc:
+                problems.append(str(exc))
+                break
+            plan = DreamPlan(**{f: getattr(plan, f) + getattr(part, f) for f in DreamPlan.model_fields})
+            offset += material.items
+            if not material.remaining:
+                break
+        return self.apply(plan, dream_pass, "llm", dry_run, problems)
+
+    def apply(
+        self,
+        plan: DreamPlan,
+        dream_pass: str,
+        mode: str = "agent",
+        dry_run: bool = False,
+        problems: list[str] | None = None,
+    ) -> DreamReport:
+        """Validate every action of `plan` against the safeguards and apply those that pass (none on a dry
+        run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock."""
+        self._check_pass(dream_pass)
+        with self.locked():
+            entries = {e.id: e for e in self.memory.iter_entries()}
+            run = _Run(self._new_report(dream_pass, mode, dry_run), entries, set())
+            for problem in problems or []:
+                run.reject("plan", [], problem)
+            allowed = ALLOWED[dream_pass]
+            for field in ("merges", "archives", "updates", "creates", "entities", "triples", "entity_merges",
+                          "drop_triples"):  # fmt: skip
+                proposed = getattr(plan, field)
+                if proposed and field not in allowed:
+                    run.reject(field, [], f"{len(proposed)} {field} are not part of the {dream_pass} pass")
+            if "merges" in allowed:
+                for merge in plan.merges:
+                    self._merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
+            if "archives" in allowed:
+                for archive in plan.archives:
+                    self._archive(run, archive.id, archive.reason)
+            if "updates" in allowed:
+                for update in plan.updates:
+                    self._update(run, update.id, update.category, update.tags, update.reason)
+            if "creates" in allowed:
+                for create in plan.creates:
+                    self._create(run, dream_pass, create.content, create.category, create.tags, create.importance,
+                                 create.reason)  # fmt: skip
+            if "entities" in allowed:
+                self._graph_additions(run, plan)
+            if dream_pass == "graph":
+                self._graph_cleanup(run, plan)
+            if dream_pass == "preferences" and not dry_run and not problems and self._log_fits_one_batch():
+                self._clear_conversation_log(run)
+            return self._finish(run.report)
+
+    def _merge(
+        self, run: _Run, ids: list[str], content: str, category: str | None, tags: list[str] | None, reason: str
+    ) -> None:
+        ids = list(dict.fromkeys(ids))
+        if len(ids) < 2:
+            return run.reject("merge", ids, "a merge needs at least two distinct memories")
+        if unknown := [i for i in ids if run.live(i) is None]:
+            return run.reject("merge", ids, f"unknown or archived ids: {', '.join(unknown)}")
+        if again := [i for i in ids if i in run.touched]:
+            return run.reject("merge", ids, f"already changed by another action of this plan: {', '.join(again)}")
+        sources = [run.entries[i] for i in ids]
+        if kept := [e.id for e in sources if protected(e)]:
+            return run.reject("merge", ids, f"protected memories are never merged away: {', '.join(kept)}")
+        if missing := lost_details([e.content for e in sources], content):
+            return run.reject("merge", ids, f"the merged text drops details of its sources: {', '.join(missing)}")
+        try:
+            merged = self.memory.prepare_entry(
+                {
+                    "content": content,
+                    "category": category if category is not None else sources[0].category,
+                    "tags": tags if tags is not None else list(dict.fromkeys(t for e in sources for t in e.tags)),
+                    "metadata": {**_merged_metadata(sources), "merged_from": ",".join(ids)},
+                    "importance": max(e.importance for e in sources),
+                    "created_at": min(e.created_at for e in sources),
+                    "last_seen_at": max(e.last_seen_at or e.created_at for e in sources),
+                    "reinforcement_count": sum(e.reinforcement_count for e in sources),
+                }
+            )
+        except RockmemError as exc:
+            return run.reject("merge", ids, str(exc))
+        run.touched.update(ids)
+        run.applied("merge", ids, reason, merged.id)
+        if not run.report.dry_run:
+            self.memory.save_many([merged])  # first: a crash between leaves a duplicate, never a loss
+            for entry_id in ids:
+                self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
+        return None
+
+    def _archive(self, run: _Run, entry_id: str, reason: str) -> None:
+        entry = run.live(entry_id)
+        if entry is None:
+            return run.reject("archive", [entry_id], "unknown or already archived id")
+        if entry_id in run.touched:
+            return run.reject("archive", [entry_id], "already changed by another action of this plan")
+        if protected(entry):
+            return run.reject("archive", [entry_id], "protected memories are never pruned")
+        run.touched.add(entry_id)
+        run.applied("archive", [entry_id], reason)
+        if not run.report.dry_run:
+            self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
+        return None
+
+    def _update(self, run: _Run, entry_id: str, category: str | None, tags: list[str] | None, reason: str) -> None:
+        entry = run.live(entry_id)
+        if entry is None:
+            return run.reject("update", [entry_id], "unknown or archived id")
+        if entry_id in run.touched:
+            return run.reject("update", [entry_id], "already changed by another action of this plan")
+        if protected(entry):
+            return run.reject("update", [entry_id], "protected memories are left as they are")
+        if category is None and tags is None:
+            return run.reject("update", [entry_id], "an update names a category or tags")
+        try:
+            normalize_category(category)
+            normalize_tags(tags, self.settings.max_tags)
+            if not run.report.dry_run:
+                self.memory.update(entry_id, category=category, tags=tags)
+        except RockmemError as exc:
+            return run.reject("update", [entry_id], str(exc))
+        run.touched.add(entry_id)
+        run.applied("update", [entry_id], reason)
+        return None
+
+    def _create(
+        self,
+        run: _Run,
+        dream_pass: str,
+        content: str,
+        category: str | None,
+        tags: list[str] | None,
+        importance: float | None,
+        reason: str,
+    ) -> None:
+        metadata = {"source": "inferred" if dream_pass == "preferences" else "dream"}
+        tags = list(tags or [])
+        try:
+            category = normalize_category(category)
+        except RockmemError as exc:
+            return run.reject("create", [], str(exc))
+        if dream_pass == "preferences":
+            if not (category or "").startswith("user-preferences/"):
+                category = "user-preferences/inferred"
+            tags.append("inferred")
+            if SENSITIVE.search(content):
+                metadata["requires_user_permission"] = "true"
+        else:
+            if not (category or "").startswith("anti-patterns/"):
+                category = "anti-patterns/general"
+            if not re.match(r"\s*(don't|do not|never)\b", content, re.IGNORECASE) or "instead" not in content.lower():
+                return run.reject("create", [], f'an anti-pattern reads "Don\'t X for Y — instead Z": {content[:80]!r}')
+        duplicate = self.memory.search(content, category=category, limit=1).results
+        if duplicate and duplicate[0].entry.content.strip().casefold() == content.strip().casefold():
+            return run.reject("create", [duplicate[0].entry.id], "already remembered")
+        try:
+            entry = self.memory.prepare_entry(
+                {"content": content, "category": category, "tags": tags, "importance": importance, "metadata": metadata}
+            )
+        except RockmemError as exc:
+            return run.reject("create", [], str(exc))
+        run.applied("create", [], reason, entry.id)
+        if not run.report.dry_run:
+            self.memory.save_many([entry])
+        return None
+
+    def _graph_additions(self, run: _Run, plan: DreamPlan) -> None:
+        for kind, items, add in (
+            ("entity", plan.entities, self.graph.add_entities),
+            ("triple", plan.triples, self.graph.add_triples),
+        ):
+            for item in items:
+                fields = item.model_dump(exclude_none=True)
+                try:
+                    if run.report.dry_run:
+                        self.graph.check(kind, fields)
+                        run.applied(kind, [], json.dumps(fields, ensure_ascii=False)[:200])
+                        continue
+                    added = add([fields])
+                except RockmemError as exc:
+                    run.reject(kind, [], str(exc))
+                    continue
+                record = added.entities[0].entity if kind == "entity" else added.triples[0].fact  # type: ignore[union-attr]
+                run.applied(kind, [record.id], json.dumps(fields, ensure_ascii=False)[:200])
+
+    def _graph_cleanup(self, run: _Run, plan: DreamPlan) -> None:
+        for pair in plan.entity_merges:
+            try:
+                if not run.report.dry_run:
+                    merged = self.graph.merge_entities(pair.keep, pair.merge)
+                    run.applied("entity_merge", [merged.entity.id, merged.merged_id], pair.reason)
+                else:
+                    ids = [self.graph.resolve(pair.keep).id, self.graph.resolve(pair.merge).id]
+                    if ids[0] == ids[1]:
+                        raise InvalidInputError(f"{pair.keep!r} and {pair.merge!r} are the same entity")
+                    run.applied("entity_merge", ids, pair.reason)
+            except RockmemError as exc:
+                run.reject("entity_merge", [], str(exc))
+        for triple_id in plan.drop_triples:
+            if triple_id in run.touched:
+                run.reject("drop_triple", [triple_id], "already dropped by this plan")
+                continue
+            run.touched.add(triple_id)
+            try:
+                if run.report.dry_run:
+                    self.graph.fact(triple_id)
+                else:
+                    self.graph.delete_triple(triple_id)
+            except RockmemError as exc:
+                run.reject("drop_triple", [triple_id], str(exc))
+                continue
+            run.applied("drop_triple", [triple_id], "dropped by the graph pass")
+
+    def _log_fits_one_batch(self) -> bool:
+        """Whether the plan can have seen the whole log: it fit in one batch of material (a larger log is
+        kept, to be read in batches by a model pass or cleared by a later run)."""
+        return self.material("preferences").remaining == 0
+
+    def _clear_conversation_log(self, run: _Run) -> None:
+        """The preference pass consumes the conversation log (as RockBot does): read days are removed."""
+        log_ = conversation_log(self.settings)
+        today = self._clock().date()
+        for day in log_.days():
+            if day < today:  # today's file may still be written to
+                log_.remove(day)
+
+    # ------------------------------------------------------------------ the deterministic pass
+    def run_deterministic(self, dry_run: bool = False) -> DreamReport:
+        """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
+        >= 0.8 without), decay, purge of archives older than 90 days, and graph cleanup."""
+        with self.locked():
+            entries = {e.id: e for e in self.memory.iter_entries()}
+            run = _Run(self._new_report("deterministic", "deterministic", dry_run), entries, set())
+            live = [e for e in entries.values() if not e.archived]
+            exact, near = self._duplicate_clusters(live)
+            for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
+                cluster = [i for i in cluster if i not in run.touched]
+                if len(cluster) < 2:
+                    continue
+                sources = [entries[i] for i in cluster]
+                best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
+                self._merge(run, cluster, best.content, best.category, None, f"{why} (deterministic)")
+            self._decay(run, [e for e in live if e.id not in run.touched])
+            self._purge(run, [e for e in entries.values() if e.archived])
+            self._graph_sweep(run)
+            return self._finish(run.report)
+
+    def _duplicate_clusters(self, live: list[MemoryEntry]) -> tuple[list[list[str]], list[list[str]]]:
+        """Groups of the same text (case, spacing and final punctuation aside), then groups of near-identical
+        memories among the rest; each group two or more ids, oldest first."""
+        by_text: dict[str, list[MemoryEntry]] = {}
+        for entry in live:
+            by_text.setdefault(" ".join(entry.content.casefold().split()).rstrip(".!"), []).append(entry)
+        exact = [group for group in by_text.values() if len(group) > 1]
+        grouped = {e.id for group in exact for e in group}
+        rest = [e for e in live if e.id not in grouped]
+        parent = {e.id: e.id for e in rest}
+
+        def root(i: str) -> str:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for a, b in self._similar_pairs(rest):
+            ra, rb = root(a), root(b)
+            if ra != rb:
+                parent[rb] = ra
+        near: dict[str, list[MemoryEntry]] = {}
+        for entry in rest:
+            near.setdefault(root(entry.id), []).append(entry)
+
+        def ids(groups: list[list[MemoryEntry]]) -> list[list[str]]:
+            return [[e.id for e in sorted(g, key=lambda e: e.created_at)] for g in groups if len(g) > 1]
+
+        return ids(exact), ids(list(near.values()))
+
+    def _similar_pairs(self, live: list[MemoryEntry]) -> Iterator[tuple[str, str]]:
+        vectors = self.memory.vectors_for([e.id for e in live])
+        if vectors is not None:
+            ids, matrix = vectors
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            unit = matrix / np.where(norms == 0, 1, norms)
+            for start in range(0, len(ids), 1024):
+                block = unit[start : start + 1024] @ unit.T
+                rows, cols = np.nonzero(block >= NEAR_DUPLICATE_COSINE)
+                for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                    if start + r < c:
+                        yield ids[start + r], ids[c]
+            return
+        # Without embeddings: word sets; candidates share one of their two rarest words.
+        words = {e.id: set(tokenize(e.content)) for e in live}
+        frequency: dict[str, int] = {}
+        for found in words.values():
+            for word in found:
+                frequency[word] = frequency.get(word, 0) + 1
+        buckets: dict[str, list[str]] = {}
+        for entry_id, found in words.items():
+            if len(found) >= 3:
+                for word in sorted(found, key=lambda w: (frequency[w], w))[:2]:
+                    buckets.setdefault(word, []).append(entry_id)
+        seen: set[tuple[str, str]] = set()
+        for members in buckets.values():
+            if len(members) > 200:  # a word this common is no evidence of a duplicate
+                continue
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    pair = (a, b) if a < b else (b, a)
+                    if pair in seen:
+                        continue
+                    seen.add(pair)
+                    wa, wb = words[a], words[b]
+                    if len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE_OVERLAP:
+                        yield pair
+
+    def _decay(self, run: _Run, live: list[MemoryEntry]) -> None:
+        """After 30 days unseen, importance halves every 45 days (never below 0.1), from the importance the
+        memory had before decay began (kept in metadata, so runs do not compound)."""
+        now = self._clock()
+        changes: dict[str, dict[str, object]] = {}
+        for entry in live:
+            if protected(entry):
+                continue
+            idle_days = (now - (entry.last_seen_at or entry.created_at)).total_seconds() / 86400 - DECAY_GRACE_DAYS
+            if idle_days <= 0:
+                continue
+            base = float(entry.metadata.get(DECAY_BASE_KEY, entry.importance))
+            decayed = round(max(DECAY_FLOOR, base * 0.5 ** (idle_days / DECAY_HALF_LIFE_DAYS)), 3)
+            decayed = min(decayed, entry.importance)  # decay lowers; the floor never lifts
+            if abs(decayed - entry.importance) < 0.01:
+                continue
+            run.applied("decay", [entry.id], f"importance {entry.importance:.2f} -> {decayed:.2f}")
+            changes[entry.id] = {"importance": decayed, "metadata": {**entry.metadata, DECAY_BASE_KEY: str(base)}}
+            if len(changes) >= MAINTENANCE_BATCH:
+                self._adjust(run, changes)
+        self._adjust(run, changes)
+
+    def _adjust(self, run: _Run, changes: dict[str, dict[str, object]]) -> None:
+        if changes and not run.report.dry_run:
+            self.memory.adjust_many(changes)
+        changes.clear()
+
+    def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:
+        cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)
+        for entry in archived:
+            if entry.archived_at is not None and entry.archived_at < cutoff:
+                run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
+                if not run.report.dry_run:
+                    self.memory.delete(entry.id, permanent=True)
+
+    def _graph_sweep(self, run: _Run) -> None:
+        """Weak old triples (confidence < 0.4, older than 14 days) and orphans (entities with no triple, not
+        referenced for 14 days) go."""
+        cutoff = self._clock() - timedelta(days=OLD_GRAPH_DAYS)
+        weak = self.graph.weak_triples(WEAK_TRIPLE_CONFIDENCE, cutoff)
+        for triple in weak:
+            run.applied("drop_triple", [triple.id], f"confidence {triple.confidence:.2f} and older than 14 days")
+            if not run.report.dry_run:
+                self.graph.delete_triple(triple.id)
+        for entity in self.graph.orphans(cutoff, without={t.id for t in weak}):
+            run.applied("drop_entity", [entity.id], f"{entity.name}: no triples, not referenced for 14 days")
+            if not run.report.dry_run:
+                self.graph.delete_entity(entity.id)
+
+
+def _merged_metadata(sources: list[MemoryEntry]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for entry in reversed(sources):  # the oldest source's values win
+        merged.update(entry.metadata)
+    merged.pop("merged_from", None)
+    merged.pop(DECAY_BASE_KEY, None)  # the merged memory's importance is its own; decay starts from it
+    return merged

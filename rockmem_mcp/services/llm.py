@@ -1,0 +1,97 @@
+"""A chat model behind an OpenAI-compatible `/v1/chat/completions` endpoint, asked for JSON of a schema.
+
+An answer that is not JSON of the schema is sent back with the validation error and asked again (up to
+`llm_retries` times); transport failures are retried with backoff. Tokens reported by the endpoint are
+counted so a pass can keep to its budget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import LLMError
+from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
+
+Schema = TypeVar("Schema", bound=BaseModel)
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+class ChatLLM:
+    def __init__(self, settings: Settings, backoff_s: float = 1.0) -> None:
+        if not (settings.llm_endpoint and settings.llm_model):
+            raise LLMError("no language model configured: set ROCKMEM_LLM_ENDPOINT and ROCKMEM_LLM_MODEL")
+        self.url = endpoint_url(settings.llm_endpoint, "chat/completions")
+        self.model = settings.llm_model
+        self.settings = settings
+        self.backoff_s = backoff_s
+        self.tokens_used = 0
+        headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
+        self._client = httpx.Client(timeout=settings.llm_timeout_s, headers=headers)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete_json(self, system: str, user: str, schema: type[Schema]) -> Schema:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        problem = ""
+        for _ in range(self.settings.llm_retries + 1):
+            content = self._chat(messages)
+            try:
+                return schema.model_validate_json(unfenced(content))
+            except ValidationError as exc:
+                problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors()[:5])
+            messages += [
+                {"role": "assistant", "content": content[:4000]},
+                {
+                    "role": "user",
+                    "content": f"That is not valid ({problem}). Answer with JSON only, matching the schema.",
+                },
+            ]
+        raise LLMError(f"{self.url} gave no valid answer in {self.settings.llm_retries + 1} tries; last: {problem}")
+
+    def _chat(self, messages: list[dict[str, str]]) -> str:
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+        }
+        try:
+            reply = post_json(
+                self._client,
+                self.url,
+                payload,
+                attempts=self.settings.llm_retries + 1,
+                timeout=self.settings.llm_timeout_s,
+                backoff_s=self.backoff_s,
+            )
+        except EndpointRefused as exc:
+            raise LLMError(
+                f"{self.url} refused the request: {exc} (check ROCKMEM_LLM_MODEL, ROCKMEM_LLM_API_KEY)"
+            ) from None
+        except EndpointFailed as exc:
+            raise LLMError(f"{self.url} {exc}") from None
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+            self.tokens_used += usage["total_tokens"]
+        try:
+            content = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise LLMError(
+                f"{self.url} answered without choices[0].message.content: {json.dumps(reply)[:200]}"
+            ) from None
+        if not isinstance(content, str):
+            raise LLMError(f"{self.url} answered a message without text content")
+        return content
+
+
+def unfenced(text: str) -> str:
+    """Models often wrap JSON in a ``` fence despite being asked not to."""
+    match = _FENCE.match(text)
+    return match.group(1) if match else text
