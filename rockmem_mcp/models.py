@@ -524,49 +524,65 @@ class Feedback(BaseModel):
     at: UtcDatetime
 
 
+Reason = Annotated[str, Field(description="Why: shown in the dream report")]
+_PLAN = ConfigDict(extra="forbid")  # a misspelled field is an error, not an action silently dropped
+
+
 class PlanMerge(BaseModel):
+    model_config = _PLAN
+
     ids: list[str] = Field(min_length=2, description="The memories merged (every one is archived)")
     content: str = Field(description="The merged memory: every name and number of the sources kept")
     category: str | None = Field(None, description="Default: the first source's category")
     tags: list[str] | None = Field(None, description="Default: the sources' tags together")
-    reason: str = ""
+    reason: Reason = ""
 
 
 class PlanArchive(BaseModel):
-    id: str
-    reason: str = Field("", description="Why it is stale, wrong or noise")
+    model_config = _PLAN
+
+    id: str = Field(description="The memory to archive")
+    reason: Reason = ""
 
 
 class PlanUpdate(BaseModel):
-    id: str
+    model_config = _PLAN
+
+    id: str = Field(description="The memory to refile")
     category: str | None = Field(None, description="A better category path")
     tags: list[str] | None = Field(None, description="Better tags (replace the old ones)")
-    reason: str = ""
+    reason: Reason = ""
 
 
 class PlanCreate(BaseModel):
+    model_config = _PLAN
+
     content: str = Field(description='Preferences: a statement; anti-patterns: "Don\'t X for Y — instead Z"')
     category: str | None = Field(
         None, description="Default by pass: user-preferences/inferred or anti-patterns/general"
     )
-    tags: list[str] | None = None
-    importance: float | None = Field(None, ge=0, le=1)
-    reason: str = ""
+    tags: list[str] | None = Field(None, description="A few search words not already in the text")
+    importance: float | None = Field(None, ge=0, le=1, description="0 to 1 (default 0.5)")
+    reason: Reason = ""
 
 
 class EntityMergeInput(BaseModel):
+    model_config = _PLAN
+
     keep: str = Field(description="The entity that stays (name, alias or id)")
     merge: str = Field(description="The duplicate folded into it")
-    reason: str = ""
+    reason: Reason = ""
 
 
 class DreamPlan(BaseModel):
     """What a dream pass proposes; the server validates every action and applies what passes its safeguards."""
 
-    merges: list[PlanMerge] = Field(default_factory=list)
-    archives: list[PlanArchive] = Field(default_factory=list)
-    updates: list[PlanUpdate] = Field(default_factory=list)
-    creates: list[PlanCreate] = Field(default_factory=list)
+    model_config = _PLAN
+
+    merges: list[PlanMerge] = Field(default_factory=list, description="Memories that are one fact: merge them")
+    archives: list[PlanArchive] = Field(default_factory=list, description="Noise, stale or contradicted memories")
+    updates: list[PlanUpdate] = Field(default_factory=list, description="Memories to refile (category, tags)")
+    creates: list[PlanCreate] = Field(default_factory=list, description="New memories: preferences, anti-patterns")
     entities: list[EntityInput] = Field(default_factory=list, description="Entities to add to the graph")
     triples: list[TripleInput] = Field(default_factory=list, description="Facts to add to the graph")
     entity_merges: list[EntityMergeInput] = Field(default_factory=list, description="Graph entities to merge")

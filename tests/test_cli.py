@@ -468,3 +468,255 @@ def test_import_graph_reads_the_reference_servers_file_and_is_idempotent(home: P
 def test_import_graph_of_a_missing_file_fails_cleanly(home: Path, tmp_path: Path) -> None:
     result = rockmem("--home", home, "import-graph", tmp_path / "absent.jsonl")
     assert result.returncode == 1 and "cannot read" in result.stderr and "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- dream
+
+
+def _ago(days: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(days=days)).isoformat()
+
+
+def dream_notes() -> list[dict[str, Any]]:
+    """Exact and near-duplicates, a memory unseen for 120 days, a protected one as old, two archived ones."""
+    return [
+        {"id": "dark-a", "content": "The user prefers dark mode in every editor", "created_at": _ago(3)},
+        {"id": "dark-b", "content": "the user prefers dark mode in every  editor.", "created_at": _ago(2)},
+        {"id": "tz-a", "content": "The team meets on Mondays at the Berlin office", "created_at": _ago(5)},
+        {"id": "tz-b", "content": "On Mondays the team meets at the Berlin office", "created_at": _ago(4)},
+        {
+            "id": "stale",
+            "content": "Legacy CI ran on Jenkins",
+            "importance": 0.6,
+            "created_at": _ago(200),
+            "last_seen_at": _ago(120),
+        },
+        {
+            "id": "guarded",
+            "content": "Backups are encrypted with age",
+            "importance": 0.9,
+            "created_at": _ago(300),
+            "last_seen_at": _ago(300),
+        },
+        {"id": "old-archive", "content": "An old archived note", "created_at": _ago(200), "archived_at": _ago(100)},
+        {"id": "new-archive", "content": "A recent archived note", "created_at": _ago(20), "archived_at": _ago(10)},
+    ]
+
+
+@pytest.fixture
+def dream_home(home: Path, tmp_path: Path) -> Path:
+    ok("--home", home, "import", write_jsonl(tmp_path / "dream.jsonl", dream_notes()))
+    return home
+
+
+def memory_files(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted((home / "memory").rglob("*.json"))}
+
+
+def entry(home: Path, entry_id: str, include_archived: bool = True) -> dict[str, Any] | None:
+    args = ["search", "--json", "--limit", "100", "--home", home] + (["--include-archived"] if include_archived else [])
+    found = [json.loads(line)["entry"] for line in ok(*args).stdout.splitlines()]
+    return next((e for e in found if e["id"] == entry_id), None)
+
+
+def dream_reports(home: Path) -> list[Path]:
+    return sorted((home / "dream-reports").glob("*.json"))
+
+
+def test_dream_dry_run_prints_the_actions_and_changes_nothing(dream_home: Path) -> None:
+    before = memory_files(dream_home)
+    result = ok("--home", dream_home, "dream", "--dry-run")
+    lines = result.stdout.splitlines()
+    assert re.search(r"^  merge +dark-a, dark-b -> \w+  exact duplicates \(deterministic\)$", result.stdout, re.M)
+    assert re.search(r"^  merge +tz-a, tz-b -> \w+  near-duplicates \(deterministic\)$", result.stdout, re.M)
+    assert "  decay        stale  importance 0.60 -> 0.15" in lines
+    assert any(line.startswith("  purge        old-archive  archived on ") for line in lines)
+    assert len(lines) == 4, result.stdout  # nothing else: the protected and the recent archive are left alone
+    assert "deterministic (deterministic): would apply 1 decay, 2 merge, 1 purge; 0 rejected" in result.stderr
+    assert "report" not in result.stderr.splitlines()[-1]  # a dry run names no report to read
+    assert memory_files(dream_home) == before
+    # A dry run is no real dream: the next one is not held back by the 6 h interval.
+    assert "skipped" not in ok("--home", dream_home, "dream", "--dry-run").stderr
+    assert "skipped" not in ok("--home", dream_home, "dream").stderr
+
+
+def test_dream_merges_decays_purges_and_writes_a_report(dream_home: Path) -> None:
+    result = ok("--home", dream_home, "dream")
+    summary = result.stderr.splitlines()[-1]
+    match = re.fullmatch(
+        r"deterministic \(deterministic\): applied 1 decay, 2 merge, 1 purge; 0 rejected "
+        r"\(report (\w+) in dream-reports/\)",
+        summary,
+    )
+    assert match, result.stderr
+    assert [p.stem for p in dream_reports(dream_home)] == [match[1]]
+    report = json.loads((dream_home / "dream-reports" / f"{match[1]}.json").read_text("utf-8"))
+    assert report["dry_run"] is False and report["mode"] == "deterministic"
+    assert [(a["action"], a["ids"]) for a in report["applied"]] == [
+        ("merge", ["dark-a", "dark-b"]),
+        ("merge", ["tz-a", "tz-b"]),
+        ("decay", ["stale"]),
+        ("purge", ["old-archive"]),
+    ]
+    merged = {a["ids"][0]: a["result_id"] for a in report["applied"] if a["action"] == "merge"}
+    assert f"-> {merged['dark-a']}" in result.stdout
+
+    # The merged memories are found; their sources are archived, superseded by them.
+    found = ok("--home", dream_home, "search", "dark mode", "--json").stdout.splitlines()
+    assert [json.loads(line)["entry"]["id"] for line in found] == [merged["dark-a"]]
+    for source in ("dark-a", "dark-b"):
+        archived = entry(dream_home, source)
+        assert archived is not None and archived["superseded_by"] == merged["dark-a"] and archived["archived_at"]
+    berlin = entry(dream_home, merged["tz-a"])
+    assert berlin is not None and "Berlin" in berlin["content"] and berlin["metadata"]["merged_from"] == "tz-a,tz-b"
+    # Decay from the importance before decay; the protected memory untouched; the old archive purged.
+    stale = entry(dream_home, "stale")
+    assert stale is not None and stale["importance"] == 0.15
+    assert stale["metadata"]["importance_before_decay"] == "0.6"
+    assert entry(dream_home, "guarded")["importance"] == 0.9  # type: ignore[index]
+    assert entry(dream_home, "old-archive") is None
+    assert entry(dream_home, "new-archive") is not None
+    data = stats(dream_home)
+    assert (data["active"], data["archived"]) == (4, 5)
+
+
+def test_a_second_dream_within_6_hours_is_skipped_unless_forced(dream_home: Path) -> None:
+    ok("--home", dream_home, "dream")
+    reports = dream_reports(dream_home)
+    before = memory_files(dream_home)
+
+    skipped = ok("--home", dream_home, "dream")
+    assert skipped.stdout == ""
+    assert re.fullmatch(
+        r"skipped: the last dream finished at \d{4}-\d\d-\d\d \d\d:\d\d UTC, under 6 h ago \(--force runs anyway\)",
+        skipped.stderr.strip(),
+    ), skipped.stderr
+    assert dream_reports(dream_home) == reports
+
+    forced = ok("--home", dream_home, "dream", "--force")
+    assert forced.stderr.startswith("dreaming ...")
+    assert "deterministic (deterministic): applied no changes; 0 rejected" in forced.stderr  # decay does not compound
+    assert len(dream_reports(dream_home)) == len(reports) + 1
+    assert memory_files(dream_home) == before
+
+
+def test_dream_applies_a_plan_file_for_a_pass(dream_home: Path, tmp_path: Path) -> None:
+    ok("--home", dream_home, "dream")  # a plan is applied even within 6 h of the last dream
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "archives": [
+                    {"id": "stale", "reason": "Jenkins is gone"},
+                    {"id": "guarded", "reason": "old"},
+                    {"id": "no-such-id"},
+                ],
+                "updates": [{"id": "new-archive", "category": "notes"}],
+                "creates": [{"content": "Don't run Jenkins jobs — instead use the CI workflow"}],
+            }
+        ),
+        "utf-8",
+    )
+
+    preview = ok("--home", dream_home, "dream", "--plan", plan, "--pass", "consolidation", "--dry-run")
+    assert "consolidation (plan): would apply 1 archive; 4 rejected" in preview.stderr
+    assert entry(dream_home, "stale")["archived_at"] is None  # type: ignore[index]
+
+    result = ok("--home", dream_home, "dream", "--plan", plan, "--pass", "consolidation")
+    lines = [" ".join(line.split()) for line in result.stdout.splitlines()]
+    assert lines == [
+        "archive stale Jenkins is gone",
+        "rejected creates 1 creates are not part of the consolidation pass",
+        "rejected archive guarded protected memories are never pruned",
+        "rejected archive no-such-id unknown or already archived id",
+        "rejected update new-archive unknown or archived id",
+    ]
+    assert re.search(r"\(plan\): applied 1 archive; 4 rejected \(report \w+ in dream-reports/\)", result.stderr)
+    assert entry(dream_home, "stale", include_archived=False) is None
+    assert entry(dream_home, "stale")["archive_reason"] == "dream: Jenkins is gone"  # type: ignore[index]
+    assert entry(dream_home, "guarded")["archived_at"] is None  # type: ignore[index]
+
+    # The same plan for the anti-patterns pass: only its create is taken.
+    other = ok("--home", dream_home, "dream", "--plan", plan, "--pass", "anti-patterns")
+    assert "anti-patterns (plan): applied 1 create; 2 rejected" in other.stderr
+    made = json.loads(ok("--home", dream_home, "search", "jenkins jobs", "--json").stdout.splitlines()[0])["entry"]
+    assert made["category"] == "anti-patterns/general" and made["content"].startswith("Don't run Jenkins jobs")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read {plan}: No such file or directory"),
+        ("{not json", "{plan} is not a dream plan: "),
+        ('{"merges": [{"ids": ["a"]}]}', "{plan} is not a dream plan: "),
+        ("[]", "{plan} is not a dream plan: "),
+    ],
+    ids=["missing", "not-json", "not-the-schema", "not-an-object"],
+)
+def test_dream_with_a_bad_plan_file_fails_cleanly(dream_home: Path, tmp_path: Path, content, message) -> None:
+    plan = tmp_path / "plan.json"
+    if content is not None:
+        plan.write_text(content, "utf-8")
+    before = memory_files(dream_home)
+    result = rockmem("--home", dream_home, "dream", "--plan", plan)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("rockmem-mcp: " + message.format(plan=plan)), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert memory_files(dream_home) == before and dream_reports(dream_home) == []
+
+
+def test_dream_with_an_unknown_pass_or_a_pass_needing_a_model_fails_cleanly(dream_home: Path, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}", "utf-8")
+    unknown = rockmem("--home", dream_home, "dream", "--plan", plan, "--pass", "nightmare")
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+    assert "unknown dream pass 'nightmare'" in unknown.stderr
+    needs_model = rockmem("--home", dream_home, "dream", "--pass", "preferences")
+    assert needs_model.returncode == 1 and "Traceback" not in needs_model.stderr
+    assert "the preferences pass needs a language model" in needs_model.stderr
+    assert dream_reports(dream_home) == []
+
+
+@pytest.mark.parametrize("every", ["4x", "0", "-1h", "h", ""])
+def test_dream_every_with_a_bad_interval_exits_2(home: Path, every: str) -> None:
+    result = rockmem("--home", home, "dream", "--every", every)
+    assert result.returncode == 2
+    assert "--every" in result.stderr and "Traceback" not in result.stderr
+    assert not (home / "dream-reports").exists()
+
+
+def test_dream_while_another_dream_holds_the_lock_fails_cleanly(dream_home: Path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    lock = dream_home / "dream-reports" / ".dream.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    before = memory_files(dream_home)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = rockmem("--home", dream_home, "dream")
+    assert busy.returncode == 1 and "Traceback" not in busy.stderr
+    assert "another dream is running on this home" in busy.stderr
+    assert memory_files(dream_home) == before and dream_reports(dream_home) == []
+    assert "applied 1 decay, 2 merge, 1 purge" in ok("--home", dream_home, "dream").stderr  # free again
+
+
+def test_dream_every_runs_as_a_sidecar_and_skips_while_the_last_dream_is_recent(dream_home: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(dream_home), "dream", "--every", "0.2s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert process.stderr is not None
+        seen = [process.stderr.readline() for _ in range(3)]
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert seen[0].startswith("dreaming ...")
+    assert "applied 1 decay, 2 merge, 1 purge" in seen[1]
+    assert seen[2].startswith("skipped: the last dream finished at ")
+    assert len(dream_reports(dream_home)) == 1

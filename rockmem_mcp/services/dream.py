@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
 DIRECTIVES = {
     "consolidation": "dream",
-    "anti-patterns": "dream",
+    "anti-patterns": "anti-pattern-dream",
     "preferences": "pref-dream",
     "entities": "entity-dream",
     "graph": "graph-consolidation-dream",
@@ -91,7 +91,7 @@ SENSITIVE = re.compile(
     r"salary|payment|money|invoice|budget|price|\$|€|£",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
+_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,:/]\d+)*(?!\w)")  # standalone: the 3 of "S3" is part of a name
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
@@ -472,7 +472,8 @@ class Dreamer:
         else:
             if not (category or "").startswith("anti-patterns/"):
                 category = "anti-patterns/general"
-            if not re.match(r"\s*(don't|do not|never)\b", content, re.IGNORECASE) or "instead" not in content.lower():
+            plain = content.replace("\u2019", "'")  # models often write the typographic apostrophe
+            if not re.match(r"\s*(don't|do not|never)\b", plain, re.IGNORECASE) or "instead" not in plain.lower():
                 return run.reject("create", [], f'an anti-pattern reads "Don\'t X for Y — instead Z": {content[:80]!r}')
         duplicate = self.memory.search(content, category=category, limit=1).results
         if duplicate and duplicate[0].entry.content.strip().casefold() == content.strip().casefold():

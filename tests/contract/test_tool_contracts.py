@@ -53,6 +53,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "delete_entity": dict(name_or_id=REQUIRED),
     "delete_triple": dict(id=REQUIRED),
     "merge_entities": dict(keep=REQUIRED, merge=REQUIRED),
+    "record_feedback": dict(type=REQUIRED, content=REQUIRED, session_id=None, metadata=None),
+    "dream": dict(dream_pass="consolidation", mode="auto", dry_run=False, offset=0),
+    "apply_dream": dict(plan=REQUIRED, dream_pass="consolidation", dry_run=False),
+    "get_dream_report": dict(report_id=None),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -101,6 +105,14 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
     "delete_entity": {"name_or_id": "string"},
     "delete_triple": {"id": "string"},
     "merge_entities": {"keep": "string", "merge": "string"},
+    "record_feedback": {
+        "type": "string",
+        "content": "string",
+        "session_id": "string|null",
+        "metadata": "object|null",
+    },
+    "dream": {"dream_pass": "string", "mode": "string", "dry_run": "boolean", "offset": "integer"},
+    "get_dream_report": {"report_id": "string|null"},
 }
 
 # tool -> the annotation hints that are set (every other hint is unset)
@@ -128,6 +140,10 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "delete_entity": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
     "delete_triple": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
     "merge_entities": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "record_feedback": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
+    "dream": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "apply_dream": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "get_dream_report": {"read_only_hint": True},
 }
 
 # Numeric bounds agents rely on.
@@ -139,6 +155,7 @@ BOUNDS = {
     ("traverse_graph", "max_hops"): {"minimum": 1, "maximum": 5},
     ("traverse_graph", "limit"): {"minimum": 1, "maximum": 200},
     ("traverse_graph", "min_confidence"): {"minimum": 0, "maximum": 1},
+    ("dream", "offset"): {"minimum": 0, "maximum": None},
 }
 
 
@@ -241,6 +258,12 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("delete_entity",), {"entity", "triples_deleted"}),
         (("delete_triple",), {"fact"}),
         (("merge_entities",), {"entity", "merged_id", "triples_repointed", "duplicates_folded"}),
+        (("record_feedback",), {"id", "type", "content", "session_id", "metadata", "at"}),
+        (("dream",), {"mode", "report", "material", "next_step"}),
+        (
+            ("apply_dream", "get_dream_report"),
+            {"id", "dream_pass", "mode", "dry_run", "started_at", "finished_at", "applied", "rejected", "summary"},
+        ),
     ],
 )
 def test_output_schemas_carry_the_fields_clients_read(tools: dict[str, Tool], names: tuple[str, ...], fields) -> None:
@@ -252,6 +275,20 @@ def test_search_modes_are_offered_as_an_enum(tools: dict[str, Tool]) -> None:
     spec = tools["search_memory"].input_schema["properties"]["mode"]
     options = [option for option in spec["anyOf"] if option.get("type") == "string"]
     assert options[0]["enum"] == ["hybrid", "bm25", "vector", "rockbot"]
+
+
+# Choices offered as enums: (tool, parameter) -> the values, in order.
+ENUMS = {
+    ("dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph"],
+    ("apply_dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph"],
+    ("dream", "mode"): ["auto", "agent", "deterministic"],
+    ("record_feedback", "type"): ["Correction", "ToolFailure", "SessionSummary", "UserThumbsUp", "UserThumbsDown"],
+}
+
+
+@pytest.mark.parametrize(("name", "param"), sorted(ENUMS))
+def test_dream_choices_are_offered_as_enums(tools: dict[str, Tool], name: str, param: str) -> None:
+    assert tools[name].input_schema["properties"][param]["enum"] == ENUMS[(name, param)]
 
 
 # The objects inside the graph tools' lists: tool -> (list parameter, {field: default (or REQUIRED)}).
@@ -276,6 +313,60 @@ def test_list_items_name_their_fields(tools: dict[str, Tool], name: str) -> None
         assert item["properties"][field].get("description", "").strip(), f"{name}.{param}[].{field} has no description"
         if default is not REQUIRED:
             assert item["properties"][field]["default"] == default, field
+
+
+# apply_dream's plan: one object of lists; plan list -> {field: default (or REQUIRED)} of its items (None: strings).
+PLAN_ITEMS: dict[str, dict[str, Any] | None] = {
+    "merges": dict(ids=REQUIRED, content=REQUIRED, category=None, tags=None, reason=""),
+    "archives": dict(id=REQUIRED, reason=""),
+    "updates": dict(id=REQUIRED, category=None, tags=None, reason=""),
+    "creates": dict(content=REQUIRED, category=None, tags=None, importance=None, reason=""),
+    "entities": LIST_ITEMS["add_entities"][1],
+    "triples": LIST_ITEMS["add_triples"][1],
+    "entity_merges": dict(keep=REQUIRED, merge=REQUIRED, reason=""),
+    "drop_triples": None,
+}
+
+
+def _plan_schema(tools: dict[str, Tool]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """apply_dream's input schema and the plan object's schema ($ref resolved)."""
+    schema = tools["apply_dream"].input_schema
+    ref = schema["properties"]["plan"]["$ref"]
+    return schema, schema["$defs"][ref.rsplit("/", 1)[-1]]
+
+
+def test_the_dream_plan_is_an_object_of_optional_lists(tools: dict[str, Tool]) -> None:
+    _, plan = _plan_schema(tools)
+    assert plan["type"] == "object"
+    assert set(plan["properties"]) == set(PLAN_ITEMS)
+    assert plan.get("required", []) == []  # an empty plan is a valid answer
+    assert all(spec["type"] == "array" for spec in plan["properties"].values())
+    assert plan["properties"]["drop_triples"]["items"] == {"type": "string"}
+
+
+@pytest.mark.parametrize("field", sorted(f for f, items in PLAN_ITEMS.items() if items is not None))
+def test_dream_plan_items_name_their_fields(tools: dict[str, Tool], field: str) -> None:
+    schema, plan = _plan_schema(tools)
+    expected = PLAN_ITEMS[field]
+    assert expected is not None
+    item = schema["$defs"][plan["properties"][field]["items"]["$ref"].rsplit("/", 1)[-1]]
+    assert set(item["properties"]) == set(expected)
+    assert set(item.get("required", [])) == {f for f, default in expected.items() if default is REQUIRED}
+    for name, default in expected.items():
+        if default is not REQUIRED:
+            assert item["properties"][name]["default"] == default, name
+
+
+@pytest.mark.parametrize("field", sorted(PLAN_ITEMS))
+def test_dream_plan_fields_are_described(tools: dict[str, Tool], field: str) -> None:
+    """As for every parameter and list item: the agent writing a plan reads what each field is for."""
+    schema, plan = _plan_schema(tools)
+    spec = plan["properties"][field]
+    undescribed = [] if spec.get("description", "").strip() else [f"plan.{field}"]
+    if PLAN_ITEMS[field] is not None:
+        item = schema["$defs"][spec["items"]["$ref"].rsplit("/", 1)[-1]]
+        undescribed += [f"plan.{field}[].{n}" for n, s in item["properties"].items() if not s.get("description")]
+    assert not undescribed, f"no description: {undescribed}"
 
 
 # Prompts clients show to users: name -> (argument, required) pairs.

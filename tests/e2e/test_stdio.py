@@ -23,6 +23,7 @@ TOOLS = {
     *("record_turn", "get_conversation", "recall", "reset_recall"),
     *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
     *("delete_entity", "delete_triple", "merge_entities"),
+    *("record_feedback", "dream", "apply_dream", "get_dream_report"),
 }
 
 
@@ -278,7 +279,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
         await call(client, "save_to_working_memory", key="shared/plan", data="ship on friday")
         static = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert static == {"rockmem://recall", "rockmem://categories"}
+        assert static == {"rockmem://recall", "rockmem://categories", "rockmem://dream/latest"}
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
             "rockmem://recall/{query}",

@@ -69,8 +69,9 @@ def register(server: MCPServer) -> None:
         offset: Annotated[int, Field(ge=0, description="agent mode: skip this many items (next batch)")] = 0,
         sampled: Annotated[CreateMessageResult | None, Resolve(client_model_plan)] = None,
     ) -> DreamResult:
-        """Consolidate memory while idle. In agent mode (default) you receive a directive, numbered material and
-        a plan schema: think it through, then call apply_dream with your plan. Deterministic mode merges exact
+        """Consolidate memory while idle. With no language model on the server or in your client, you (agent
+        mode) receive a directive, numbered material and a plan schema: think it through, then call
+        apply_dream with your plan. Deterministic mode merges exact
         and near duplicates, decays unused memories, purges old archives and tidies the graph, with no model.
         Every change is checked by the server's safeguards and reported."""
         svc = services(ctx)
