@@ -720,3 +720,21 @@ def test_dream_every_runs_as_a_sidecar_and_skips_while_the_last_dream_is_recent(
     assert "applied 1 decay, 2 merge, 1 purge" in seen[1]
     assert seen[2].startswith("skipped: the last dream finished at ")
     assert len(dream_reports(dream_home)) == 1
+
+
+def test_dream_with_a_language_model_runs_its_passes_and_reports_the_tokens(home: Path) -> None:
+
+    ok("--home", home, "import", "-", stdin=json.dumps({"content": "Alice leads the Falcon project"}) + "\n")
+    plan = {"triples": [{"subject": "Alice", "predicate": "leads", "object": "Falcon", "confidence": 0.9}]}
+    server = EmbeddingServer()
+    reply = {"choices": [{"message": {"content": json.dumps(plan)}}], "usage": {"total_tokens": 42}}
+    server.replies = [lambda body: (200, reply)]
+    try:
+        env = clean_env(ROCKMEM_LLM_ENDPOINT=server.url, ROCKMEM_LLM_MODEL="dreamer")
+        result = ok("--home", home, "dream", "--pass", "entities", env=env)
+    finally:
+        server.close()
+    assert "triple" in result.stdout and "entities (llm): applied 1 triple" in result.stderr
+    assert "language model: 42 tokens" in result.stderr
+    assert stats(home)["graph_triples"] == 1
+    assert server.requests[0][0]["model"] == "dreamer"
