@@ -139,10 +139,20 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     if transport == "stdio":
         build_server(settings, open_stores).run("stdio")
     else:
+        import uvicorn
+
+        from rockmem_mcp.server.http import http_app
+
         overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
         settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-        log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp", settings.host, settings.port)
-        build_server(settings, open_stores).run("streamable-http", host=settings.host, port=settings.port)
+        try:
+            app = http_app(build_server(settings, open_stores), settings)
+        except RockmemError as exc:
+            print(f"rockmem-mcp: {exc}", file=sys.stderr)
+            return 2
+        auth = "bearer token required" if settings.auth_token else "loopback only, no token"
+        log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp (%s)", settings.host, settings.port, auth)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
     return 0
 
 

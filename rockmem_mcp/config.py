@@ -42,6 +42,10 @@ class Settings(BaseModel):
     search_limit_max: int = Field(200, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
+    # Streamable HTTP beyond loopback needs a bearer token; Host names besides the bind address, e.g.
+    # "memory.example.com:*", are allowed through DNS-rebinding protection when listed here.
+    auth_token: str | None = Field(None, repr=False, min_length=16, description="Bearer token for HTTP clients")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values, comma-separated")
     # The change journal is rotated (and a fresh index snapshot written) past this many bytes.
     journal_rotate_bytes: int = Field(1_000_000, ge=1_000)
     # After this many changes since the last snapshot, a fresh snapshot is written in the background.
@@ -87,6 +91,11 @@ class Settings(BaseModel):
     llm_token_budget: int = Field(200_000, ge=1, description="Tokens one dream pass may spend")
     # Dream: how many items an agent-driven or LLM dream considers per call (prompt).
     dream_batch_size: int = Field(200, ge=1, le=1000, description="Items per dream prompt (at most 1,000)")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
     @field_validator("namespace")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -11,8 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -40,16 +44,17 @@ def wait_until_listening(process: subprocess.Popen[bytes], port: int, log: Path)
     pytest.fail(f"server did not listen on {HOST}:{port} within {STARTUP_TIMEOUT}s:\n{log.read_text()}")
 
 
-@pytest.fixture
-def http_server(home: Path, tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def serving(home: Path, log: Path, **env: str) -> Iterator[str]:
     """`rockmem-mcp serve --transport streamable-http` on a free loopback port; yields the /mcp URL."""
     port = free_port()
-    log = tmp_path / "http-server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
     command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve"]
     command += ["--transport", "streamable-http", "--host", HOST, "--port", str(port)]
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
+        )
     try:
         wait_until_listening(process, port, log)
         yield f"http://{HOST}:{port}/mcp"
@@ -61,6 +66,12 @@ def http_server(home: Path, tmp_path: Path) -> Iterator[str]:
             process.kill()
             process.wait(timeout=10)
     assert "Traceback" not in log.read_text()
+
+
+@pytest.fixture
+def http_server(home: Path, tmp_path: Path) -> Iterator[str]:
+    with serving(home, tmp_path / "http-server.log") as url:
+        yield url
 
 
 def ids(found: dict[str, Any]) -> list[str]:
@@ -95,3 +106,56 @@ async def test_working_memory_over_http(http_server, call, call_error) -> None:
         assert (await call(second, "get_from_working_memory", key=key))["data"] == "parked over HTTP"
         error = await call_error(first, "save_to_working_memory", key="patrol/p1/x", data="not mine")
         assert "belongs to namespace 'patrol/p1'" in error
+
+
+TOKEN = "correct-horse-battery-staple-42"
+
+
+def authorised(url: str, token: str) -> Client:
+    headers = {"Authorization": f"Bearer {token}"}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30)))
+
+
+async def test_a_token_guards_every_request(home: Path, tmp_path: Path, call) -> None:
+    with serving(home, tmp_path / "server.log", ROCKMEM_AUTH_TOKEN=TOKEN) as url:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": TOKEN}):
+            refused = httpx.post(url, json=initialize, headers=headers, timeout=10)
+            assert refused.status_code == 401 and "ROCKMEM_AUTH_TOKEN" in refused.text
+        with pytest.raises(Exception):  # noqa: B017 - the SDK client surfaces the 401 as its own error
+            async with Client(url) as anonymous:
+                await anonymous.list_tools()
+        async with authorised(url, TOKEN) as client:
+            saved = await call(client, "save_memory", content="Reached with the token")
+            found = await call(client, "search_memory", query="token")
+            assert [hit["entry"]["id"] for hit in found["results"]] == [saved["id"]]
+
+
+async def test_a_host_header_naming_another_site_is_refused(http_server) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    rebound = httpx.post(http_server, json=body, headers={"Host": "attacker.example:80"}, timeout=10)
+    assert rebound.status_code in (400, 403, 421) and "host" in rebound.text.lower()
+
+
+def test_binding_beyond_loopback_without_a_token_refuses_to_start(home: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
+    command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve", "--transport", "streamable-http"]
+    done = subprocess.run(
+        [*command, "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and "ROCKMEM_AUTH_TOKEN" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_two_http_sessions_get_their_own_working_memory(http_server, call) -> None:
+    async with Client(http_server, mode="legacy") as first, Client(http_server, mode="legacy") as second:
+        mine = (await call(first, "save_to_working_memory", key="draft", data="first's"))["entry"]["key"]
+        theirs = (await call(second, "save_to_working_memory", key="draft", data="second's"))["entry"]["key"]
+        assert mine != theirs and mine.startswith("session/") and theirs.startswith("session/")
+        assert [e["key"] for e in (await call(first, "list_working_memory"))["entries"]] == [mine]
+        assert [e["key"] for e in (await call(second, "list_working_memory"))["entries"]] == [theirs]
+        assert (await call(second, "get_from_working_memory", key=mine))["data"] == "first's"  # full path reads

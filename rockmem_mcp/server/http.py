@@ -1,0 +1,74 @@
+"""Serving MCP over streamable HTTP safely: loopback by default, a bearer token required anywhere else
+(compared in constant time), DNS-rebinding protection always on."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Requests must name this server in Host (and Origin, when a browser sends one): a web page that
+    resolves its own name to this address (DNS rebinding) is refused."""
+    names = ["127.0.0.1", "localhost", "[::1]"] if is_loopback(settings.host) else [settings.host]
+    hosts = [f"{name}:*" for name in names] + list(settings.allowed_hosts)
+    origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`; others get 401."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):  # constant time: no guessing by timing
+                await _refuse(send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send) -> None:
+    body = json.dumps({"error": "unauthorized", "detail": "send Authorization: Bearer <ROCKMEM_AUTH_TOKEN>"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="rockmem"')]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: MCPServer[Any], settings: Settings) -> ASGIApp:
+    """The ASGI app to serve: refuses to exist on a non-loopback address without a token."""
+    token = settings.auth_token
+    if not is_loopback(settings.host) and not token:
+        raise ConfigError(
+            f"refusing to serve on {settings.host} without a token: anyone who can reach it could read and write "
+            "this memory. Set ROCKMEM_AUTH_TOKEN (clients send Authorization: Bearer <token>), or bind 127.0.0.1"
+        )
+    app: ASGIApp = server.streamable_http_app(host=settings.host, transport_security=transport_security(settings))
+    return BearerToken(app, token) if token else app
