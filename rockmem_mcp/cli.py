@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     dream.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     dream.add_argument("--every", type=_interval, default=None, help="run as a sidecar, e.g. 4h or 30m")
     dream.add_argument("--force", action="store_true", help="run even if the last dream was under 6 h ago")
+    doctor = sub.add_parser("doctor", parents=[common], help="check the data home; --fix repairs (quarantines)")
+    doctor.add_argument("--fix", action="store_true", help="quarantine bad files, rebuild indexes, sweep")
+    doctor.add_argument("--json", action="store_true", help="the report as JSON")
     sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
@@ -358,6 +361,27 @@ def _print_report(report: Any) -> None:
     print(f"{report.summary}{where}", file=sys.stderr)
 
 
+def _doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.doctor import Doctor
+
+    report = Doctor(settings).run(fix=args.fix)
+    if args.json:
+        print(report.as_json())
+    else:
+        for finding in report.findings:
+            done = f"  -> {finding.fixed}" if finding.fixed else ""
+            print(f"{finding.kind:<16} {finding.path}: {finding.detail}{done}")
+        checked = ", ".join(f"{n} {what}" for what, n in report.checked.items())
+        verdict = "healthy" if report.healthy else f"{len(report.findings)} finding(s)"
+        print(f"{report.home}: {verdict} (checked {checked or 'nothing: no home yet'})", file=sys.stderr)
+        if report.quarantine:
+            print(f"bad files moved to {report.quarantine}/ (nothing deleted)", file=sys.stderr)
+        if report.findings and not args.fix:
+            print("run with --fix to repair (stop servers on this home first)", file=sys.stderr)
+    unfixed = [f for f in report.findings if not f.fixed]
+    return 1 if unfixed else 0
+
+
 def _stats(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services.graph import GraphService
 
@@ -421,6 +445,7 @@ COMMANDS = {
     "import": _import,
     "import-graph": _import_graph,
     "dream": _dream,
+    "doctor": _doctor,
     "export": _export,
     "stats": _stats,
     "reindex": _reindex,

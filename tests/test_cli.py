@@ -738,3 +738,15 @@ def test_dream_with_a_language_model_runs_its_passes_and_reports_the_tokens(home
     assert "language model: 42 tokens" in result.stderr
     assert stats(home)["graph_triples"] == 1
     assert server.requests[0][0]["model"] == "dreamer"
+
+
+def test_doctor_reports_then_fixes_without_deleting(seeded: Path) -> None:
+    broken = seeded / "memory" / "project-context" / "aaaaaaaaaaaa.json"
+    broken.write_text("{not json")
+    found = rockmem("--home", seeded, "doctor")
+    assert found.returncode == 1 and "malformed" in found.stdout and "--fix" in found.stderr
+    report = json.loads(ok("--home", seeded, "doctor", "--json", "--fix").stdout)
+    assert report["findings"][0]["fixed"].startswith("moved to quarantine/")
+    assert (seeded / report["quarantine"] / "memory" / "project-context" / "aaaaaaaaaaaa.json").exists()
+    assert "healthy" in ok("--home", seeded, "doctor").stderr
+    assert stats(seeded)["active"] == 4  # the good entries are all still there

@@ -1,0 +1,281 @@
+"""`rockmem-mcp doctor`: check a data home and, with --fix, repair what can be repaired without losing data.
+
+Checks: memory, graph and working-memory files that do not parse or sit where they should not; leftover temp
+files of interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose
+memory is gone; graph triples whose entities are gone; expired working-memory entries; unreadable dream
+reports. Fixing moves every bad user file to `quarantine/{time}/…` (same relative path) — it never deletes
+a user's data — removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired
+working memory. Run it with no server on the home for --fix (the server would re-create what it holds open).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
+from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+
+QUARANTINE = "quarantine"
+DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
+
+
+@dataclass
+class Finding:
+    kind: str  # malformed, misplaced, temp-file, stale-index, orphaned-vector, orphaned-triple, expired-working
+    path: str  # relative to the home
+    detail: str
+    fixed: str = ""  # what --fix did
+
+
+@dataclass
+class DoctorReport:
+    home: str
+    findings: list[Finding] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    quarantine: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "home": self.home,
+                "healthy": self.healthy,
+                "checked": self.checked,
+                "quarantine": self.quarantine,
+                "findings": [f.__dict__ for f in self.findings],
+            },
+            indent=2,
+        )
+
+
+class Doctor:
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = settings
+        self.home = settings.home
+        self._clock = clock
+        self._quarantine_dir: Path | None = None
+
+    def run(self, fix: bool = False) -> DoctorReport:
+        report = DoctorReport(home=str(self.home))
+        if not self.home.exists():
+            return report
+        memory_ids = self._memory(report, fix)
+        self._graph(report, fix)
+        self._working(report, fix)
+        self._vectors(report, fix, memory_ids)
+        self._reports(report, fix)
+        self._temp_files(report, fix)
+        self._indexes(report, fix)
+        if self._quarantine_dir is not None:
+            report.quarantine = str(self._quarantine_dir.relative_to(self.home))
+        return report
+
+    # ------------------------------------------------------------------ stores
+    def _memory(self, report: DoctorReport, fix: bool) -> set[str]:
+        root = self.settings.memory_dir
+        ids: set[str] = set()
+        count = 0
+        for path in _files(root):
+            relative = path.relative_to(root)
+            if path.name.startswith("."):
+                continue  # temp files: checked separately
+            count += 1
+            folder = "/".join(relative.parts[:-1]) or None
+            problem = None
+            try:
+                if path.suffix != ".json":
+                    raise ValueError("not an entry file (entries are {id}.json)")
+                normalize_category(folder)
+                validate_entry_id(path.stem)
+                entry = MemoryEntry.model_validate_json(path.read_bytes())
+                ids.add(path.stem)
+                if entry.id != path.stem or entry.category != folder:
+                    problem = (
+                        "misplaced",
+                        f"holds id {entry.id!r} / category {entry.category!r}; read as its place says",
+                    )
+            except (ValueError, ValidationError, OSError) as exc:
+                problem = ("malformed", _first_line(exc))
+            if problem is None:
+                continue
+            kind, detail = problem
+            finding = self._found(report, kind, path, detail)
+            if fix and kind == "malformed":
+                finding.fixed = self._quarantine(path)
+            elif kind == "misplaced":
+                finding.fixed = "nothing needed: the file's place wins (its id and category are read from it)"
+        report.checked["memory files"] = count
+        return ids
+
+    def _graph(self, report: DoctorReport, fix: bool) -> None:
+        entities: set[str] = set()
+        triples: list[tuple[Path, Triple]] = []
+        for kind, model in (("entities", Entity), ("triples", Triple)):
+            folder = self.settings.graph_dir / kind
+            count = 0
+            for path in _files(folder):
+                if path.name.startswith("."):
+                    continue
+                count += 1
+                try:
+                    validate_entry_id(path.stem)
+                    if path.suffix != ".json" or path.parent != folder:
+                        raise ValueError(f"not a {kind[:-1]} file ({kind}/{{id}}.json)")
+                    record = model.model_validate_json(path.read_bytes())
+                except (ValueError, ValidationError, OSError) as exc:
+                    finding = self._found(report, "malformed", path, _first_line(exc))
+                    if fix:
+                        finding.fixed = self._quarantine(path)
+                    continue
+                if isinstance(record, Entity):
+                    entities.add(path.stem)
+                else:
+                    triples.append((path, record))
+            report.checked[f"graph {kind}"] = count
+        for path, triple in triples:
+            missing = [end for end in (triple.subject, triple.object) if end not in entities]
+            if missing:
+                finding = self._found(report, "orphaned-triple", path, f"entity {', '.join(missing)} is gone")
+                if fix:
+                    finding.fixed = self._quarantine(path)
+
+    def _working(self, report: DoctorReport, fix: bool) -> None:
+        folder = self.settings.working_dir
+        now = self._clock()
+        count = 0
+        for path in _files(folder):
+            if path.name.startswith("."):
+                continue
+            count += 1
+            try:
+                entries = json.loads(path.read_bytes())["entries"]
+                if not isinstance(entries, dict):
+                    raise ValueError("'entries' is not an object")
+            except (ValueError, KeyError, TypeError, OSError) as exc:
+                finding = self._found(
+                    report, "malformed", path, f"{_first_line(exc)} (read as empty; the next write would replace it)"
+                )
+                if fix:
+                    finding.fixed = self._quarantine(path)
+                continue
+            expired = 0
+            for raw in entries.values():
+                try:
+                    if datetime.fromisoformat(raw["expires_at"]) <= now:
+                        expired += 1
+                except (KeyError, TypeError, ValueError):
+                    expired += 1
+            if expired:
+                finding = self._found(report, "expired-working", path, f"{expired} expired or damaged entries")
+                if fix:
+                    from rockmem_mcp.services.working import sweep_expired
+
+                    finding.fixed = f"swept ({sweep_expired(self.settings, self._clock)} dropped)"
+        report.checked["working-memory files"] = count
+
+    def _vectors(self, report: DoctorReport, fix: bool, memory_ids: set[str]) -> None:
+        folder = self.settings.embeddings_dir
+        count = 0
+        for path in _files(folder):
+            if path.suffix != ".bin" or path.name.startswith("."):
+                continue
+            count += 1
+            if path.stem not in memory_ids:
+                finding = self._found(report, "orphaned-vector", path, "its memory is gone (derived data)")
+                if fix:
+                    path.unlink(missing_ok=True)
+                    finding.fixed = "removed (derived: re-made if the memory returns)"
+        report.checked["vectors"] = count
+
+    def _reports(self, report: DoctorReport, fix: bool) -> None:
+        for path in _files(self.settings.dream_reports_dir):
+            if path.suffix != ".json" or path.name.startswith("."):
+                continue
+            try:
+                DreamReport.model_validate_json(path.read_bytes())
+            except (ValueError, ValidationError, OSError) as exc:
+                finding = self._found(report, "malformed", path, _first_line(exc))
+                if fix:
+                    finding.fixed = self._quarantine(path)
+
+    def _temp_files(self, report: DoctorReport, fix: bool) -> None:
+        for path in _files(self.home):
+            if path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX) and QUARANTINE not in path.parts:
+                finding = self._found(report, "temp-file", path, "left by an interrupted write (never acknowledged)")
+                if fix:
+                    path.unlink(missing_ok=True)
+                    finding.fixed = "removed"
+
+    def _indexes(self, report: DoctorReport, fix: bool) -> None:
+        """A snapshot that cannot be read, or disagrees with the files, makes a start slower or (edited files)
+        stale; --fix deletes the derived indexes so they are rebuilt from the files."""
+        index = self.settings.index_dir
+        stale = []
+        memory_snapshot = index / DERIVED_SNAPSHOTS[0]
+        if memory_snapshot.exists():
+            from rockmem_mcp.search.memory_index import MemoryIndex
+
+            loaded = MemoryIndex.load(memory_snapshot, with_vectors=False)
+            if loaded is None:
+                stale.append((memory_snapshot, "unreadable or from another version"))
+        graph_snapshot = index / DERIVED_SNAPSHOTS[1]
+        if graph_snapshot.exists():
+            from rockmem_mcp.storage.graph_files import read_snapshot
+
+            snapshot = read_snapshot(graph_snapshot)
+            if snapshot is None:
+                stale.append((graph_snapshot, "unreadable"))
+            else:
+                on_disk = {p.stem for p in _files(self.settings.graph_dir / "triples") if p.suffix == ".json"}
+                if on_disk != {t.id for t in snapshot.triples}:
+                    stale.append((graph_snapshot, "its triples differ from the files (caught up at each start)"))
+        for path, detail in stale:
+            finding = self._found(report, "stale-index", path, detail)
+            if fix:
+                path.unlink(missing_ok=True)
+                finding.fixed = "removed: rebuilt from the files at the next start"
+
+    # ------------------------------------------------------------------ helpers
+    def _found(self, report: DoctorReport, kind: str, path: Path, detail: str) -> Finding:
+        finding = Finding(kind, str(path.relative_to(self.home)), detail)
+        report.findings.append(finding)
+        return finding
+
+    def _quarantine(self, path: Path) -> str:
+        if self._quarantine_dir is None:
+            self._quarantine_dir = self.home / QUARANTINE / self._clock().strftime("%Y%m%dT%H%M%SZ")
+        target = self._quarantine_dir / path.relative_to(self.home)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), target)
+        return f"moved to {target.relative_to(self.home)}"
+
+
+def _files(root: Path) -> list[Path]:
+    """Every file under `root` (symlinks neither followed nor listed as files); [] if it is absent."""
+    found = []
+    for directory, folders, names in os.walk(root, followlinks=False):
+        folders[:] = [f for f in folders if f != QUARANTINE]
+        for name in names:
+            path = Path(directory) / name
+            if not path.is_symlink():
+                found.append(path)
+    return sorted(found)
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        return f"{'.'.join(map(str, error['loc'])) or 'file'}: {error['msg']}"
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -1,0 +1,114 @@
+"""The doctor: every kind of finding, --fix quarantining instead of deleting, a healthy home after."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.services.doctor import Doctor
+from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.working import WorkingMemory
+
+from .helpers import T0, FakeClock
+
+
+def damaged_home(settings: Settings) -> dict[str, bytes]:
+    """A home with one of each problem; the user files the doctor must not lose, by relative path."""
+    memory = MemoryService(settings)
+    kept = memory.save("A healthy memory", "notes")
+    memory.close()
+    graph = GraphService(settings)
+    graph.add_triples([{"subject": "Alice", "predicate": "knows", "object": "Bob"}])
+    graph.close()
+    home = settings.home
+    bad = {
+        "memory/notes/aaaaaaaaaaaa.json": b"{not json",
+        "memory/notes/readme.txt": b"a stray note",
+        "knowledge-graph/entities/bbbbbbbbbbbb.json": b'{"id": "x"}',
+        "knowledge-graph/triples/cccccccccccc.json": json.dumps(
+            {
+                "id": "cccccccccccc",
+                "subject": "dddddddddddd",
+                "predicate": "p",
+                "object": "eeeeeeeeeeee",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        ).encode(),
+        "working-memory/patrol.json": b"[]",
+        "dream-reports/20260101T000000000000Z.json": b"{}",
+    }
+    for relative, data in bad.items():
+        (home / relative).parent.mkdir(parents=True, exist_ok=True)
+        (home / relative).write_bytes(data)
+    (home / "memory" / "notes" / ".x.json.abcd.tmp").write_bytes(b"half")
+    (home / ".embeddings").mkdir(exist_ok=True)
+    (home / ".embeddings" / "ffffffffffff.bin").write_bytes(b"\0" * 16)
+    (home / "index" / "graph-snapshot.jsonl").write_bytes(b"{damaged")
+    assert kept.id
+    return bad
+
+
+def test_a_healthy_home_has_no_findings(settings: Settings) -> None:
+    memory = MemoryService(settings)
+    memory.save("Fine", "notes")
+    memory.close()
+    report = Doctor(settings).run()
+    assert report.healthy and report.checked["memory files"] == 1
+    assert Doctor(settings.model_copy(update={"home": settings.home / "absent"})).run().healthy
+
+
+def test_every_problem_is_found_and_named(settings: Settings) -> None:
+    damaged_home(settings)
+    found = {(f.kind, f.path) for f in Doctor(settings).run().findings}
+    assert found == {
+        ("malformed", "memory/notes/aaaaaaaaaaaa.json"),
+        ("malformed", "memory/notes/readme.txt"),
+        ("malformed", "knowledge-graph/entities/bbbbbbbbbbbb.json"),
+        ("orphaned-triple", "knowledge-graph/triples/cccccccccccc.json"),
+        ("malformed", "working-memory/patrol.json"),
+        ("malformed", "dream-reports/20260101T000000000000Z.json"),
+        ("temp-file", "memory/notes/.x.json.abcd.tmp"),
+        ("orphaned-vector", ".embeddings/ffffffffffff.bin"),
+        ("stale-index", "index/graph-snapshot.jsonl"),
+    }
+
+
+def test_fix_quarantines_user_files_and_leaves_a_healthy_home(settings: Settings) -> None:
+    bad = damaged_home(settings)
+    report = Doctor(settings).run(fix=True)
+    assert all(f.fixed for f in report.findings) and report.quarantine
+    quarantine = settings.home / report.quarantine
+    for relative, data in bad.items():  # nothing deleted: every user file is in quarantine, byte for byte
+        assert (quarantine / relative).read_bytes() == data
+        assert not (settings.home / relative).exists()
+    assert Doctor(settings).run().healthy
+    memory, graph = MemoryService(settings), GraphService(settings)
+    assert [e.content for e in memory.iter_entries()] == ["A healthy memory"]
+    assert [f.line() for f in graph.traverse("alice").facts] == ["- Alice --knows--> Bob (confidence=1.00)"]
+    memory.close()
+    graph.close()
+
+
+def test_expired_working_memory_is_reported_and_swept(settings: Settings) -> None:
+    clock = FakeClock(T0, timedelta(0))
+    WorkingMemory(settings, "session/s1", clock).save("old", "x", ttl_minutes=1)
+    WorkingMemory(settings, "session/s1", clock).save("new", "y", ttl_minutes=60)
+    later = FakeClock(T0 + timedelta(minutes=5), timedelta(0))
+    report = Doctor(settings, later).run(fix=True)
+    assert [(f.kind, f.fixed) for f in report.findings] == [("expired-working", "swept (1 dropped)")]
+    stored = json.loads((settings.working_dir / "session.json").read_text())["entries"]
+    assert list(stored) == ["session/s1/new"]
+
+
+def test_symlinks_are_not_followed_out_of_the_home(settings: Settings, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text("{not json")
+    settings.memory_dir.mkdir(parents=True)
+    os.symlink(outside, settings.memory_dir / "linked")
+    report = Doctor(settings).run(fix=True)
+    assert report.healthy and (outside / "secret.json").exists()
