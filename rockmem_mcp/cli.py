@@ -178,6 +178,17 @@ def _memory(settings: Settings) -> Iterator[Any]:
         service.close()
 
 
+@contextlib.contextmanager
+def _graph(settings: Settings) -> Iterator[Any]:
+    from rockmem_mcp.services.graph import GraphService
+
+    graph = GraphService(settings)
+    try:
+        yield graph
+    finally:
+        graph.close()
+
+
 def _search(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
         found = memory.search(
@@ -212,7 +223,7 @@ def _open_input(path: str) -> BinaryIO:
 
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.transfer import import_jsonl
+    from rockmem_mcp.services.transfer import HomeStores, import_jsonl
 
     started = time.monotonic()
     show = sys.stderr.isatty()
@@ -226,14 +237,18 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         source = _open_input(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
-    with source, _memory(settings) as memory:
-        report = import_jsonl(memory, source, progress)
+    with source, _memory(settings) as memory, _graph(settings) as graph:
+        report = import_jsonl(memory, source, progress, others=HomeStores(settings, graph))
     if show:
         print(file=sys.stderr)
     _report_bad_lines(report.errors)
+    for reason in report.skipped[:50]:
+        print(f"skipped {reason}", file=sys.stderr)
+    others = ", ".join(f"{n} {store}" for store, n in report.other_stores.items() if n)
     print(
-        f"imported {report.imported} memories ({report.replaced} replaced existing ids), "
-        f"{len(report.errors)} bad lines, in {time.monotonic() - started:.1f}s",
+        f"imported {report.imported} memories ({report.replaced} replaced existing ids)"
+        f"{f', and {others}' if others else ''}; {len(report.errors)} bad lines, "
+        f"{len(report.skipped)} records skipped, in {time.monotonic() - started:.1f}s",
         file=sys.stderr,
     )
     return 1 if report.errors else 0
@@ -272,17 +287,19 @@ def _report_bad_lines(errors: list[Any]) -> None:
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.transfer import export_jsonl
+    from rockmem_mcp.services.transfer import HomeStores, export_jsonl
 
     try:
         target = _open_output(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot write {args.file}: {exc.strerror}") from None
-    with _memory(settings) as memory:
-        count = export_jsonl(memory, target)
+    with _memory(settings) as memory, _graph(settings) as graph:
+        others = HomeStores(settings, graph)
+        count = export_jsonl(memory, target, others)
     if target is not sys.stdout:
         target.close()
-    print(f"exported {count} memories", file=sys.stderr)
+    extra = f" and {others.exported} graph, working-memory and feedback records" if others.exported else ""
+    print(f"exported {count} memories{extra}", file=sys.stderr)
     return 0
 
 

@@ -750,3 +750,36 @@ def test_doctor_reports_then_fixes_without_deleting(seeded: Path) -> None:
     assert (seeded / report["quarantine"] / "memory" / "project-context" / "aaaaaaaaaaaa.json").exists()
     assert "healthy" in ok("--home", seeded, "doctor").stderr
     assert stats(seeded)["active"] == 4  # the good entries are all still there
+
+
+def test_export_and_import_carry_every_store(seeded: Path, tmp_path: Path) -> None:
+    """A backup of the whole home: memories, graph, live working memory and feedback, restored elsewhere."""
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.feedback import FeedbackLog
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.working import WorkingMemory
+
+    settings = Settings.load({"home": seeded}, env={})
+    graph = GraphService(settings)
+    graph.add_entities([{"name": "Alice", "type": "person", "aliases": ["Ally"]}])
+    graph.add_triples([{"subject": "Alice", "predicate": "leads", "object": "Falcon", "confidence": 0.8}])
+    graph.close()
+    WorkingMemory(settings, "session/s1").save("plan", "ship friday", ttl_minutes=60)
+    WorkingMemory(settings, "session/s1").save("shared/board", "three columns", ttl_minutes=60)
+    FeedbackLog(settings).record("Correction", "Use tabs, not spaces", "s1")
+    backup = tmp_path / "backup.jsonl"
+    exported = ok("--home", seeded, "export", backup)
+    assert "exported 5 memories and 6 graph, working-memory and feedback records" in exported.stderr
+
+    restored = tmp_path / "restored"
+    done = ok("--home", restored, "import", backup)
+    assert "and 2 entities, 1 triples, 2 working, 1 feedback" in done.stderr and "0 records skipped" in done.stderr
+    again = tmp_path / "again.jsonl"
+    ok("--home", restored, "export", again)
+    assert again.read_bytes() == backup.read_bytes()  # the round trip is exact
+    assert stats(restored)["graph_triples"] == 1
+    settings = Settings.load({"home": restored}, env={})
+    assert WorkingMemory(settings, "session/other").get("session/s1/plan").data == "ship friday"
+    assert [f.content for f in FeedbackLog(settings).recent()] == ["Use tabs, not spaces"]
+    twice = ok("--home", restored, "import", backup)  # importing again changes nothing and says why
+    assert "1 records skipped" not in twice.stderr and stats(restored)["graph_entities"] == 2

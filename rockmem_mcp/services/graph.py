@@ -610,6 +610,38 @@ class GraphService:
                 break
         return facts, len(visited), False
 
+    # ------------------------------------------------------------------ backups
+    def records(self) -> tuple[list[Entity], list[Triple]]:
+        """Every entity and triple (for export), oldest first."""
+        with self._reading():
+            entities = sorted(self.entities.values(), key=lambda e: (e.created_at, e.id))
+            triples = sorted(self.triples.values(), key=lambda t: (t.created_at, t.id))
+            return entities, triples
+
+    def restore(self, entities: list[Entity], triples: list[Triple]) -> list[str]:
+        """Put exported records back with their ids (an id already here is replaced). An entity whose name
+        or alias names another entity here, or a triple whose ends are missing or that duplicates another
+        triple, is skipped; the reasons are returned."""
+        skipped: list[str] = []
+        with self._changing() as changes:
+            for entity in entities:
+                owners = {self._names.get(name_key(label)) for label in (entity.name, *entity.aliases)} - {None}
+                if owners - {entity.id}:
+                    skipped.append(f"entity {entity.id} ({entity.name!r}): the name is another entity's here")
+                    continue
+                changes.put_entity(entity)
+                self._index_entity(entity)
+            for triple in triples:
+                spo = self._by_spo.get((triple.subject, triple.predicate, triple.object))
+                if triple.subject not in self.entities or triple.object not in self.entities:
+                    skipped.append(f"triple {triple.id}: an entity it links is missing")
+                elif spo is not None and spo != triple.id:
+                    skipped.append(f"triple {triple.id}: the same fact is here as {spo}")
+                else:
+                    changes.put_triple(triple)
+                    self._index_triple(triple)
+        return skipped
+
     # ------------------------------------------------------------------ for the dream pass
     def fact(self, triple_id: str) -> Fact:
         with self._reading():

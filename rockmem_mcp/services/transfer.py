@@ -3,16 +3,33 @@ knowledge graph written by the MCP reference memory server."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, RockmemError
-from rockmem_mcp.models import Entity, MemoryEntry, normalize_entity_type, normalize_name, normalize_predicate
+from rockmem_mcp.models import (
+    ROOTS,
+    Entity,
+    Feedback,
+    MemoryEntry,
+    Triple,
+    WorkingEntry,
+    normalize_entity_type,
+    normalize_name,
+    normalize_predicate,
+    utc_now,
+    validate_entry_id,
+    working_key_segments,
+)
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.working_files import WorkingFiles
 
 IMPORT_BATCH = 2_000
 
@@ -28,6 +45,84 @@ class ImportReport:
     imported: int = 0
     replaced: int = 0  # of `imported`, how many overwrote an entry with the same id
     errors: list[LineError] = field(default_factory=list)
+    other_stores: dict[str, int] = field(default_factory=dict)  # entities, triples, working, feedback restored
+    skipped: list[str] = field(default_factory=list)  # other-store records not restored, with the reason
+
+
+class HomeStores:
+    """The stores besides long-term memory, in export/import lines tagged with "store": knowledge-graph
+    entities and triples, live working-memory entries, and feedback. Import buffers them and `finish` puts
+    them back (ids kept; see GraphService.restore for what is skipped)."""
+
+    def __init__(self, settings: Settings, graph: GraphService) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.files = WorkingFiles(settings.working_dir)
+        self.feedback = DailyLog(settings.feedback_dir, Feedback)
+        self._entities: list[Entity] = []
+        self._triples: list[Triple] = []
+        self._working: list[WorkingEntry] = []
+        self._signals: list[Feedback] = []
+        self.exported = 0
+
+    def export_lines(self) -> Iterator[str]:
+        entities, triples = self.graph.records()
+        for store, records in (("entity", entities), ("triple", triples)):
+            for record in records:
+                yield json.dumps({"store": store, **record.model_dump(mode="json")}, ensure_ascii=False)
+        now = utc_now()
+        for root in ROOTS:
+            for raw in self.files.read(root).values():
+                with contextlib.suppress(ValueError):
+                    entry = WorkingEntry.model_validate(raw)
+                    if entry.expires_at > now:
+                        yield json.dumps({"store": "working", **entry.model_dump(mode="json")}, ensure_ascii=False)
+        for day in self.feedback.days():
+            for signal in self.feedback.read(day):
+                yield json.dumps({"store": "feedback", **signal.model_dump(mode="json")}, ensure_ascii=False)
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Validate one tagged line (ValueError if it is not a valid record of its store)."""
+        store = record.pop("store")
+        model, bucket = {
+            "entity": (Entity, self._entities),
+            "triple": (Triple, self._triples),
+            "working": (WorkingEntry, self._working),
+            "feedback": (Feedback, self._signals),
+        }.get(store, (None, None))
+        if model is None or bucket is None:
+            raise ValueError(f"unknown store {store!r}: entity, triple, working or feedback")
+        parsed = model.model_validate(record)
+        if isinstance(parsed, Entity | Triple | Feedback):
+            validate_entry_id(parsed.id)
+        if isinstance(parsed, WorkingEntry):
+            working_key_segments(parsed.key)
+            if parsed.key.split("/")[0] not in ROOTS:
+                raise ValueError(f"working-memory key {parsed.key!r} has no namespace root")
+        bucket.append(parsed)
+
+    def finish(self) -> tuple[dict[str, int], list[str]]:
+        """Write what `add` took; counts per store and what was skipped, with reasons."""
+        skipped = self.graph.restore(self._entities, self._triples) if self._entities or self._triples else []
+        now = utc_now()
+        live = [e for e in self._working if e.expires_at > now]
+        skipped += [f"working {e.key}: expired" for e in self._working if e.expires_at <= now]
+        for root in ROOTS:
+            mine = [e for e in live if e.key.split("/")[0] == root]
+            if mine:
+                with self.files.changing(root) as entries:
+                    entries.update({e.key: e.model_dump(mode="json") for e in mine})
+        known = {f.id for day in self.feedback.days() for f in self.feedback.read(day)}
+        fresh = [f for f in self._signals if f.id not in known]
+        for signal in fresh:
+            self.feedback.append(signal, signal.at.date())
+        counts = {
+            "entities": len(self._entities),
+            "triples": len(self._triples),
+            "working": len(live),
+            "feedback": len(fresh),
+        }
+        return counts, skipped
 
 
 def import_jsonl(
@@ -35,8 +130,10 @@ def import_jsonl(
     lines: Iterable[str | bytes],
     progress: Callable[[int], None] | None = None,
     batch_size: int = IMPORT_BATCH,
+    others: HomeStores | None = None,
 ) -> ImportReport:
-    """Read `{content, category?, tags?, metadata?, importance?, created_at?, id?, ...}` per line.
+    """Read `{content, category?, tags?, metadata?, importance?, created_at?, id?, ...}` per line; lines
+    tagged `"store"` (entity, triple, working, feedback) go to `others` (a backup of the whole home).
 
     Bad lines are reported by number and skipped; good ones are written in batches (one durable flush
     and one index update per batch). An id that already exists is replaced.
@@ -59,7 +156,12 @@ def import_jsonl(
             record = json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError('expected a JSON object like {"content": "..."}')
-            batch.append(memory.prepare_entry(record))
+            if "store" in record:
+                if others is None:
+                    raise ValueError(f"a {record['store']!r} record: import it with `rockmem-mcp import`")
+                others.add(record)
+            else:
+                batch.append(memory.prepare_entry(record))
         except (ValueError, RockmemError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))
         if len(batch) >= batch_size:
@@ -69,15 +171,22 @@ def import_jsonl(
     flush()
     if progress:
         progress(number)
+    if others is not None:
+        report.other_stores, report.skipped = others.finish()
     return report
 
 
-def export_jsonl(memory: MemoryService, out: TextIO) -> int:
-    """Write every entry (archived ones too), oldest first, in the format import reads."""
+def export_jsonl(memory: MemoryService, out: TextIO, others: HomeStores | None = None) -> int:
+    """Write every entry (archived ones too), oldest first, in the format import reads; then, with `others`,
+    the graph, live working memory and feedback as lines tagged "store". Returns the memories written
+    (`others.exported` counts the rest)."""
     count = 0
     for entry in memory.iter_entries():
         out.write(entry.model_dump_json() + "\n")
         count += 1
+    for line in others.export_lines() if others is not None else ():
+        out.write(line + "\n")
+        others.exported += 1
     return count
 
 
