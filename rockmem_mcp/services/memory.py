@@ -44,6 +44,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
+from rockmem_mcp.storage.home_claim import HomeClaim
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class MemoryService:
         self.settings = settings
         self._clock = clock
         self.lock = self._lock = threading.RLock()
+        self._claim = HomeClaim(settings.home)  # first store open on the home: crashed writes' temp files go
         settings.memory_dir.mkdir(parents=True, exist_ok=True)
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
@@ -103,6 +105,7 @@ class MemoryService:
         if self._changes_since_snapshot or self._vectors_since_snapshot:
             self.write_snapshot()
         self.journal.close()
+        self._claim.close()
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
         loaded = MemoryIndex.load(self._snapshot_path, with_vectors=self.embedder.configured)

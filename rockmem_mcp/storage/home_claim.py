@@ -1,0 +1,60 @@
+"""Which processes have a data home open, and cleaning up after crashed ones.
+
+Every open memory store holds a shared lock on `{home}/.rockmem.lock`. A store that is granted the
+exclusive lock instead is alone on the home, so no other process can be half-way through a write: it
+first removes the temp files that interrupted writes left anywhere in the home (they were never
+acknowledged: the rename that publishes a write had not happened), then keeps a shared lock like the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: temp files are left to the hour-old sweep of listings
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".rockmem.lock"
+SKIPPED_FOLDERS = ("quarantine",)
+
+
+class HomeClaim:
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        self.cleaned = 0
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # others have the home open: their temp files may be writes in progress
+        else:
+            self.cleaned = remove_temp_files(home)
+            if self.cleaned:
+                log.info("removed %d temp file(s) left by interrupted writes in %s", self.cleaned, home)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        os.close(self._fd)  # closing releases the lock
+
+
+def remove_temp_files(home: Path) -> int:
+    removed = 0
+    for directory, folders, names in os.walk(home, followlinks=False):
+        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS]
+        for name in names:
+            if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                try:
+                    os.unlink(os.path.join(directory, name))
+                    removed += 1
+                except OSError:
+                    continue
+    return removed
