@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+from rockmem_mcp.storage.home_claim import quarantine
 
 QUARANTINE = "quarantine"
 DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
@@ -69,6 +69,7 @@ class Doctor:
 
     def run(self, fix: bool = False) -> DoctorReport:
         report = DoctorReport(home=str(self.home))
+        self._started = self._clock()
         if not self.home.exists():
             return report
         memory_ids = self._memory(report, fix)
@@ -254,11 +255,8 @@ class Doctor:
         return finding
 
     def _quarantine(self, path: Path) -> str:
-        if self._quarantine_dir is None:
-            self._quarantine_dir = self.home / QUARANTINE / self._clock().strftime("%Y%m%dT%H%M%SZ")
-        target = self._quarantine_dir / path.relative_to(self.home)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(path), target)
+        target = quarantine(self.home, path, self._started)
+        self._quarantine_dir = self.home / QUARANTINE / self._started.strftime("%Y%m%dT%H%M%SZ")
         return f"moved to {target.relative_to(self.home)}"
 
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
-from rockmem_mcp.storage.home_claim import HomeClaim
+from rockmem_mcp.storage.home_claim import HomeClaim, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,10 @@ class MemoryService:
         self._claim.close()
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
+        try:
+            snapshot_time = os.stat(self._snapshot_path).st_mtime_ns
+        except OSError:
+            snapshot_time = 0
         loaded = MemoryIndex.load(self._snapshot_path, with_vectors=self.embedder.configured)
         if loaded is not None:
             index, position = loaded
@@ -115,7 +120,7 @@ class MemoryService:
             if not read.gap:
                 for record in read.records:
                     self._apply(index, record)
-                self._reconcile_with_files(index)
+                self._reconcile_with_files(index, snapshot_time)
                 return index, read.position
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
         position = self.journal.end()  # taken before reading: later changes are replayed on next sync
@@ -125,6 +130,7 @@ class MemoryService:
 
     def _build_from_files(self) -> MemoryIndex:
         index = MemoryIndex()
+        self._settle_duplicates(self.files.listing())
         entries = self._read_locations(self.files.walk())
         while batch := list(itertools.islice(entries, REBUILD_BATCH)):
             index.upsert_many(batch)
@@ -157,14 +163,52 @@ class MemoryService:
             last_change[entry.id] = _last_change(entry)
             yield entry
 
-    def _reconcile_with_files(self, index: MemoryIndex) -> None:
-        """Catch files added, moved or removed behind the journal's back (by hand, or a crash).
+    def _settle_duplicates(self, on_disk: dict[str | None, set[str]], index: MemoryIndex | None = None) -> None:
+        """One id in two folders (a move cut short by a crash, or a copy by hand): the copy the index holds
+        stays (the last acknowledged state), else the most recently written file; the others go to
+        quarantine/ (never deleted). `on_disk` is updated to match."""
+        folders: dict[str, list[str | None]] = {}
+        for category, stems in on_disk.items():
+            for stem in stems:
+                folders.setdefault(stem, []).append(category)
+        for stem, categories in folders.items():
+            if len(categories) < 2:
+                continue
+            paths = {c: self.files.path_for(stem, c) for c in categories}
+            indexed = index.location(stem) if index is not None and stem in index else None
+            if indexed is not None and indexed.category in paths:
+                newest = indexed.category
+            else:
+                newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
+            for category in categories:
+                if category != newest:
+                    moved = quarantine(self.settings.home, paths[category], self._clock())
+                    log.warning("memory %s was in two folders; kept %s, moved the other to %s", stem,
+                                paths[newest], moved)  # fmt: skip
+                    on_disk[category].discard(stem)
 
-        Compares names only, folder by folder, as sets: at 100k entries this is a directory listing
-        and a few set differences; only the files that differ are read.
+    def _reconcile_with_files(self, index: MemoryIndex, since_ns: int = 0) -> None:
+        """Catch files added, moved, removed or rewritten behind the journal's back (by hand, or a crash
+        between a file's write and its journal record).
+
+        Compares names folder by folder as sets (at 100k entries a directory listing and a few set
+        differences); then, in folders changed since the snapshot (a rename updates the folder), re-reads
+        the files written since. Only the files that differ are read.
         """
         on_disk = self.files.listing()
+        self._settle_duplicates(on_disk, index)
         known = index.ids_by_category()
+        if since_ns:
+            rewritten = [
+                location
+                for category, stems in on_disk.items()
+                if _mtime_ns(self.files.path_for("x", category).parent) >= since_ns
+                for stem in stems & known.get(category, set())
+                if _mtime_ns(self.files.path_for(stem, category)) >= since_ns
+                and (location := self.files.location(stem, category))
+            ]
+            for entry in self._read_locations(rewritten):
+                index.upsert(entry)
         gone = {entry_id for category, ids in known.items() for entry_id in ids - on_disk.get(category, set())}
         added = [
             location
@@ -641,6 +685,13 @@ class MemoryService:
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
             )
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _last_change(entry: MemoryEntry) -> datetime:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import datetime
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
@@ -58,3 +59,11 @@ def remove_temp_files(home: Path) -> int:
                 except OSError:
                     continue
     return removed
+
+
+def quarantine(home: Path, path: Path, now: datetime) -> Path:
+    """Move a file the home should not use to quarantine/{time}/ under its relative path (never deleted)."""
+    target = home / "quarantine" / now.strftime("%Y%m%dT%H%M%SZ") / path.relative_to(home)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, target)
+    return target
