@@ -25,7 +25,10 @@ def utc_now() -> datetime:
 
 def as_utc(value: datetime) -> datetime:
     """Naive datetimes are taken as UTC; aware ones are converted to it."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+14:00 is before the first representable instant
+        raise InvalidInputError(f"{value.isoformat()} is out of range once converted to UTC") from None
 
 
 def new_entry_id() -> str:

@@ -473,7 +473,8 @@ def _hot_pairs(pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray)
     """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents, by key then slot."""
     ordered = np.sort(pair_keys)
     # A key equal to the key HOT_PAIR_DOCS - 1 places on is in a run that long (documents hold a key once).
-    head = ordered[: len(ordered) - HOT_PAIR_DOCS + 1]
+    # Fewer pairs than that in all: none can be hot (and the slices below would be misaligned).
+    head = ordered[: max(0, len(ordered) - HOT_PAIR_DOCS + 1)]
     hot_keys = np.unique(head[ordered[HOT_PAIR_DOCS - 1 :] == head])
     del ordered, head
     if not len(hot_keys):

@@ -162,7 +162,8 @@ def import_jsonl(
                 others.add(record)
             else:
                 batch.append(memory.prepare_entry(record))
-        except (ValueError, RockmemError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        # UnicodeDecodeError and JSONDecodeError are ValueErrors; RecursionError: JSON nested too deep.
+        except (ValueError, RecursionError, RockmemError) as exc:
             report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))
         if len(batch) >= batch_size:
             flush()
@@ -236,7 +237,7 @@ def import_reference_graph(
                 relations.append((number, _reference_relation(record)))
             else:
                 raise ValueError('expected {"type": "entity", …} or {"type": "relation", …}')
-        except (ValueError, RockmemError) as exc:
+        except (ValueError, RecursionError, RockmemError) as exc:  # RecursionError: nested too deep
             report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))
 
     observations: list[MemoryEntry] = []

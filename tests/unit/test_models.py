@@ -171,3 +171,13 @@ def test_entry_ignores_unknown_fields_and_checks_ranges() -> None:
     assert not hasattr(e, "future")
     with pytest.raises(ValueError):
         MemoryEntry(id="a1", content="c", created_at=datetime.now(UTC), importance=1.5)
+
+
+def test_a_datetime_out_of_range_in_utc_is_a_clear_error() -> None:
+    from datetime import datetime as dt
+
+    from rockmem_mcp.errors import InvalidInputError
+    from rockmem_mcp.models import as_utc
+
+    with pytest.raises(InvalidInputError, match="out of range once converted to UTC"):
+        as_utc(dt.fromisoformat("0001-01-01T00:00:00+14:00"))

@@ -339,3 +339,13 @@ def test_from_arrays_rejects_mismatched_arrays() -> None:
         BM25Index.from_arrays(arrays, ["d0", "d1"], list(index.terms))
     with pytest.raises(ValueError):
         BM25Index.from_arrays(arrays, ["d0", "d1", "d2"], [*index.terms, "extra"])
+
+
+def test_a_snapshot_of_fewer_pairs_than_make_one_hot_is_written(tmp_path) -> None:
+    """128 to 254 adjacent pairs in all once misaligned the hot-pair slices and broke the snapshot."""
+    from rockmem_mcp.search.bm25 import HOT_PAIR_DOCS, _hot_pairs
+
+    for count in (0, 1, HOT_PAIR_DOCS // 2, HOT_PAIR_DOCS - 1, HOT_PAIR_DOCS + 10):
+        keys = np.arange(count, dtype=np.int64)
+        hot, slots, tf = _hot_pairs(keys, np.ones(count, dtype=np.int32), np.ones(count, dtype=np.int32))
+        assert len(hot) == 0 and len(slots) == len(tf) == 0  # every key distinct: none hot

@@ -148,3 +148,9 @@ def test_batch_size_does_not_change_the_result(services: Services, tmp_path: Pat
     report = import_jsonl(service, [*lines, lines[0]], batch_size=batch_size)
     assert (report.imported, report.replaced) == (6, 1)
     assert [json.loads(x)["id"] for x in export_text(service).splitlines()] == [f"batch{i:07d}" for i in range(5)]
+
+
+def test_a_line_nested_too_deep_is_reported_not_raised(service: MemoryService) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    report = import_jsonl(service, [deep, json.dumps({"content": "still imported"})])
+    assert report.imported == 1 and [e.line for e in report.errors] == [1]
