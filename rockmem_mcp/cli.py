@@ -223,7 +223,7 @@ def _open_input(path: str) -> BinaryIO:
 
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.transfer import HomeStores, import_jsonl
+    from rockmem_mcp.services.transfer import HomeStores, bounded_lines, import_jsonl
 
     started = time.monotonic()
     show = sys.stderr.isatty()
@@ -238,7 +238,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
     except OSError as exc:
         raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
     with source, _memory(settings) as memory, _graph(settings) as graph:
-        report = import_jsonl(memory, source, progress, others=HomeStores(settings, graph))
+        report = import_jsonl(memory, bounded_lines(source), progress, others=HomeStores(settings, graph))
     if show:
         print(file=sys.stderr)
     _report_bad_lines(report.errors)
@@ -256,7 +256,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
 
 def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.transfer import import_reference_graph
+    from rockmem_mcp.services.transfer import bounded_lines, import_reference_graph
 
     started = time.monotonic()
     try:
@@ -266,7 +266,7 @@ def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
     graph = GraphService(settings)
     try:
         with source, _memory(settings) as memory:
-            report = import_reference_graph(graph, memory, source)
+            report = import_reference_graph(graph, memory, bounded_lines(source))
     finally:
         graph.close()
     _report_bad_lines(report.errors)

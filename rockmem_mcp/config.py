@@ -142,6 +142,25 @@ class Settings(BaseModel):
         """Same-named markdown files here override the shipped prompt templates and directives."""
         return self.home / "prompts"
 
+    @property
+    def store_dirs(self) -> tuple[Path, ...]:
+        """Every folder rockmem keeps in the home, parents first: none may be a symbolic link (see no_follow)."""
+        return (
+            self.memory_dir,
+            self.index_dir,
+            self.index_dir / "graph",  # the graph's change journal
+            self.working_dir,
+            self.conversations_dir,
+            self.embeddings_dir,
+            self.graph_dir,
+            self.graph_dir / "entities",
+            self.graph_dir / "triples",
+            self.feedback_dir,
+            self.dream_reports_dir,
+            self.prompts_dir,
+            self.home / "quarantine",
+        )
+
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
         """Merge defaults, `ROCKMEM_*` variables and explicit overrides (flags); None overrides are ignored."""

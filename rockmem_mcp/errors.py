@@ -5,6 +5,8 @@ They become MCP error results in one place (the tool boundary) and CLI error lin
 
 from __future__ import annotations
 
+import errno
+
 
 class RockmemError(Exception):
     """Base class for every error rockmem reports to a user or a model."""
@@ -37,3 +39,18 @@ class EmbeddingRefused(EmbeddingError):
 
 class LLMError(RockmemError):
     """The language model endpoint could not produce a usable answer (unreachable, refused, malformed)."""
+
+
+class LinkRefusedError(RockmemError, OSError):
+    """A symbolic link inside the home where rockmem keeps a file or folder of its own. An OSError too, so a
+    reader that skips unreadable files skips it; a tool reports it like any other refusal."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(
+            errno.ELOOP,
+            f"{path} is a symbolic link; rockmem follows no links inside its data home "
+            "(put the file or folder itself there, or point ROCKMEM_HOME at the real location)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)

@@ -40,7 +40,12 @@ def check_text(value: object, what: str, limit: int, setting: str, advice: str) 
     """`value` as text of at most `limit` UTF-8 bytes, or an error naming the setting and what to do."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be text, got {type(value).__name__}")
-    size = len(value.encode("utf-8"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:  # a lone surrogate: possible from a library caller, never over JSON
+        raise InvalidInputError(
+            f"{what} is not valid Unicode (a lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start})"
+        ) from None
     if size > limit:
         raise InvalidInputError(f"{what} is {size} bytes; the limit is {limit} ({setting}). {advice}")
     return value

@@ -18,6 +18,7 @@ import numpy as np
 
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.no_follow import read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,7 @@ class VectorFiles:
         try:
             if os.stat(path).st_mtime <= not_before:  # equal: same clock tick, order unknown
                 return None
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_bytes(path)
         except OSError:
             return None
         if len(data) != 4 * dim:
@@ -127,7 +127,7 @@ class VectorFiles:
 
     def record(self) -> tuple[str, int] | None:
         try:
-            data = json.loads((self.directory / MODEL_RECORD).read_text())
+            data = json.loads(read_bytes(self.directory / MODEL_RECORD))
             return str(data["model"]), int(data["dim"])
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -23,6 +23,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.home_claim import quarantine
+from rockmem_mcp.storage.no_follow import read_bytes
 
 QUARANTINE = "quarantine"
 DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
@@ -100,7 +101,7 @@ class Doctor:
                     raise ValueError("not an entry file (entries are {id}.json)")
                 normalize_category(folder)
                 validate_entry_id(path.stem)
-                entry = MemoryEntry.model_validate_json(path.read_bytes())
+                entry = MemoryEntry.model_validate_json(read_bytes(path))
                 ids.add(path.stem)
                 if entry.id != path.stem or entry.category != folder:
                     problem = (
@@ -134,7 +135,7 @@ class Doctor:
                     validate_entry_id(path.stem)
                     if path.suffix != ".json" or path.parent != folder:
                         raise ValueError(f"not a {kind[:-1]} file ({kind}/{{id}}.json)")
-                    record = model.model_validate_json(path.read_bytes())
+                    record = model.model_validate_json(read_bytes(path))
                 except (ValueError, ValidationError, OSError) as exc:
                     finding = self._found(report, "malformed", path, _first_line(exc))
                     if fix:
@@ -161,7 +162,7 @@ class Doctor:
                 continue
             count += 1
             try:
-                entries = json.loads(path.read_bytes())["entries"]
+                entries = json.loads(read_bytes(path))["entries"]
                 if not isinstance(entries, dict):
                     raise ValueError("'entries' is not an object")
             except (ValueError, KeyError, TypeError, OSError) as exc:
@@ -205,7 +206,7 @@ class Doctor:
             if path.suffix != ".json" or path.name.startswith("."):
                 continue
             try:
-                DreamReport.model_validate_json(path.read_bytes())
+                DreamReport.model_validate_json(read_bytes(path))
             except (ValueError, ValidationError, OSError) as exc:
                 finding = self._found(report, "malformed", path, _first_line(exc))
                 if fix:

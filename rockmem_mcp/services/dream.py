@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError, RockmemError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, RockmemError
 from rockmem_mcp.models import (
     DreamAction,
     DreamMaterial,
@@ -46,6 +46,7 @@ from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.no_follow import open_fd, read_bytes
 
 try:
     import fcntl
@@ -163,7 +164,7 @@ class Dreamer:
         """Hold the home's dream lock, or raise DreamBusy at once if another dream holds it."""
         directory = self.settings.dream_reports_dir
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / ".dream.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_fd(directory / ".dream.lock", os.O_RDWR | os.O_CREAT)
         try:
             if fcntl is not None:
                 try:
@@ -215,12 +216,19 @@ class Dreamer:
                 if wanted is None
                 else f"no dream report {report_id!r}; the latest are: {', '.join(ids[-5:]) or 'none'}"
             )
-        return DreamReport.model_validate_json((self.settings.dream_reports_dir / f"{wanted}.json").read_bytes())
+        path = self.settings.dream_reports_dir / f"{wanted}.json"
+        try:
+            return DreamReport.model_validate_json(read_bytes(path))
+        except (OSError, ValueError) as exc:
+            problem = str(exc).splitlines()[0][:200]
+            raise CorruptEntryError(
+                f"dream report {wanted} cannot be read ({problem}); fix or move {path} away"
+            ) from None
 
     def last_run(self) -> datetime | None:
         """When the last real (not dry-run) dream finished."""
         for report_id in reversed(self.reports()):
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(RockmemError):
                 found = self.report(report_id)
                 if not found.dry_run and found.finished_at is not None:
                     return found.finished_at

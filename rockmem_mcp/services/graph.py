@@ -59,6 +59,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
+from rockmem_mcp.storage.no_follow import open_fd
 
 try:
     import fcntl
@@ -112,6 +113,10 @@ class GraphService:
         # stemming 10k+ unusual names costs seconds a start should not pay.
         self._text: BM25Index | None = None
         self._position = self.journal.end()
+        try:
+            snapshot_ns = os.stat(self._snapshot_path).st_mtime_ns  # before reading: a later rewrite is newer
+        except OSError:
+            snapshot_ns = 0
         snapshot = read_snapshot(self._snapshot_path)
         since = self.journal.read_since(snapshot.position) if snapshot else None
         if snapshot is None or since is None or since.gap:
@@ -126,17 +131,19 @@ class GraphService:
         if snapshot is not None and since is not None and not since.gap:
             self._position = snapshot.position
             self._sync()
-            self._reconcile()
+            self._reconcile(snapshot_ns)
 
-    def _reconcile(self) -> None:
-        """Re-read records whose files appeared or vanished without a journal record (copied in by hand, or
-        written by a process that died before journaling them): one directory listing per folder."""
+    def _reconcile(self, since_ns: int) -> None:
+        """Re-read records whose files appeared, vanished or were rewritten without a journal record (by hand,
+        or by a process that died between a file's write and its journal record): one directory listing per
+        folder, and a stat per file only in a folder written to since the snapshot (`since_ns`)."""
         stray = _Changes()
         for files, known, ids in (
             (self.files.entities, self.entities, stray.removed_entities),
             (self.files.triples, self.triples, stray.removed_triples),
         ):
             ids.update(i for i in files.stems().symmetric_difference(known) if _is_record_id(i))
+            ids.update(i for i in files.written_since(since_ns) if i in known)
         if stray.entity_ids() or stray.triple_ids():
             log.info("graph snapshot: re-reading %d records changed outside the journal", len(stray.entity_ids()))
             self._reread(stray)
@@ -240,7 +247,7 @@ class GraphService:
         """
         with self._lock:
             self.settings.graph_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)

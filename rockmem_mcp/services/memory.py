@@ -78,7 +78,9 @@ class MemoryService:
         self.settings = settings
         self._clock = clock
         self.lock = self._lock = threading.RLock()
-        self._claim = HomeClaim(settings.home)  # first store open on the home: crashed writes' temp files go
+        self._claim = HomeClaim(
+            settings.home, settings.store_dirs
+        )  # first store open on the home: crashed writes' temp files go
         settings.memory_dir.mkdir(parents=True, exist_ok=True)
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
@@ -509,6 +511,8 @@ class MemoryService:
     ) -> SearchResults:
         """Best matches for `query` ranked by `mode` (default: the settings' search_mode); without a query,
         the newest entries. Filters narrow both."""
+        if query:
+            check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         flt = SearchFilter(
             category=normalize_category(category),
             tags=tuple(normalize_tags(tags, self.settings.max_tags)),

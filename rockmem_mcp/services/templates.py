@@ -14,6 +14,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from rockmem_mcp.errors import NotFoundError
+from rockmem_mcp.storage.no_follow import read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +46,13 @@ class Templates:
     def _override(self, name: str) -> str | None:
         path = self.override_dir / f"{name}.md"
         try:
-            stat = path.stat()
+            stat = path.lstat()
         except OSError:
             return None
         try:
-            # A symlink may point elsewhere inside the home, never out of it.
-            if not path.resolve().is_relative_to(self.override_dir.resolve().parent):
-                raise ValueError("it resolves outside the data home")
             if stat.st_size > MAX_TEMPLATE_BYTES:
                 raise ValueError(f"it is larger than {MAX_TEMPLATE_BYTES:,} bytes")
-            return path.read_bytes().decode("utf-8")
+            return read_bytes(path).decode("utf-8")  # a link is refused: nothing is read from outside the home
         except (OSError, ValueError) as exc:
             if (name, stat.st_mtime) not in self._warned:
                 self._warned.add((name, stat.st_mtime))

@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, RockmemError
@@ -32,6 +32,27 @@ from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.working_files import WorkingFiles
 
 IMPORT_BATCH = 2_000
+# Longest line either importer takes: a backup line holding a 1 MB working-memory value fits even when every
+# character is escaped as \uXXXX. Longer lines are reported by number, never held in memory whole.
+MAX_IMPORT_LINE_BYTES = 8_000_000
+_SKIP_CHUNK = 1 << 20
+
+
+def bounded_lines(source: BinaryIO, limit: int = MAX_IMPORT_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a file; a line longer than `limit` comes out cut to `limit + 1` bytes (which the importers
+    report as too long) and the rest of it is read past in 1 MB chunks."""
+    while line := source.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := source.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
+                continue
+        yield line
+
+
+def _line_text(line: str | bytes) -> str:
+    """One import line as text; ValueError if it is too long or not UTF-8."""
+    if len(line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n")) > MAX_IMPORT_LINE_BYTES:
+        raise ValueError(f"line is longer than {MAX_IMPORT_LINE_BYTES:,} bytes")
+    return line.decode("utf-8") if isinstance(line, bytes) else line
 
 
 @dataclass(frozen=True)
@@ -150,7 +171,7 @@ def import_jsonl(
     number = 0
     for number, line in enumerate(lines, start=1):
         try:
-            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            text = _line_text(line)
             if not text.strip():
                 continue
             record = json.loads(text)
@@ -192,7 +213,6 @@ def export_jsonl(memory: MemoryService, out: TextIO, others: HomeStores | None =
 
 
 # ------------------------------------------------------------------------ the reference memory server's graph
-MAX_GRAPH_LINE_BYTES = 1_000_000
 GRAPH_SOURCE = "server-memory import"
 GRAPH_BATCH = 1_000  # the graph tools' own cap per call
 
@@ -224,9 +244,7 @@ def import_reference_graph(
     relations: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(lines, start=1):
         try:
-            if len(line) > MAX_GRAPH_LINE_BYTES:
-                raise ValueError(f"line is longer than {MAX_GRAPH_LINE_BYTES:,} bytes")
-            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            text = _line_text(line)
             if not text.strip():
                 continue
             record = json.loads(text)

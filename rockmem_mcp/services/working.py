@@ -152,6 +152,8 @@ class WorkingMemory:
     ) -> list[WorkingSearchHit]:
         """Entries ranked by the shared ranker (BM25 over key, category, tags and data); newest first
         without a query. Filters: category prefix, all tags."""
+        if query:
+            check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         now = self._clock()
         wanted_category = normalize_category(category)
         wanted_tags = {t.lower() for t in normalize_tags(tags, self.settings.max_tags)}

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rockmem_mcp.storage.no_follow import open_fd
+
 try:  # POSIX advisory locks; without them (Windows) appends and rotation are not coordinated.
     import fcntl
 except ImportError:  # pragma: no cover
@@ -53,7 +55,7 @@ class ChangeJournal:
         self.writer_id = writer_id or secrets.token_hex(6)
         directory.mkdir(parents=True, exist_ok=True)
         self._thread_lock = threading.Lock()
-        self._lock_fd = os.open(directory / "changes.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = open_fd(directory / "changes.lock", os.O_RDWR | os.O_CREAT)
         self._generation = 0
         with self._locked(exclusive=True):
             self._ensure_generation()
@@ -66,7 +68,7 @@ class ChangeJournal:
         return self.directory / f"changes-{generation:08d}.jsonl"
 
     def _create(self, generation: int) -> None:
-        os.close(os.open(self._path(generation), os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(open_fd(self._path(generation), os.O_WRONLY | os.O_CREAT))
         self._generation = generation
 
     def _ensure_generation(self) -> int:
@@ -110,7 +112,7 @@ class ChangeJournal:
         data = "".join(json.dumps({"w": self.writer_id, **r}, separators=(",", ":")) + "\n" for r in records).encode()
         with self._locked(exclusive=False):
             generation = self._ensure_generation()
-            fd = os.open(self._path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = open_fd(self._path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 os.write(fd, data)
             finally:
@@ -131,7 +133,7 @@ class ChangeJournal:
             path = self._path(generation)
             sealed = self._path(generation + 1).exists()  # checked first: after that, g is complete
             try:
-                with open(path, "rb") as f:
+                with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as f:
                     size = os.fstat(f.fileno()).st_size
                     if size < offset:
                         return JournalRead([], self.end(), gap=True)

@@ -17,6 +17,9 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from rockmem_mcp.errors import LinkRefusedError
+from rockmem_mcp.storage.no_follow import open_fd, read_bytes
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -39,7 +42,7 @@ class DailyLog(Generic[Record]):
     def append(self, record: Record, day: date) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         line = (record.model_dump_json() + "\n").encode("utf-8")
-        fd = os.open(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             if fcntl is not None:  # the torn-line check and the write happen as one, among processes
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -69,8 +72,11 @@ class DailyLog(Generic[Record]):
     def read(self, day: date) -> list[Record]:
         """The records logged on `day`, in order; unreadable lines are skipped (with one warning per file)."""
         try:
-            lines = self.path(day).read_bytes().splitlines()
+            lines = read_bytes(self.path(day)).splitlines()
         except FileNotFoundError:
+            return []
+        except LinkRefusedError as exc:
+            log.warning("skipped %s", exc)
             return []
         records, bad = [], 0
         for line in lines:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from rockmem_mcp.models import Entity, Triple, validate_entry_id
 from rockmem_mcp.storage.atomic import atomic_write, atomic_write_many, remove_durably
 from rockmem_mcp.storage.changes import JournalPosition
+from rockmem_mcp.storage.no_follow import read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,7 @@ class RecordFiles(Generic[Record]):
         """The record, or None if its file is absent or unreadable (the latter warned once)."""
         path = self._path_text(validate_entry_id(record_id))
         try:
-            with open(path, "rb") as f:
-                record = self.model.model_validate_json(f.read())
+            record = self.model.model_validate_json(read_bytes(path))
         except FileNotFoundError:
             return None
         except (OSError, ValidationError, ValueError) as exc:
@@ -76,6 +76,26 @@ class RecordFiles(Generic[Record]):
         except FileNotFoundError:
             return set()
         return {n[:-5] for n in names if n.endswith(".json") and not n.startswith(".")}
+
+    def written_since(self, since_ns: int) -> set[str]:
+        """Stems of the files written at or after `since_ns` (an mtime): none without a stat each when the
+        folder itself has not changed since (every write renames a file into it, which updates the folder)."""
+        try:
+            if os.stat(self.directory).st_mtime_ns < since_ns:
+                return set()
+            items = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return set()
+        found = set()
+        for item in items:
+            name = item.name
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    if item.stat(follow_symlinks=False).st_mtime_ns >= since_ns:
+                        found.add(name[:-5])
+                except OSError:
+                    continue
+        return found
 
     def ids(self) -> list[str]:
         """The ids of the files in the folder (strays named unlike an id are warned about and left out)."""
@@ -140,7 +160,7 @@ def write_snapshot(
 def read_snapshot(path: Path) -> GraphSnapshot | None:
     """The snapshot, or None if there is none or it is unusable (then the files are read)."""
     try:
-        body = json.loads(path.read_bytes())
+        body = json.loads(read_bytes(path))
         if body.get("format") != SNAPSHOT_FORMAT:
             return None
         position = JournalPosition(int(body["generation"]), int(body["offset"]))

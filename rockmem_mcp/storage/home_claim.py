@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from rockmem_mcp.errors import ConfigError
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+from rockmem_mcp.storage.no_follow import linked_folders, open_fd
 
 try:
     import fcntl
@@ -27,9 +30,17 @@ SKIPPED_FOLDERS = ("quarantine",)
 
 
 class HomeClaim:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, store_dirs: Iterable[Path] = ()) -> None:
+        """Claim `home`; refuses (ConfigError) a home whose store folders include a symbolic link."""
         home.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        linked = linked_folders(store_dirs)
+        if linked:
+            raise ConfigError(
+                f"{', '.join(map(str, linked))} {'is a symbolic link' if len(linked) == 1 else 'are symbolic links'}"
+                "; rockmem follows no links inside its data home. Move the folder itself into the home, "
+                "or point ROCKMEM_HOME at a home that holds it"
+            )
+        self._fd = open_fd(home / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         self.cleaned = 0
         if fcntl is None:
             return

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
+from rockmem_mcp.storage.no_follow import read_bytes, real_folders
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,7 @@ class MemoryFiles:
         that folder as its category.
         """
         path = self._path_text(location.entry_id, location.category)
-        with open(path, "rb") as f:  # not Path.read_bytes: this is on every search result's path
-            data = f.read()
+        data = read_bytes(path)  # a link there: LinkRefusedError, which readers skip like a broken file
         try:
             entry = MemoryEntry.model_validate_json(data)
         except ValidationError as exc:
@@ -70,10 +70,20 @@ class MemoryFiles:
             log.warning("%s", message)
 
     def write(self, entry: MemoryEntry) -> None:
-        atomic_write(self.path_for(entry.id, entry.category), self.encode(entry))
+        path = self.path_for(entry.id, entry.category)
+        real_folders(self.root, path.parent)
+        atomic_write(path, self.encode(entry))
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
-        return atomic_write_many((self._path_text(e.id, e.category), self.encode(e)) for e in entries)
+        checked: set[str | None] = set()
+
+        def item(entry: MemoryEntry) -> tuple[str, bytes]:
+            if entry.category not in checked:
+                real_folders(self.root, self.root / entry.category if entry.category else self.root)
+                checked.add(entry.category)
+            return self._path_text(entry.id, entry.category), self.encode(entry)
+
+        return atomic_write_many(item(e) for e in entries)
 
     def remove(self, location: EntryLocation) -> bool:
         return remove_durably(self.path_for(location.entry_id, location.category))

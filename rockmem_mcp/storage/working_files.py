@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.no_follow import open_fd, read_bytes
 
 try:
     import fcntl
@@ -51,7 +52,7 @@ class WorkingFiles:
         if cached is not None and cached[0] == identity:
             return cached[1]
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_bytes(path))
             entries = data["entries"]
             if not isinstance(entries, dict):
                 raise ValueError("'entries' is not an object")
@@ -73,7 +74,7 @@ class WorkingFiles:
     def changing(self, root: str) -> Iterator[Entries]:
         """Hold `root`'s lock, yield its current entries to change in place, then write them back."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / f".{root}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_fd(self.directory / f".{root}.lock", os.O_RDWR | os.O_CREAT)
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)

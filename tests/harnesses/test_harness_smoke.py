@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import locomo, speed
+from benchmarks import locomo, speed, writers
 from benchmarks.corpus import Corpus
 
 
@@ -67,3 +67,11 @@ def test_dream_harness_runs_at_tiny_size(tmp_path: Path) -> None:
     assert report["baseline"]["search_20"]["n"] == 10 and report["beside_the_dream"]["search_20"]["n"] >= 1
     assert set(report["ratios"]) == {"search_p50_during_over_before", "save_p50_during_over_before"}
     assert not (tmp_path / "dream-400").exists()
+
+
+def test_writers_harness_runs_three_writers_and_finds_every_save(tmp_path: Path) -> None:
+    report = writers.run(300, saves=15, root=tmp_path, delay_s=1.0)
+    assert report["one_writer"]["saves"] == 15 and report["three_writers"]["saves"] == 45
+    assert report["acknowledged_saves_found_afterwards"] == 60
+    assert report["ratios"]["three_writers_p50_over_one"] > 0
+    assert list(tmp_path.iterdir()) == []  # the home is cleaned up

@@ -14,6 +14,7 @@ from rockmem_mcp.models import (
     MemoryEntry,
     as_utc,
     category_matches,
+    check_text,
     new_entry_id,
     normalize_category,
     normalize_tags,
@@ -181,3 +182,10 @@ def test_a_datetime_out_of_range_in_utc_is_a_clear_error() -> None:
 
     with pytest.raises(InvalidInputError, match="out of range once converted to UTC"):
         as_utc(dt.fromisoformat("0001-01-01T00:00:00+14:00"))
+
+
+def test_check_text_refuses_a_lone_surrogate_with_a_clear_error() -> None:
+    with pytest.raises(
+        InvalidInputError, match=r"content is not valid Unicode \(a lone surrogate U\+D800 at character 1\)"
+    ):
+        check_text("a\ud800b", "content", 100, "ROCKMEM_MAX_CONTENT_BYTES", "")

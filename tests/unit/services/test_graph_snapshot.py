@@ -92,6 +92,29 @@ def test_records_added_or_removed_outside_the_journal_are_picked_up(settings: Se
     again.close()
 
 
+def test_records_rewritten_in_place_outside_the_journal_are_reread(settings: Settings, built) -> None:
+    # A crash between a record's write and its journal record: the file is new, the snapshot and journal old.
+    files = GraphFiles(settings.graph_dir)
+    alice = next(e for e in files.entities.read_all() if e.name == "Alice")
+    files.entities.write(alice.model_copy(update={"aliases": ["Ally", "Al"]}))
+    weak = next(t for t in files.triples.read_all() if t.confidence == 0.4)
+    files.triples.write(weak.model_copy(update={"confidence": 0.7}))
+    reopened = GraphService(settings)
+    assert reopened.resolve("al").id == alice.id
+    assert reopened.triples[weak.id].confidence == 0.7
+    reopened.close()
+
+
+def test_a_start_after_a_clean_close_rereads_no_file(settings: Settings, built, monkeypatch) -> None:
+    reads: list[str] = []
+    original = GraphFiles(settings.graph_dir).entities.read.__func__
+    monkeypatch.setattr(
+        "rockmem_mcp.storage.graph_files.RecordFiles.read", lambda self, i: reads.append(i) or original(self, i)
+    )
+    GraphService(settings).close()
+    assert reads == []
+
+
 @pytest.mark.parametrize("damage", [b"", b"{not json", b'{"format": 99}', b'{"format": 1, "generation": 0}'])
 def test_a_damaged_or_foreign_snapshot_means_reading_the_files(settings: Settings, built, damage: bytes) -> None:
     snapshot_path(settings).write_bytes(damage)

@@ -10,7 +10,7 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import export_jsonl, import_jsonl
+from rockmem_mcp.services.transfer import MAX_IMPORT_LINE_BYTES, bounded_lines, export_jsonl, import_jsonl
 
 from .helpers import Services, entry_files
 
@@ -154,3 +154,16 @@ def test_a_line_nested_too_deep_is_reported_not_raised(service: MemoryService) -
     deep = "[" * 100_000 + "]" * 100_000
     report = import_jsonl(service, [deep, json.dumps({"content": "still imported"})])
     assert report.imported == 1 and [e.line for e in report.errors] == [1]
+
+
+def test_bounded_lines_cut_an_overlong_line_and_skip_the_rest_of_it() -> None:
+    source = io.BytesIO(b"short\n" + b"x" * 50 + b"\n" + b"y" * 10 + b"\n" + b"end")
+    assert list(bounded_lines(source, limit=10)) == [b"short\n", b"x" * 11, b"y" * 10 + b"\n", b"end"]
+
+
+def test_a_line_over_the_import_cap_is_reported_and_the_next_one_imported(service: MemoryService) -> None:
+    too_long = json.dumps({"content": "x" * 20}).encode() + b" " * MAX_IMPORT_LINE_BYTES + b"\n"
+    source = io.BytesIO(too_long + (line(content="after the long line") + "\n").encode())
+    report = import_jsonl(service, bounded_lines(source))
+    assert report.imported == 1
+    assert [(e.line, e.error) for e in report.errors] == [(1, f"line is longer than {MAX_IMPORT_LINE_BYTES:,} bytes")]
