@@ -120,8 +120,7 @@ class MemoryService:
             index, position = loaded
             read = self.journal.read_since(position)
             if not read.gap:
-                for record in read.records:
-                    self._apply(index, record)
+                self._apply(index, read.records)
                 self._reconcile_with_files(index, snapshot_time)
                 return index, read.position
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
@@ -224,27 +223,32 @@ class MemoryService:
         for entry in self._read_locations(added):
             index.upsert(entry)
 
-    def _apply(self, index: MemoryIndex, record: dict[str, Any]) -> None:
-        """Bring the index in line with one journal record (re-reading the file it names)."""
-        if record.get("s") != STORE:
-            return
-        try:
-            location = EntryLocation(validate_entry_id(record["id"]), normalize_category(record.get("c")))
-        except (KeyError, TypeError, ValueError):
-            log.warning("ignoring a malformed change record: %.200r", record)
-            return
-        try:
-            entry = self.files.read(location)
-        except FileNotFoundError:
+    def _apply(self, index: MemoryIndex, records: list[dict[str, Any]]) -> None:
+        """Bring the index in line with journal records, re-reading the files they name: each location once,
+        what is gone removed first, then what exists indexed in one batch (cheaper than one by one)."""
+        locations: dict[EntryLocation, None] = {}
+        for record in records:
+            if record.get("s") != STORE:
+                continue
+            try:
+                location = EntryLocation(validate_entry_id(record["id"]), normalize_category(record.get("c")))
+            except (KeyError, TypeError, ValueError):
+                log.warning("ignoring a malformed change record: %.200r", record)
+                continue
+            locations.pop(location, None)
+            locations[location] = None  # the file is read as it is now: one read per location, latest order
+        found: list[MemoryEntry] = []
+        for location in locations:
+            try:
+                found.append(self.files.read(location))
+                continue
+            except FileNotFoundError:
+                pass
+            except (CorruptEntryError, OSError) as exc:
+                self.files.warn_once(str(exc))
             if index.location(location.entry_id) == location:
                 index.remove(location.entry_id)
-            return
-        except (CorruptEntryError, OSError) as exc:
-            self.files.warn_once(str(exc))
-            if index.location(location.entry_id) == location:
-                index.remove(location.entry_id)
-            return
-        index.upsert(entry)
+        index.upsert_many(found)
 
     def _sync(self) -> None:
         """Apply what other processes wrote since the last call (caller holds the lock)."""
@@ -256,8 +260,7 @@ class MemoryService:
             self._refused_slots.clear()
             self.vector_worker.wake()
             return
-        for record in read.records:
-            self._apply(self.index, record)
+        self._apply(self.index, read.records)
         self._position = read.position
         if read.records:
             self.vector_worker.wake()
@@ -361,7 +364,8 @@ class MemoryService:
             {"content": content, "category": category, "tags": tags, "metadata": metadata, "importance": importance}
         )
         with self._lock:
-            self._sync()
+            # No catch-up with other processes first: a new id touches nothing they wrote, and the next read
+            # catches up on all of it at once (a write storm from several processes indexes in batches).
             while entry.id in self.index or self.files.path_for(entry.id, entry.category).exists():
                 entry = entry.model_copy(update={"id": new_entry_id()})
             self.files.write(entry)

@@ -105,6 +105,8 @@ class HomeStores:
     def add(self, record: dict[str, Any]) -> None:
         """Validate one tagged line (ValueError if it is not a valid record of its store)."""
         store = record.pop("store")
+        if not isinstance(store, str):
+            raise ValueError(f"'store' must be text (entity, triple, working or feedback), not {type(store).__name__}")
         model, bucket = {
             "entity": (Entity, self._entities),
             "triple": (Triple, self._triples),
@@ -134,9 +136,14 @@ class HomeStores:
                 with self.files.changing(root) as entries:
                     entries.update({e.key: e.model_dump(mode="json") for e in mine})
         known = {f.id for day in self.feedback.days() for f in self.feedback.read(day)}
-        fresh = [f for f in self._signals if f.id not in known]
-        for signal in fresh:
-            self.feedback.append(signal, signal.at.date())
+        fresh = []
+        for signal in (f for f in self._signals if f.id not in known):
+            try:
+                self.feedback.append(signal, signal.at.date())
+            except RockmemError as exc:  # e.g. that day's log is a symbolic link
+                skipped.append(f"feedback {signal.id}: {exc}")
+            else:
+                fresh.append(signal)
         counts = {
             "entities": len(self._entities),
             "triples": len(self._triples),
@@ -182,7 +189,9 @@ def import_jsonl(
                     raise ValueError(f"a {record['store']!r} record: import it with `rockmem-mcp import`")
                 others.add(record)
             else:
-                batch.append(memory.prepare_entry(record))
+                entry = memory.prepare_entry(record)
+                memory.files.check_folder(entry.category)  # a linked folder: this line is refused, not the batch
+                batch.append(entry)
         # UnicodeDecodeError and JSONDecodeError are ValueErrors; RecursionError: JSON nested too deep.
         except (ValueError, RecursionError, RockmemError) as exc:
             report.errors.append(LineError(number, str(exc).splitlines()[0][:300]))

@@ -69,6 +69,11 @@ class MemoryFiles:
             self._warned.add(message)
             log.warning("%s", message)
 
+    def check_folder(self, category: str | None) -> None:
+        """LinkRefusedError if the category's folder, or one above it, is a symbolic link (nothing is made)."""
+        if category:
+            real_folders(self.root, self.root / category, create=False)
+
     def write(self, entry: MemoryEntry) -> None:
         path = self.path_for(entry.id, entry.category)
         real_folders(self.root, path.parent)

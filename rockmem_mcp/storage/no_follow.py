@@ -36,19 +36,22 @@ def read_bytes(path: str | Path) -> bytes:
         return f.read()
 
 
-def real_folders(root: Path, folder: Path) -> None:
-    """Make `folder` and the folders between `root` and it, refusing any that is a link (`root` is trusted).
+def real_folders(root: Path, folder: Path, create: bool = True) -> None:
+    """Make `folder` and the folders between `root` and it, refusing any that is a link (`root` is trusted);
+    with create=False only check the ones that exist.
 
     Costs one lstat per level when they exist: cheap beside the fsync of the write that follows.
     """
     current = root
-    if not root.is_dir():
+    if create and not root.is_dir():
         os.makedirs(root, exist_ok=True)
     for part in folder.relative_to(root).parts:
         current = current / part
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
+            if not create:
+                return
             try:
                 os.mkdir(current)
             except FileExistsError:  # made by another process meanwhile: look at what it is
