@@ -3,9 +3,12 @@
 Checks: memory, graph and working-memory files that do not parse or sit where they should not; leftover temp
 files of interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose
 memory is gone; graph triples whose entities are gone; expired working-memory entries; unreadable dream
-reports. Fixing moves every bad user file to `quarantine/{time}/…` (same relative path) — it never deletes
-a user's data — removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired
-working memory. Run it with no server on the home for --fix (the server would re-create what it holds open).
+reports; symbolic links anywhere in the home (rockmem follows none). Fixing moves every bad user file to
+`quarantine/{time}/…` (same relative path) — it never deletes a user's data — and symbolic links too (the
+link, never its target); removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired
+working memory. A store folder that is a link is reported and nothing else is checked: the home does not
+open, and checking or fixing would go through the link. Run --fix with no server on the home (the server
+would re-create what it holds open).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.home_claim import quarantine
-from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.no_follow import linked_folders, read_bytes
 
 QUARANTINE = "quarantine"
 DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
@@ -31,7 +34,8 @@ DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
 
 @dataclass
 class Finding:
-    kind: str  # malformed, misplaced, temp-file, stale-index, orphaned-vector, orphaned-triple, expired-working
+    kind: str  # malformed, misplaced, temp-file, stale-index, orphaned-vector, orphaned-triple, expired-working,
+    # symlink, linked-folder
     path: str  # relative to the home
     detail: str
     fixed: str = ""  # what --fix did
@@ -73,6 +77,13 @@ class Doctor:
         self._started = self._clock()
         if not self.home.exists():
             return report
+        linked = linked_folders(self.settings.store_dirs)
+        for folder in linked:
+            detail = f"a symbolic link to {os.readlink(folder)}: the home does not open; move the folder itself here"
+            self._found(report, "linked-folder", folder, detail)
+        if linked:
+            return report  # checking or fixing would go through the link, out of the home
+        self._links(report, fix)
         memory_ids = self._memory(report, fix)
         self._graph(report, fix)
         self._working(report, fix)
@@ -248,6 +259,18 @@ class Doctor:
             if fix:
                 path.unlink(missing_ok=True)
                 finding.fixed = "removed: rebuilt from the files at the next start"
+
+    def _links(self, report: DoctorReport, fix: bool) -> None:
+        """Symbolic links anywhere in the home: rockmem skips or refuses each; --fix moves the link itself."""
+        found = []
+        for directory, folders, names in os.walk(self.home, followlinks=False):
+            if directory == str(self.home):
+                folders[:] = [f for f in folders if f != QUARANTINE]
+            found += [Path(directory, n) for n in folders + names if os.path.islink(os.path.join(directory, n))]
+        for path in sorted(found):
+            finding = self._found(report, "symlink", path, f"a symbolic link to {os.readlink(path)}: not followed")
+            if fix:
+                finding.fixed = self._quarantine(path)
 
     # ------------------------------------------------------------------ helpers
     def _found(self, report: DoctorReport, kind: str, path: Path, detail: str) -> Finding:

@@ -110,5 +110,29 @@ def test_symlinks_are_not_followed_out_of_the_home(settings: Settings, tmp_path:
     (outside / "secret.json").write_text("{not json")
     settings.memory_dir.mkdir(parents=True)
     os.symlink(outside, settings.memory_dir / "linked")
+    os.symlink(outside / "secret.json", settings.memory_dir / "c0ffee000001.json")
     report = Doctor(settings).run(fix=True)
-    assert report.healthy and (outside / "secret.json").exists()
+    assert sorted((f.kind, f.path) for f in report.findings) == [
+        ("symlink", "memory/c0ffee000001.json"),
+        ("symlink", "memory/linked"),
+    ]
+    # The links moved to quarantine as links; their targets untouched.
+    assert all(f.fixed.startswith("moved to quarantine/") for f in report.findings)
+    moved = sorted(p.name for p in (settings.home / "quarantine").rglob("*") if p.is_symlink())
+    assert moved == ["c0ffee000001.json", "linked"]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.json"]
+    assert (outside / "secret.json").read_text() == "{not json"
+    assert Doctor(settings).run().healthy
+
+
+def test_a_linked_store_folder_is_reported_and_nothing_is_done_through_it(settings: Settings, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "bad.json").write_text("{not json")
+    settings.home.mkdir(parents=True)
+    os.symlink(outside, settings.memory_dir)
+    report = Doctor(settings).run(fix=True)
+    assert [(f.kind, f.path, f.fixed) for f in report.findings] == [("linked-folder", "memory", "")]
+    assert "the home does not open" in report.findings[0].detail
+    assert sorted(p.name for p in outside.iterdir()) == ["bad.json"]
+    assert not (settings.home / "quarantine").exists()
