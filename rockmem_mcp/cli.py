@@ -140,7 +140,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     transport = getattr(args, "transport", "stdio")
     if transport == "stdio":
-        build_server(settings, open_stores).run("stdio")
+        with _reporting_start_errors():
+            build_server(settings, open_stores).run("stdio")
     else:
         import uvicorn
 
@@ -157,6 +158,21 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp (%s)", settings.host, settings.port, auth)
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
     return 0
+
+
+@contextlib.contextmanager
+def _reporting_start_errors() -> Iterator[None]:
+    """A home that cannot be opened (e.g. a store folder that is a symbolic link) fails inside the SDK's task
+    group: re-raise our error alone, so main prints its one-line message instead of a traceback."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        ours, _ = group.split(RockmemError)
+        while isinstance(ours, BaseExceptionGroup):
+            ours = ours.exceptions[0]
+        if ours is None:
+            raise
+        raise ours from None
 
 
 def _open_in_background(settings: Settings) -> Callable[[], Any]:

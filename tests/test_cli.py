@@ -783,3 +783,17 @@ def test_export_and_import_carry_every_store(seeded: Path, tmp_path: Path) -> No
     assert [f.content for f in FeedbackLog(settings).recent()] == ["Use tabs, not spaces"]
     twice = ok("--home", restored, "import", backup)  # importing again changes nothing and says why
     assert "1 records skipped" not in twice.stderr and stats(restored)["graph_entities"] == 2
+
+
+@pytest.mark.parametrize("command", [[], ["search", "x"], ["stats"]])
+def test_a_home_whose_store_folder_is_a_symlink_is_refused_in_one_line(
+    home: Path, tmp_path: Path, command: list[str]
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    home.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, home / "memory")
+    done = rockmem("--home", home, *command, stdin="")  # no command: the stdio server
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{home / 'memory'} is a symbolic link; rockmem follows no links inside its data home" in done.stderr
+    assert list(outside.iterdir()) == []
