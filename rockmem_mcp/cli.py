@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, TextIO
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.storage.no_follow import refuse_linked_store_folders
 
 log = logging.getLogger("rockmem_mcp")
 
@@ -122,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(getattr(args, "verbose", 0), settings.log_level)
     command = args.command or "serve"
     try:
+        if command != "doctor":  # which reports such a home; every other command would work through the link
+            refuse_linked_store_folders(settings.store_dirs)
         if command == "serve":
             return _serve(settings, args)
         return COMMANDS[command](settings, args)

@@ -7,6 +7,7 @@ fresh); per document it keeps the id, category, tags and creation time.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,7 @@ from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.memory_files import EntryLocation
+from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +222,15 @@ class MemoryIndex:
 
         Without `with_vectors` (no embeddings configured) the vectors are not read: 100 MB at 100k entries.
         """
-        if not path.exists():
+        try:
+            snapshot = os.fdopen(open_fd(path, os.O_RDONLY), "rb")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # a link there (LinkRefusedError) or unreadable: rebuilt from the files
+            log.warning("index snapshot %s is unusable (%s); rebuilding", path, exc)
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
+            with snapshot, np.load(snapshot, allow_pickle=False) as data:
                 skipped = set() if with_vectors else {"vectors", "vector_present", "vector_model"}
                 arrays = {name: data[name] for name in data.files if name not in skipped}
             fmt, tok_version, generation, offset, count = (int(x) for x in arrays["header"])

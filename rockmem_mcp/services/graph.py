@@ -59,7 +59,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
-from rockmem_mcp.storage.no_follow import open_fd
+from rockmem_mcp.storage.no_follow import open_fd, refuse_linked_store_folders
 
 try:
     import fcntl
@@ -79,6 +79,7 @@ REFERENCE_REFRESH = timedelta(minutes=1)  # last_referenced_at is rewritten at m
 class GraphService:
     def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
+        refuse_linked_store_folders(settings.store_dirs)  # also when opened without a memory store (CLI)
         self.files = GraphFiles(settings.graph_dir)
         self.journal = ChangeJournal(settings.index_dir / "graph")
         self._clock = clock

@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from rockmem_mcp.errors import ConfigError
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
-from rockmem_mcp.storage.no_follow import linked_folders, open_fd
+from rockmem_mcp.storage.no_follow import open_fd, real_folders, refuse_linked_store_folders
 
 try:
     import fcntl
@@ -33,13 +32,7 @@ class HomeClaim:
     def __init__(self, home: Path, store_dirs: Iterable[Path] = ()) -> None:
         """Claim `home`; refuses (ConfigError) a home whose store folders include a symbolic link."""
         home.mkdir(parents=True, exist_ok=True)
-        linked = linked_folders(store_dirs)
-        if linked:
-            raise ConfigError(
-                f"{', '.join(map(str, linked))} {'is a symbolic link' if len(linked) == 1 else 'are symbolic links'}"
-                "; rockmem follows no links inside its data home. Move the folder itself into the home, "
-                "or point ROCKMEM_HOME at a home that holds it"
-            )
+        refuse_linked_store_folders(store_dirs)
         self._fd = open_fd(home / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         self.cleaned = 0
         if fcntl is None:
@@ -75,6 +68,6 @@ def remove_temp_files(home: Path) -> int:
 def quarantine(home: Path, path: Path, now: datetime) -> Path:
     """Move a file the home should not use to quarantine/{time}/ under its relative path (never deleted)."""
     target = home / "quarantine" / now.strftime("%Y%m%dT%H%M%SZ") / path.relative_to(home)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    real_folders(home, target.parent)  # a link planted under quarantine/ must not carry the file out
     os.replace(path, target)
     return target

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
-from rockmem_mcp.storage.no_follow import read_bytes, real_folders
+from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class MemoryFiles:
         self.root = root
         self._root_text = str(root)
         self._warned: set[str] = set()
+        self._real_categories: set[str] = set()  # category folders checked: not links
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return Path(self._path_text(entry_id, category))
@@ -52,6 +53,7 @@ class MemoryFiles:
         that folder as its category.
         """
         path = self._path_text(location.entry_id, location.category)
+        self.check_folder(location.category)  # a linked folder is never listed, but a journal line can name it
         data = read_bytes(path)  # a link there: LinkRefusedError, which readers skip like a broken file
         try:
             entry = MemoryEntry.model_validate_json(data)
@@ -70,9 +72,15 @@ class MemoryFiles:
             log.warning("%s", message)
 
     def check_folder(self, category: str | None) -> None:
-        """LinkRefusedError if the category's folder, or one above it, is a symbolic link (nothing is made)."""
-        if category:
-            real_folders(self.root, self.root / category, create=False)
+        """LinkRefusedError if the category's folder, or one above it, is a symbolic link (nothing is made).
+
+        A folder found real is not checked again by this process: two lstats on every search result read
+        cost more than the search (a folder swapped for a link while the server runs is caught at next start,
+        whose listing skips links)."""
+        if category and category not in self._real_categories:
+            check_folders(self._root_text, category)
+            if os.path.isdir(f"{self._root_text}/{category}"):  # only an existing folder is known to be real
+                self._real_categories.add(category)
 
     def write(self, entry: MemoryEntry) -> None:
         path = self.path_for(entry.id, entry.category)
@@ -91,6 +99,7 @@ class MemoryFiles:
         return atomic_write_many(item(e) for e in entries)
 
     def remove(self, location: EntryLocation) -> bool:
+        self.check_folder(location.category)
         return remove_durably(self.path_for(location.entry_id, location.category))
 
     def walk(self) -> list[EntryLocation]:

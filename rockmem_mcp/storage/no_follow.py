@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from rockmem_mcp.errors import LinkRefusedError
+from rockmem_mcp.errors import ConfigError, LinkRefusedError
 
 # O_NOFOLLOW refuses a link as the last part of the path; the folders above it are checked by real_folders.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -36,22 +36,33 @@ def read_bytes(path: str | Path) -> bytes:
         return f.read()
 
 
-def real_folders(root: Path, folder: Path, create: bool = True) -> None:
-    """Make `folder` and the folders between `root` and it, refusing any that is a link (`root` is trusted);
-    with create=False only check the ones that exist.
+def check_folders(root: str, relative: str) -> None:
+    """LinkRefusedError if a folder on `relative` (a '/'-path below `root`) is a link; missing ones end the
+    check. Plain strings and one lstat per level: this is on the read path of every search result."""
+    current = root
+    for part in relative.split("/"):
+        current = f"{current}/{part}"
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise LinkRefusedError(current)
+
+
+def real_folders(root: Path, folder: Path) -> None:
+    """Make `folder` and the folders between `root` and it, refusing any that is a link (`root` is trusted).
 
     Costs one lstat per level when they exist: cheap beside the fsync of the write that follows.
     """
     current = root
-    if create and not root.is_dir():
+    if not root.is_dir():
         os.makedirs(root, exist_ok=True)
     for part in folder.relative_to(root).parts:
         current = current / part
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
-            if not create:
-                return
             try:
                 os.mkdir(current)
             except FileExistsError:  # made by another process meanwhile: look at what it is
@@ -67,3 +78,14 @@ def real_folders(root: Path, folder: Path, create: bool = True) -> None:
 def linked_folders(folders: Iterable[Path]) -> list[Path]:
     """The given folders that exist as symbolic links."""
     return [folder for folder in folders if folder.is_symlink()]
+
+
+def refuse_linked_store_folders(store_dirs: Iterable[Path]) -> None:
+    """ConfigError naming the store folders that are links: a home like that is not opened at all."""
+    linked = linked_folders(store_dirs)
+    if linked:
+        raise ConfigError(
+            f"{', '.join(map(str, linked))} {'is a symbolic link' if len(linked) == 1 else 'are symbolic links'}"
+            "; rockmem follows no links inside its data home. Move the folder itself into the home, "
+            "or point ROCKMEM_HOME at a home that holds it"
+        )
