@@ -113,6 +113,7 @@ def build_server(
             await anyio.to_thread.run_sync(_close_graph, graph_opening)
             await anyio.to_thread.run_sync(memory.close)
 
+    prompt_arguments = prompts.RequiredPromptArguments()
     server: MCPServer[Services] = MCPServer(
         "rockmem",
         title="rockmem memory",
@@ -120,7 +121,9 @@ def build_server(
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         log_level=settings.log_level,
+        middleware=[prompt_arguments],
     )
+    prompt_arguments.server = server
     memory_tools.register(server)
     working_tools.register(server)
     conversation_tools.register(server)

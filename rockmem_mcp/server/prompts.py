@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Annotated
+from typing import Annotated, Any
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPError
@@ -16,6 +17,27 @@ from rockmem_mcp.server.tools import translating
 
 # Prompts: a JSON-RPC error carrying the message (anything else reaches the client as "Error rendering prompt").
 reports_prompt_errors = translating(functools.partial(MCPError, INVALID_PARAMS))
+
+
+class RequiredPromptArguments:
+    """Middleware: a prompt asked for without a required argument is refused with INVALID_PARAMS naming it.
+    The SDK checks this before our code runs and answers a bare "Internal server error" (with a traceback in
+    the log), which tells a client nothing. `server` is set once the server exists."""
+
+    def __init__(self) -> None:
+        self.server: MCPServer[Any] | None = None
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params
+        if ctx.method == "prompts/get" and self.server is not None and isinstance(params, dict):
+            given = params.get("arguments") or {}
+            for prompt in await self.server.list_prompts():
+                if prompt.name == params.get("name") and isinstance(given, dict):
+                    missing = [a for a in prompt.arguments or [] if a.required and a.name not in given]
+                    if missing:
+                        needed = ", ".join(f"{a.name!r} ({a.description})" for a in missing)
+                        raise MCPError(INVALID_PARAMS, f"the prompt {prompt.name!r} needs the argument {needed}")
+        return await call_next(ctx)
 
 
 def register(server: MCPServer) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.types import Prompt, Tool
+from mcp_types import INVALID_PARAMS
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.app import build_server
@@ -385,6 +387,22 @@ def test_the_prompts_their_arguments_and_descriptions(tmp_path: Path) -> None:
     for prompt in prompts.values():
         assert prompt.title and prompt.description and prompt.description.strip()
         assert all(a.description for a in prompt.arguments or [])
+
+
+@pytest.mark.parametrize("arguments", [{}, {"msg": "a misspelt argument"}])
+def test_a_prompt_without_its_required_argument_is_refused_naming_it(tmp_path: Path, arguments: dict) -> None:
+    settings = Settings.load({"home": tmp_path}, env={})
+
+    async def ask() -> MCPError:
+        async with Client(build_server(settings)) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt("recall", arguments)
+            await client.get_prompt("recall", {"message": ""})  # an empty message is an argument given
+            return refused.value
+
+    refused = anyio.run(ask)
+    assert refused.error.code == INVALID_PARAMS  # not the SDK's bare "Internal server error"
+    assert refused.error.message == "the prompt 'recall' needs the argument 'message' (The user's message this turn)"
 
 
 def test_descriptions_carry_no_source_indentation(tools: dict[str, Tool], tmp_path: Path) -> None:
