@@ -3,11 +3,13 @@
     python -m benchmarks.writers --size 10k     # → benchmarks/results/writers-10k.json
 
 A home of seeded corpus facts (benchmarks/corpus.py). Then writer processes, each opening the home as a
-server does (MemoryService: its own index, catching up on the others through the change journal before every
-write), save `--saves` memories each, one at a time, every save durable (file fsync'd, folder fsync'd,
-journal record appended) before the next:
+server does (MemoryService in-process: its own index, sharing the others' writes through the change journal),
+save `--saves` memories each, one at a time, every save durable (file fsync'd, folder fsync'd, journal record
+appended) before the next:
 - 1 writer alone: the baseline;
-- 3 writers at once (released together at one moment), each save also catching up on the others' writes.
+- 3 writers at once (released together at one moment). A save of a new memory does not catch up on the
+  others' writes first (the next read does); the three share the CPU and the disk's flushes.
+Timed at the service, not over MCP (a stdio tool call adds ~2 ms of protocol; see benchmarks/speed.py).
 Reported: p50/p95 per scenario over all saves, the slowest writer's p50, and the 3-writer p50 over the
 baseline p50. Afterwards every saved id is checked on disk and found by a fresh process (nothing lost).
 No timing is asserted by tests: a tiny run is in the test suite.

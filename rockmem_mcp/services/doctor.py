@@ -90,7 +90,7 @@ class Doctor:
         self._vectors(report, fix, memory_ids)
         self._reports(report, fix)
         self._temp_files(report, fix)
-        self._indexes(report, fix)
+        self._indexes(report, fix, memory_ids)
         if self._quarantine_dir is not None:
             report.quarantine = str(self._quarantine_dir.relative_to(self.home))
         return report
@@ -231,7 +231,7 @@ class Doctor:
                     path.unlink(missing_ok=True)
                     finding.fixed = "removed"
 
-    def _indexes(self, report: DoctorReport, fix: bool) -> None:
+    def _indexes(self, report: DoctorReport, fix: bool, memory_ids: set[str]) -> None:
         """A snapshot that cannot be read, or disagrees with the files, makes a start slower or (edited files)
         stale; --fix deletes the derived indexes so they are rebuilt from the files."""
         index = self.settings.index_dir
@@ -243,6 +243,11 @@ class Doctor:
             loaded = MemoryIndex.load(memory_snapshot, with_vectors=False)
             if loaded is None:
                 stale.append((memory_snapshot, "unreadable or from another version"))
+            else:
+                # The readable entry files (a malformed one is never indexed, so it does not count).
+                indexed = {i for ids in loaded[0].ids_by_category().values() for i in ids}
+                if indexed != memory_ids:
+                    stale.append((memory_snapshot, "its entries differ from the files (caught up at each start)"))
         graph_snapshot = index / DERIVED_SNAPSHOTS[1]
         if graph_snapshot.exists():
             from rockmem_mcp.storage.graph_files import read_snapshot

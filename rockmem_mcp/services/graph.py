@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 STORE = "graph"
 SNAPSHOT_NAME = "graph-snapshot.jsonl"
 MAX_ITEMS = 1000  # entities or triples per call
+MAX_SOURCE_CHARS = 1000  # a triple's source: who or what said so
 MIN_MENTION_CHARS = 3  # recall skips names shorter than this ("AI", "Go")
 MAX_MENTION_WORDS = 8
 REFERENCE_REFRESH = timedelta(minutes=1)  # last_referenced_at is rewritten at most this often
@@ -410,7 +411,7 @@ class GraphService:
             raise InvalidInputError(f"confidence of {subject!r} -> {obj!r} must be a number from 0 to 1")
         source = item.get("source")
         if source is not None:
-            source = check_text(source, "source", 1000, "a fixed cap", "Name the source briefly.")
+            source = check_text(source, "source", MAX_SOURCE_CHARS, "a fixed cap", "Name the source briefly.")
         return subject, normalize_predicate(item.get("predicate")), obj, min(1.0, max(0.0, float(confidence))), source
 
     def _put_triple(

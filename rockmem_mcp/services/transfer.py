@@ -8,25 +8,34 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, BinaryIO, TextIO
+
+from pydantic import BaseModel
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.models import (
+    MAX_ALIASES,
     ROOTS,
     Entity,
     Feedback,
     MemoryEntry,
     Triple,
     WorkingEntry,
+    as_utc,
+    check_metadata,
+    check_text,
+    normalize_category,
     normalize_entity_type,
     normalize_name,
     normalize_predicate,
+    normalize_tags,
     utc_now,
     validate_entry_id,
     working_key_segments,
 )
-from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.working_files import WorkingFiles
@@ -122,7 +131,35 @@ class HomeStores:
             working_key_segments(parsed.key)
             if parsed.key.split("/")[0] not in ROOTS:
                 raise ValueError(f"working-memory key {parsed.key!r} has no namespace root")
+        self._check_caps(parsed)
         bucket.append(parsed)
+
+    def _check_caps(self, record: BaseModel) -> None:
+        """The caps the tools hold these records to (README "Limits"), so a restore cannot let in more."""
+        limits = self.settings
+        if isinstance(record, Entity):
+            normalize_name(record.name)
+            if len(record.aliases) > MAX_ALIASES:
+                raise InvalidInputError(f"{len(record.aliases)} aliases; at most {MAX_ALIASES}")
+            for alias in record.aliases:
+                normalize_name(alias, "alias")
+            check_metadata(record.metadata, limits.max_metadata_bytes)
+        elif isinstance(record, Triple):
+            normalize_predicate(record.predicate)
+            if record.source is not None:
+                check_text(record.source, "source", MAX_SOURCE_CHARS, "a fixed cap", "Shorten it.")
+        elif isinstance(record, WorkingEntry):
+            limit = limits.working_max_value_bytes
+            check_text(record.data, "data", limit, "ROCKMEM_WORKING_MAX_VALUE_BYTES", "Shorten it.")
+            normalize_tags(record.tags, limits.max_tags)
+            normalize_category(record.category)
+            if as_utc(record.expires_at) - utc_now() > timedelta(minutes=limits.working_max_ttl_minutes):
+                raise InvalidInputError(
+                    "expires later than the longest working-memory TTL from now (ROCKMEM_WORKING_MAX_TTL_MINUTES)"
+                )
+        elif isinstance(record, Feedback):
+            check_text(record.content, "content", limits.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
+            check_metadata(record.metadata, limits.max_metadata_bytes)
 
     def finish(self) -> tuple[dict[str, int], list[str]]:
         """Write what `add` took; counts per store and what was skipped, with reasons."""

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.doctor import Doctor
+from rockmem_mcp.services.doctor import Doctor, Finding
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.working import WorkingMemory
@@ -136,3 +136,22 @@ def test_a_linked_store_folder_is_reported_and_nothing_is_done_through_it(settin
     assert "the home does not open" in report.findings[0].detail
     assert sorted(p.name for p in outside.iterdir()) == ["bad.json"]
     assert not (settings.home / "quarantine").exists()
+
+
+def test_a_memory_index_snapshot_that_disagrees_with_the_files_is_stale(settings: Settings) -> None:
+    memory = MemoryService(settings)
+    gone = memory.save("an entry whose file goes away", "notes")
+    kept = memory.save("an entry that stays", "notes")
+    memory.close()  # the snapshot holds both
+    (settings.memory_dir / "notes" / f"{gone.id}.json").unlink()
+    copy = json.loads((settings.memory_dir / "notes" / f"{kept.id}.json").read_text())
+    (settings.memory_dir / "notes" / "0000aaaa0001.json").write_text(json.dumps({**copy, "id": "0000aaaa0001"}))
+    assert Doctor(settings).run().findings == [
+        Finding("stale-index", "index/memory-index.npz", "its entries differ from the files (caught up at each start)")
+    ]
+    fixed = Doctor(settings).run(fix=True)
+    assert fixed.findings[0].fixed.startswith("removed")
+    reopened = MemoryService(settings)  # rebuilt from the files
+    assert {hit.entry.id for hit in reopened.search(category="notes").results} == {kept.id, "0000aaaa0001"}
+    reopened.close()
+    assert Doctor(settings).run().healthy

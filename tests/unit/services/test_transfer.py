@@ -167,3 +167,33 @@ def test_a_line_over_the_import_cap_is_reported_and_the_next_one_imported(servic
     report = import_jsonl(service, bounded_lines(source))
     assert report.imported == 1
     assert [(e.line, e.error) for e in report.errors] == [(1, f"line is longer than {MAX_IMPORT_LINE_BYTES:,} bytes")]
+
+
+def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settings, services: Services) -> None:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import HomeStores
+
+    now = "2026-01-01T00:00:00Z"
+    lines = [
+        {"store": "working", "key": "shared/big", "data": "w" * 1_000_001, "created_at": now, "expires_at": now},
+        {"store": "working", "key": "shared/late", "data": "d", "created_at": now,
+         "expires_at": "2999-01-01T00:00:00Z"},
+        {"store": "feedback", "id": "c0ffee0000c1", "type": "Correction", "content": "f" * 100_001, "session_id": "s",
+         "at": now},
+        {"store": "entity", "id": "c0ffee0000a1", "name": "n" * 201, "created_at": now},
+        {"store": "entity", "id": "c0ffee0000a2", "name": "Alice", "aliases": [f"a{i}" for i in range(51)],
+         "created_at": now},
+        {"store": "entity", "id": "c0ffee0000a3", "name": "Bob", "metadata": {"k": "v" * 16_001}, "created_at": now},
+    ]  # fmt: skip
+    memory = services.open(settings)
+    graph = GraphService(settings)
+    try:
+        report = import_jsonl(memory, [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
+    finally:
+        graph.close()
+    assert [e.line for e in report.errors] == [1, 2, 3, 4, 5, 6]
+    reasons = [e.error for e in report.errors]
+    assert "ROCKMEM_WORKING_MAX_VALUE_BYTES" in reasons[0] and "ROCKMEM_WORKING_MAX_TTL_MINUTES" in reasons[1]
+    assert "ROCKMEM_MAX_CONTENT_BYTES" in reasons[2] and "1-200 characters" in reasons[3]
+    assert "51 aliases; at most 50" in reasons[4] and "16000" in reasons[5].replace(",", "")
+    assert not any(report.other_stores.values())
