@@ -1,7 +1,8 @@
 """Several real server processes on one home, all writing at once (issue 8, concurrency).
 
-PROCESSES stdio servers share one home; each runs OPS_PER_PROCESS mixed writes (saves, updates and archives of
-its own memories, working-memory writes in its namespace and under shared/…, graph triples) over LANES concurrent
+PROCESSES stdio servers share one home; each runs OPS_PER_PROCESS mixed writes (saves, updates, archives and
+permanent deletes of its own memories, working-memory writes and deletes in its namespace and writes under
+shared/…, graph triples added and deleted) over LANES concurrent
 calls, and now and then asks another process to read what it just wrote. Every acknowledged result goes into a
 ledger; afterwards every process must agree with the ledger, and so must the files: nothing lost, nothing torn,
 no twins, no temp files.
@@ -59,6 +60,9 @@ class Ledger:
     working: dict[str, str] = field(default_factory=dict)  # full key -> data
     hot: set[str] = field(default_factory=set)  # every value acknowledged for the one key all processes write
     triples: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # fact id -> subject, predicate, object
+    erased: dict[str, str] = field(default_factory=dict)  # permanently deleted memory id -> its last unique word
+    deleted_keys: set[str] = field(default_factory=set)  # working-memory keys deleted (and not written again)
+    deleted_triples: set[str] = field(default_factory=set)
     operations: int = 0
     cross_checks: int = 0
 
@@ -86,6 +90,8 @@ class Lane:
         self.ledger = ledger
         self.rng = random.Random(f"{SEED}-{process}-{lane}")
         self.live: list[Memory] = []
+        self.own_keys: list[tuple[str, str]] = []  # (key as given, full key) in this process's namespace
+        self.own_triples: list[str] = []
 
     def other(self) -> Client:
         return self.clients[(self.process + 1 + self.rng.randrange(PROCESSES - 1)) % PROCESSES]
@@ -105,8 +111,12 @@ class Lane:
                 await self.update(n)
             elif roll < 0.65:
                 await self.archive()
-            elif roll < 0.72:
-                await self.save_working(f"k{self.lane}n{n}", f"{namespace(self.process)}/k{self.lane}n{n}")
+            elif roll < 0.70:
+                key = f"k{self.lane}n{n}"
+                await self.save_working(key, f"{namespace(self.process)}/{key}")
+                self.own_keys.append((key, f"{namespace(self.process)}/{key}"))
+            elif roll < 0.72 and self.own_keys:
+                await self.delete_working()
             elif roll < 0.82:
                 key = f"shared/pool/{self.tag}n{n}"
                 await self.save_working(key, key)
@@ -114,8 +124,10 @@ class Lane:
                 value = f"hot value {self.tag}n{n}"
                 await tool(self.me, "save_to_working_memory", key="shared/hot", data=value, ttl_minutes=TTL_MINUTES)
                 self.ledger.hot.add(value)
-            else:
+            elif roll < 0.97 or not self.own_triples:
                 await self.add_triple(n)
+            else:
+                await self.delete_triple()
             self.ledger.operations += 1
 
     async def save(self, n: int) -> None:
@@ -150,6 +162,15 @@ class Lane:
 
     async def archive(self) -> None:
         memory = self.live.pop(self.rng.randrange(len(self.live)))
+        if self.rng.random() < 0.3:  # erased: the file goes, and so does every trace in every index
+            deleted = await tool(self.me, "delete_memory", id=memory.id, permanent=True)
+            assert deleted["permanent"] and deleted["entry"] is None
+            del self.ledger.memories[memory.id]
+            self.ledger.erased[memory.id] = memory.word
+            if self.checking():
+                found = await tool(self.other(), "search_memory", query=memory.word, include_archived=True)
+                assert found["total_matches"] == 0, f"another process still finds erased {memory.word}"
+            return
         deleted = await tool(self.me, "delete_memory", id=memory.id, reason=f"archived by {self.tag}")
         assert deleted["entry"]["archived_at"] is not None
         memory.archived = True
@@ -165,6 +186,26 @@ class Lane:
         if self.checking():
             assert (await tool(self.other(), "get_from_working_memory", key=full_key))["data"] == data
 
+    async def delete_working(self) -> None:
+        key, full_key = self.own_keys.pop(self.rng.randrange(len(self.own_keys)))
+        deleted = await tool(self.me, "delete_from_working_memory", key=key)
+        assert deleted == {"key": full_key, "deleted": True}
+        del self.ledger.working[full_key]
+        self.ledger.deleted_keys.add(full_key)
+        if self.checking():
+            listed = await tool(self.other(), "list_working_memory", namespace=namespace(self.process))
+            assert full_key not in {e["key"] for e in listed["entries"]}, f"another process still lists {full_key}"
+
+    async def delete_triple(self) -> None:
+        fact_id = self.own_triples.pop(self.rng.randrange(len(self.own_triples)))
+        deleted = await tool(self.me, "delete_triple", id=fact_id)
+        assert deleted["fact"]["id"] == fact_id
+        subject = self.ledger.triples.pop(fact_id)[0]
+        self.ledger.deleted_triples.add(fact_id)
+        if self.checking():
+            facts = (await tool(self.other(), "get_entity", name_or_id=subject))["facts"]
+            assert fact_id not in {f["id"] for f in facts}, f"another process still has triple {fact_id}"
+
     async def add_triple(self, n: int) -> None:
         subject, predicate, obj = f"Worker{self.process}Lane{self.lane}", f"mentions_{n}", self.rng.choice(TOPICS)
         added = await tool(
@@ -174,6 +215,7 @@ class Lane:
         fact = triple["fact"]
         assert triple["created"] and (fact["subject"], fact["predicate"], fact["object"]) == (subject, predicate, obj)
         self.ledger.triples[fact["id"]] = (subject, predicate, obj)
+        self.own_triples.append(fact["id"])
         if self.checking():
             facts = (await tool(self.other(), "get_entity", name_or_id=subject))["facts"]
             assert fact["id"] in {f["id"] for f in facts}, f"another process misses triple {fact['id']}"
@@ -220,6 +262,14 @@ async def check_memories(client: Client, reader: int, ledger: Ledger) -> None:
             memory.category,
             memory.archived,
         )
+    erased = list(ledger.erased.values())
+    for start in range(0, len(erased), WORDS_PER_QUERY):
+        query = " ".join(erased[start : start + WORDS_PER_QUERY])
+        found = await tool(client, "search_memory", query=query, include_archived=True)
+        assert found["total_matches"] == 0, f"process {reader} still finds erased memories: {found['results']}"
+    for entry_id in random.Random(reader).sample(sorted(ledger.erased), min(20, len(ledger.erased))):
+        result = await client.call_tool("get_memory", {"id": entry_id})
+        assert result.is_error and "no memory with id" in result.content[0].text
     tree = await tool(client, "list_memory_categories")
     assert tree["total"] == sum(not m.archived for m in ledger.memories.values())
 
@@ -227,9 +277,11 @@ async def check_memories(client: Client, reader: int, ledger: Ledger) -> None:
 def ledger_summary(ledger: Ledger) -> str:
     memories = ledger.memories.values()
     return (
-        f"{ledger.operations} operations: {len(ledger.memories)} saves, {sum(len(m.old_words) for m in memories)} "
-        f"updates, {sum(m.archived for m in memories)} archived, {len(ledger.working)} + {len(ledger.hot)} "
-        f"working-memory writes, {len(ledger.triples)} triples; {ledger.cross_checks} cross-process reads"
+        f"{ledger.operations} operations: {len(ledger.memories) + len(ledger.erased)} saves, "
+        f"{sum(len(m.old_words) for m in memories)} updates, {sum(m.archived for m in memories)} archived, "
+        f"{len(ledger.erased)} erased, {len(ledger.working) + len(ledger.deleted_keys)} + {len(ledger.hot)} "
+        f"working-memory writes, {len(ledger.deleted_keys)} deleted, {len(ledger.triples)} triples kept and "
+        f"{len(ledger.deleted_triples)} deleted; {ledger.cross_checks} cross-process reads"
     )
 
 
@@ -282,11 +334,12 @@ def check_files(home: Path, ledger: Ledger) -> None:
     names = [json.loads(p.read_bytes())["name"].casefold() for p in (home / "knowledge-graph/entities").glob("*.json")]
     assert len(names) == len(set(names)), "twin entities on disk"
     triples = {p.stem for p in (home / "knowledge-graph/triples").glob("*.json")}
-    assert triples == ledger.triples.keys()
+    assert triples == ledger.triples.keys() and not triples & ledger.deleted_triples
 
     for path in (home / "working-memory").glob("*.json"):
         keys = set(json.loads(path.read_bytes())["entries"])
         assert {k for k in ledger.working if k.split("/")[0] == path.stem} <= keys, f"{path.name} lost keys"
+        assert not keys & ledger.deleted_keys, f"{path.name} kept deleted keys"
 
 
 def unparsable(home: Path) -> list[str]:
@@ -332,6 +385,7 @@ async def test_processes_writing_at_once_lose_nothing_and_see_each_others_writes
         assert len(ledger.memories) > 300 and sum(m.archived for m in memories) > 50
         assert sum(len(m.old_words) for m in memories) > 150 and len(ledger.triples) > 100
         assert len(ledger.working) > 150 and len(ledger.hot) > 10 and ledger.cross_checks > 100
+        assert len(ledger.erased) > 15 and len(ledger.deleted_keys) > 15 and len(ledger.deleted_triples) > 15
 
         # Each process, on its next calls, sees everything every other process acknowledged.
         with anyio.fail_after(120):
