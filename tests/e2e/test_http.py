@@ -137,6 +137,26 @@ async def test_a_host_header_naming_another_site_is_refused(http_server) -> None
     assert rebound.status_code in (400, 403, 421) and "host" in rebound.text.lower()
 
 
+async def test_a_request_from_another_sites_page_is_refused_by_its_origin(http_server) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    evil = httpx.post(http_server, json=body, headers={**headers, "Origin": "http://attacker.example"}, timeout=10)
+    assert evil.status_code == 403 and "origin" in evil.text.lower()
+    own_origin = http_server.removesuffix("/mcp")
+    mine = httpx.post(http_server, json=body, headers={**headers, "Origin": own_origin}, timeout=10)
+    assert mine.status_code != 403
+
+
+async def test_allowed_hosts_admit_another_name_for_this_server(home: Path, tmp_path: Path) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    with serving(home, tmp_path / "server.log", ROCKMEM_ALLOWED_HOSTS="memory.internal:*") as url:
+        named = httpx.post(url, json=body, headers={**headers, "Host": "memory.internal:8765"}, timeout=10)
+        assert "host" not in named.text.lower(), named.text  # past the host check (then: no session yet)
+        other = httpx.post(url, json=body, headers={**headers, "Host": "other.internal:8765"}, timeout=10)
+        assert other.status_code in (400, 403, 421) and "host" in other.text.lower()
+
+
 def test_binding_beyond_loopback_without_a_token_refuses_to_start(home: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
     command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve", "--transport", "streamable-http"]
