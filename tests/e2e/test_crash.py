@@ -1,7 +1,8 @@
 """SIGKILL during write storms (issue 8, crash safety).
 
 A server process is spoken to in raw JSON-RPC lines, so it can be killed at any moment: lanes of concurrent
-writes run until a seeded random SIGKILL. A write counts as acknowledged when its response line reached the
+writes (saves, updates that may move a file, permanent deletes, feedback, working memory, triples) run until a
+seeded random SIGKILL. A write counts as acknowledged when its response line reached the
 client (including lines still in the pipe when the process died). After every kill the files are checked, the
 server is started again and must return every acknowledged write; derived indexes (snapshots, journals) must
 notice they are behind or gone and catch up. The other tests set up, on disk, exactly what a kill leaves at
@@ -165,10 +166,11 @@ class Memory:
     tag: str
     states: set[State]  # what the entry may hold now: one state, or old and new of an update cut off by a kill
     words: dict[State, str]  # the unique word of each state's content
+    may_be_gone: bool = False  # a permanent delete of it was cut off by a kill: present or gone, both fine
 
     @property
     def certain(self) -> bool:
-        return len(self.states) == 1
+        return len(self.states) == 1 and not self.may_be_gone
 
 
 @dataclass
@@ -176,6 +178,8 @@ class Ledger:
     memories: dict[str, Memory] = field(default_factory=dict)
     working: dict[str, str] = field(default_factory=dict)  # acknowledged shared/… key -> data
     triples: set[str] = field(default_factory=set)  # acknowledged triple ids (all end at HUB)
+    erased: set[str] = field(default_factory=set)  # memories whose permanent delete was acknowledged
+    feedback: set[str] = field(default_factory=set)  # acknowledged feedback ids
     unanswered: int = 0  # writes in flight at a kill
     landed: int = 0  # of those saves, how many turned out to be on disk (found after the restart)
     busy: set[str] = field(default_factory=set)  # memories an update is in flight for
@@ -197,10 +201,15 @@ class StormLane:
         try:
             for n in itertools.count():
                 roll = self.rng.random()
-                if roll < 0.6:
+                if roll < 0.55:
                     await self.save(n)
-                elif roll < 0.75:
+                elif roll < 0.68:
                     await self.update(n)
+                elif roll < 0.73:
+                    await self.erase(n)
+                elif roll < 0.76:
+                    signal = await self.server.call("record_feedback", type="Correction", content=f"feedback {n}")
+                    self.ledger.feedback.add(signal["id"])
                 elif roll < 0.87:
                     key = f"shared/crash/r{self.round}l{self.lane}n{n}"
                     data = f"working value {key}"
@@ -238,6 +247,18 @@ class StormLane:
         finally:
             self.ledger.busy.discard(memory.id)
 
+    async def erase(self, n: int) -> None:
+        idle = sorted(self.ledger.memories.keys() - self.ledger.busy)
+        if not idle:
+            return await self.save(n)
+        memory = self.ledger.memories[self.rng.choice(idle)]
+        self.ledger.busy.add(memory.id)  # for good if the kill cuts this off: never touched again
+        memory.may_be_gone = True
+        await self.server.call("delete_memory", id=memory.id, permanent=True)
+        del self.ledger.memories[memory.id]
+        self.ledger.erased.add(memory.id)
+        self.ledger.busy.discard(memory.id)
+
 
 async def storm(server: RawServer, round_: int, ledger: Ledger, kill_after: float) -> None:
     async with anyio.create_task_group() as tg:
@@ -256,16 +277,19 @@ async def check_server(server: RawServer, ledger: Ledger, rounds: range) -> None
         assert found["total_matches"] < 200
         entries = {hit["entry"]["id"]: hit["entry"] for hit in found["results"]}
         for memory in (m for m in ledger.memories.values() if m.tag == tag):
+            if memory.may_be_gone and memory.id not in entries:
+                continue
             assert memory.id in entries, f"acknowledged memory {memory.id} ({tag}) not found after the restart"
             state = (entries[memory.id]["content"], entries[memory.id]["category"])
             assert state in memory.states, f"{memory.id}: {state} is none of {memory.states}"
+        assert not entries.keys() & ledger.erased, "an acknowledged permanent delete is undone after the restart"
         for entry_id, entry in entries.items():  # a save cut off by the kill that landed anyway
             if entry_id not in ledger.memories:
                 state = (entry["content"], entry["category"])
                 ledger.memories[entry_id] = Memory(entry_id, tag, {state}, {state: entry["content"].split()[-1]})
                 ledger.landed += 1
 
-    newest = ledger.latest(rounds[-1])
+    newest = [m for m in ledger.latest(rounds[-1]) if not m.may_be_gone]
     for memory, entry in zip(newest, await server.calls([("get_memory", {"id": m.id}) for m in newest]), strict=True):
         assert (entry["content"], entry["category"]) in memory.states
     certain = [m for m in newest if m.certain]
@@ -275,7 +299,8 @@ async def check_server(server: RawServer, ledger: Ledger, rounds: range) -> None
         found = await server.call("search_memory", query=query, limit=200)
         assert {hit["entry"]["id"] for hit in found["results"]} == {m.id for m in batch}, "the index lags the files"
     tree = await server.call("list_memory_categories")
-    assert tree["total"] == len(ledger.memories), "the index counts other entries than the files hold"
+    sure = sum(not m.may_be_gone for m in ledger.memories.values())
+    assert sure <= tree["total"] <= len(ledger.memories), "the index counts other entries than the files hold"
 
     listed = await server.call("list_working_memory", namespace="shared")
     assert ledger.working.keys() <= {e["key"] for e in listed["entries"]}, "acknowledged working memory lost"
@@ -296,7 +321,13 @@ def check_disk(home: Path, ledger: Ledger) -> None:
         on_disk.setdefault(path.stem, set()).add(json.loads(path.read_bytes())["content"])
     for memory in ledger.memories.values():
         contents = on_disk.get(memory.id, set())
+        if memory.may_be_gone and not contents:
+            continue
         assert contents & {content for content, _ in memory.states}, f"{memory.id} is not on disk as acknowledged"
+    assert not on_disk.keys() & ledger.erased, "a file of an acknowledged permanent delete is back"
+    logs = (home / "feedback").glob("*.jsonl")
+    logged = {json.loads(line)["id"] for log in logs for line in log.read_bytes().splitlines()}
+    assert ledger.feedback <= logged, "acknowledged feedback lost"
     triples = {p.stem for p in (home / "knowledge-graph" / "triples").glob("*.json")}
     assert ledger.triples <= triples
     if ledger.working:
@@ -359,11 +390,13 @@ async def test_sigkill_during_write_storms_loses_no_acknowledged_write(home, tmp
         await check_server(server, ledger, range(ROUNDS))
     assert unparsable(home) == [] and temp_files(home) == []
     print(
-        f"{ROUNDS} kills: {len(ledger.memories)} memories ({ledger.landed} landed unanswered), {len(ledger.working)} "
+        f"{ROUNDS} kills: {len(ledger.memories)} memories ({ledger.landed} landed unanswered), "
+        f"{len(ledger.erased)} erased, {len(ledger.feedback)} feedback, {len(ledger.working)} "
         f"working-memory keys, {len(ledger.triples)} triples; {ledger.unanswered} writes cut off; "
         f"temp files left by kills (all removed on restart): {ledger.leftover_temp}"
     )
     assert len(ledger.memories) > 10 * ROUNDS and ledger.unanswered >= ROUNDS
+    assert len(ledger.erased) >= ROUNDS and len(ledger.feedback) >= ROUNDS
     errors = log.read_text()
     assert "Traceback" not in errors
     assert "memory-index.npz is damaged" in errors  # the damaged snapshot was noticed (and rebuilt, as checked)
