@@ -267,11 +267,15 @@ class Doctor:
 
     def _links(self, report: DoctorReport, fix: bool) -> None:
         """Symbolic links anywhere in the home: rockmem skips or refuses each; --fix moves the link itself."""
-        found = []
-        for directory, folders, names in os.walk(self.home, followlinks=False):
-            if directory == str(self.home):
-                folders[:] = [f for f in folders if f != QUARANTINE]
-            found += [Path(directory, n) for n in folders + names if os.path.islink(os.path.join(directory, n))]
+        found, stack = [], [self.home]
+        while stack:  # scandir's entries say whether they are links without a stat each (100k files here)
+            folder = stack.pop()
+            with os.scandir(folder) as items:
+                for item in items:
+                    if item.is_symlink():
+                        found.append(Path(item.path))
+                    elif item.is_dir() and not (folder == self.home and item.name == QUARANTINE):
+                        stack.append(Path(item.path))
         for path in sorted(found):
             finding = self._found(report, "symlink", path, f"a symbolic link to {os.readlink(path)}: not followed")
             if fix:

@@ -21,6 +21,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.e2e.disk_checks import temp_files, unparsable
+
 pytestmark = pytest.mark.anyio
 
 PROCESSES = 3
@@ -317,7 +319,7 @@ async def check_graph(client: Client, reader: int, ledger: Ledger) -> None:
 
 def check_files(home: Path, ledger: Ledger) -> None:
     """On disk: every file parses, one file per memory with its final state, no twin entities, no temp files."""
-    temp = [p for p in home.rglob("*") if p.name.startswith(".") and p.name.endswith(".tmp")]
+    temp = temp_files(home)
     assert temp == [], f"temp files left behind: {temp}"
     assert unparsable(home) == []
 
@@ -340,28 +342,6 @@ def check_files(home: Path, ledger: Ledger) -> None:
         keys = set(json.loads(path.read_bytes())["entries"])
         assert {k for k in ledger.working if k.split("/")[0] == path.stem} <= keys, f"{path.name} lost keys"
         assert not keys & ledger.deleted_keys, f"{path.name} kept deleted keys"
-
-
-def unparsable(home: Path) -> list[str]:
-    """Files under home that are not JSON (or, for .jsonl, lines that are not), as 'path: problem'."""
-    problems = []
-    for path in sorted(p for p in home.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        if path.suffix not in (".json", ".jsonl"):
-            continue  # binary index snapshots and lock files
-        data = path.read_bytes()
-        try:
-            json.loads(data)
-            continue
-        except ValueError as exc:
-            if path.suffix == ".json":
-                problems.append(f"{path.relative_to(home)}: {exc}")
-                continue
-        for number, line in enumerate(data.splitlines(), start=1):
-            try:
-                json.loads(line)
-            except ValueError as exc:
-                problems.append(f"{path.relative_to(home)} line {number}: {exc}")
-    return problems
 
 
 # ---------------------------------------------------------------------------------------------- the test

@@ -33,6 +33,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
+from tests.e2e.disk_checks import temp_files, unparsable
 
 pytestmark = pytest.mark.anyio
 
@@ -333,32 +334,6 @@ def check_disk(home: Path, ledger: Ledger) -> None:
     if ledger.working:
         shared = json.loads((home / "working-memory" / "shared.json").read_bytes())["entries"]
         assert ledger.working.keys() <= shared.keys()
-
-
-def temp_files(home: Path) -> list[Path]:
-    return [p for p in home.rglob("*") if p.name.startswith(".") and p.name.endswith(".tmp")]
-
-
-def unparsable(home: Path) -> list[str]:
-    """Files under home that are not JSON (for .jsonl: lines that are not), as 'path: problem'."""
-    problems = []
-    for path in sorted(p for p in home.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        if path.suffix not in (".json", ".jsonl"):
-            continue  # binary index snapshots and lock files
-        data = path.read_bytes()
-        try:
-            json.loads(data)
-            continue
-        except ValueError as exc:
-            if path.suffix == ".json":
-                problems.append(f"{path.relative_to(home)}: {exc}")
-                continue
-        for number, line in enumerate(data.splitlines(), start=1):
-            try:
-                json.loads(line)
-            except ValueError as exc:
-                problems.append(f"{path.relative_to(home)} line {number}: {exc}")
-    return problems
 
 
 # ---------------------------------------------------------------------------------------------- tests
