@@ -42,8 +42,9 @@ class Settings(BaseModel):
     search_limit_max: int = Field(200, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
-    # Streamable HTTP beyond loopback needs a bearer token; Host names besides the bind address, e.g.
-    # "memory.example.com:*", are allowed through DNS-rebinding protection when listed here.
+    # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
+    # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
+    # loopback, listing names serves only those.
     auth_token: str | None = Field(None, repr=False, min_length=16, description="Bearer token for HTTP clients")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values, comma-separated")
     # The change journal is rotated (and a fresh index snapshot written) past this many bytes.

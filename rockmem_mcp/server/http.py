@@ -1,5 +1,5 @@
 """Serving MCP over streamable HTTP safely: loopback by default, a bearer token required anywhere else
-(compared in constant time), DNS-rebinding protection always on."""
+(compared in constant time), DNS-rebinding protection wherever no token guards the server."""
 
 from __future__ import annotations
 
@@ -31,25 +31,44 @@ def is_loopback(host: str) -> bool:
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """Requests must name this server in Host (and Origin, when a browser sends one): a web page that
-    resolves its own name to this address (DNS rebinding) is refused."""
-    names = ["127.0.0.1", "localhost", "[::1]"] if is_loopback(settings.host) else [settings.host]
+    """Which `Host` (and browser `Origin`) values are served.
+
+    On loopback, only this server's own names and `allowed_hosts`: a web page that resolves its own name to
+    127.0.0.1 (DNS rebinding) is refused, since a loopback server may run without a token. Beyond loopback a
+    token is required, and the token is the protection (a rebound page cannot send it), so any Host is served:
+    clients reach the server by its address, its hostname or a name in front of it. Listing `allowed_hosts`
+    there narrows it to those (and the bind address)."""
+    if is_loopback(settings.host):
+        names = ["127.0.0.1", "localhost", "[::1]"]
+    elif settings.auth_token and not settings.allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    else:
+        names = [] if _is_wildcard(settings.host) else [settings.host]
     hosts = [f"{name}:*" for name in names] + list(settings.allowed_hosts)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
 class BearerToken:
-    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>`; others get 401."""
+    """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>` (the scheme in any case,
+    RFC 6750); others get 401."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):  # constant time: no guessing by timing
+            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            # constant time: no guessing by timing (the scheme is public, the token is not)
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.lstrip(b" "), self._expected):
                 await _refuse(send)
                 return
         await self.app(scope, receive, send)

@@ -45,12 +45,12 @@ def wait_until_listening(process: subprocess.Popen[bytes], port: int, log: Path)
 
 
 @contextlib.contextmanager
-def serving(home: Path, log: Path, **env: str) -> Iterator[str]:
-    """`rockmem-mcp serve --transport streamable-http` on a free loopback port; yields the /mcp URL."""
+def serving(home: Path, log: Path, bind: str = HOST, **env: str) -> Iterator[str]:
+    """`rockmem-mcp serve --transport streamable-http` on a free port of `bind`; yields the loopback /mcp URL."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
     command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve"]
-    command += ["--transport", "streamable-http", "--host", HOST, "--port", str(port)]
+    command += ["--transport", "streamable-http", "--host", bind, "--port", str(port)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
@@ -111,8 +111,8 @@ async def test_working_memory_over_http(http_server, call, call_error) -> None:
 TOKEN = "correct-horse-battery-staple-42"
 
 
-def authorised(url: str, token: str) -> Client:
-    headers = {"Authorization": f"Bearer {token}"}
+def authorised(url: str, token: str, scheme: str = "Bearer") -> Client:
+    headers = {"Authorization": f"{scheme} {token}"}
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30)))
 
 
@@ -129,6 +129,35 @@ async def test_a_token_guards_every_request(home: Path, tmp_path: Path, call) ->
             saved = await call(client, "save_memory", content="Reached with the token")
             found = await call(client, "search_memory", query="token")
             assert [hit["entry"]["id"] for hit in found["results"]] == [saved["id"]]
+
+
+async def test_the_bearer_scheme_is_case_insensitive(home: Path, tmp_path: Path, call) -> None:
+    with serving(home, tmp_path / "server.log", ROCKMEM_AUTH_TOKEN=TOKEN) as url:
+        for scheme in ("bearer", "BEARER", "bEaReR"):  # RFC 6750: the scheme is case-insensitive
+            async with authorised(url, TOKEN, scheme) as client:
+                assert (await call(client, "save_memory", content=f"reached with {scheme}"))["id"]
+        tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        for wrong in (f"Basic {TOKEN}", f"bearer {TOKEN}x", f"bearer{TOKEN}"):
+            assert httpx.post(url, json=tools, headers={"Authorization": wrong}, timeout=10).status_code == 401
+
+
+def local_addresses() -> list[str]:
+    """This machine's own non-loopback IPv4 addresses (as `hostname -I` lists them)."""
+    found = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10).stdout.split()
+    return [address for address in found if "." in address and not address.startswith("127.")]
+
+
+async def test_a_public_bind_with_a_token_serves_this_machine_by_any_of_its_names(
+    home: Path, tmp_path: Path, call
+) -> None:
+    with serving(home, tmp_path / "server.log", bind="0.0.0.0", ROCKMEM_AUTH_TOKEN=TOKEN) as url:
+        port = url.removesuffix("/mcp").rsplit(":", 1)[1]
+        names = [socket.gethostname(), "127.0.0.1", "localhost", *local_addresses()]
+        assert len(names) >= 4, names  # the hostname, loopback and at least one real address of this machine
+        for name in names:
+            async with authorised(f"http://{name}:{port}/mcp", TOKEN) as client:
+                saved = await call(client, "save_memory", content=f"reached as {name}")
+                assert (await call(client, "get_memory", id=saved["id"]))["content"] == f"reached as {name}"
 
 
 async def test_a_host_header_naming_another_site_is_refused(http_server) -> None:

@@ -36,9 +36,17 @@ def test_loopback_admits_its_own_names_and_the_allowed_hosts_only(tmp_path: Path
     assert "http://memory.internal:*" in security.allowed_origins and "https://localhost:*" in security.allowed_origins
 
 
-def test_a_public_bind_admits_only_its_own_address(tmp_path: Path) -> None:
-    settings = Settings.load({"home": tmp_path, "host": "10.0.0.5"}, env={"ROCKMEM_AUTH_TOKEN": TOKEN})
-    assert transport_security(settings).allowed_hosts == ["10.0.0.5:*"]
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5", "::"])
+def test_a_public_bind_with_a_token_serves_any_host(tmp_path: Path, host: str) -> None:
+    settings = Settings.load({"home": tmp_path, "host": host}, env={"ROCKMEM_AUTH_TOKEN": TOKEN})
+    assert not transport_security(settings).enable_dns_rebinding_protection  # the token guards it
+
+
+def test_allowed_hosts_narrow_a_public_bind_to_them_and_its_address(tmp_path: Path) -> None:
+    env = {"ROCKMEM_AUTH_TOKEN": TOKEN, "ROCKMEM_ALLOWED_HOSTS": "memory.internal:*"}
+    for host, expected in (("10.0.0.5", ["10.0.0.5:*", "memory.internal:*"]), ("0.0.0.0", ["memory.internal:*"])):
+        security = transport_security(Settings.load({"home": tmp_path, "host": host}, env=env))
+        assert security.enable_dns_rebinding_protection and security.allowed_hosts == expected
 
 
 def test_beyond_loopback_the_app_needs_a_token(tmp_path: Path) -> None:
