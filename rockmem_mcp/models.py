@@ -51,6 +51,13 @@ def check_text(value: object, what: str, limit: int, setting: str, advice: str) 
     return value
 
 
+MAX_REASON_BYTES = 4_000  # why a memory was deleted (its archive_reason): a sentence or two
+
+
+def check_reason(reason: object, what: str = "reason") -> str:
+    return check_text(reason, what, MAX_REASON_BYTES, "a fixed cap", "Say why in a sentence or two.")
+
+
 def check_metadata(metadata: Any, limit: int, owner: str = "") -> dict[str, str]:
     """Metadata: string keys (not blank) to string values, at most `limit` bytes as JSON."""
     what = f"metadata of {owner}" if owner else "metadata"
@@ -85,6 +92,21 @@ def working_key_segments(key: Any, what: str = "key") -> list[str]:
     for part in parts:
         if part in ("", ".", "..") or not _KEY_SEGMENT.fullmatch(part):
             raise InvalidInputError(f"invalid {what} {key!r}: bad segment {part!r}; {KEY_HINT}")
+    return parts
+
+
+def entry_key_segments(key: Any) -> list[str]:
+    """A full working-memory key: a namespace root, the namespace's name, then the entry's name, e.g.
+    'shared/plan/steps'. A key naming only a namespace ('shared/plan', 'session/ab12') is refused: the first
+    two segments are the namespace, so such an entry could not be listed, capped or addressed as one."""
+    parts = working_key_segments(key)
+    if parts[0] not in ROOTS:
+        raise InvalidInputError(f"working-memory key {key!r} has no namespace root ({', '.join(ROOTS)})")
+    if len(parts) < 3:
+        namespace = "/".join(parts) if len(parts) == 2 else f"{parts[0]}/<name>"
+        raise InvalidInputError(
+            f"{key!r} names a namespace, not an entry: add the entry's name, e.g. '{namespace}/notes'"
+        )
     return parts
 
 
@@ -532,14 +554,26 @@ class Feedback(BaseModel):
     at: UtcDatetime
 
 
-Reason = Annotated[str, Field(description="Why: shown in the dream report")]
+# A plan is held whole before it is checked: its size is bounded here (a dream batch is at most 1,000 items);
+# each text that reaches a memory (content, category, tags) or the graph is checked like a tool call's.
+MAX_PLAN_ITEMS = 1_000  # actions of each kind; ids per merge
+MAX_PLAN_REASON_CHARS = 500
+Reason = Annotated[str, Field(max_length=MAX_PLAN_REASON_CHARS, description="Why: shown in the dream report")]
+
+
+def _actions(description: str) -> Any:
+    return Field(default_factory=list, max_length=MAX_PLAN_ITEMS, description=description)
+
+
 _PLAN = ConfigDict(extra="forbid")  # a misspelled field is an error, not an action silently dropped
 
 
 class PlanMerge(BaseModel):
     model_config = _PLAN
 
-    ids: list[str] = Field(min_length=2, description="The memories merged (every one is archived)")
+    ids: list[str] = Field(
+        min_length=2, max_length=MAX_PLAN_ITEMS, description="The memories merged (every one is archived)"
+    )
     content: str = Field(description="The merged memory: every name and number of the sources kept")
     category: str | None = Field(None, description="Default: the first source's category")
     tags: list[str] | None = Field(None, description="Default: the sources' tags together")
@@ -587,14 +621,14 @@ class DreamPlan(BaseModel):
 
     model_config = _PLAN
 
-    merges: list[PlanMerge] = Field(default_factory=list, description="Memories that are one fact: merge them")
-    archives: list[PlanArchive] = Field(default_factory=list, description="Noise, stale or contradicted memories")
-    updates: list[PlanUpdate] = Field(default_factory=list, description="Memories to refile (category, tags)")
-    creates: list[PlanCreate] = Field(default_factory=list, description="New memories: preferences, anti-patterns")
-    entities: list[EntityInput] = Field(default_factory=list, description="Entities to add to the graph")
-    triples: list[TripleInput] = Field(default_factory=list, description="Facts to add to the graph")
-    entity_merges: list[EntityMergeInput] = Field(default_factory=list, description="Graph entities to merge")
-    drop_triples: list[str] = Field(default_factory=list, description="Ids of graph triples to delete")
+    merges: list[PlanMerge] = _actions("Memories that are one fact: merge them")
+    archives: list[PlanArchive] = _actions("Noise, stale or contradicted memories")
+    updates: list[PlanUpdate] = _actions("Memories to refile (category, tags)")
+    creates: list[PlanCreate] = _actions("New memories: preferences, anti-patterns")
+    entities: list[EntityInput] = _actions("Entities to add to the graph")
+    triples: list[TripleInput] = _actions("Facts to add to the graph")
+    entity_merges: list[EntityMergeInput] = _actions("Graph entities to merge")
+    drop_triples: list[str] = _actions("Ids of graph triples to delete")
 
 
 class DreamAction(BaseModel):

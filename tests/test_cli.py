@@ -765,7 +765,7 @@ def test_export_and_import_carry_every_store(seeded: Path, tmp_path: Path) -> No
     graph.add_triples([{"subject": "Alice", "predicate": "leads", "object": "Falcon", "confidence": 0.8}])
     graph.close()
     WorkingMemory(settings, "session/s1").save("plan", "ship friday", ttl_minutes=60)
-    WorkingMemory(settings, "session/s1").save("shared/board", "three columns", ttl_minutes=60)
+    WorkingMemory(settings, "session/s1").save("shared/team/board", "three columns", ttl_minutes=60)
     FeedbackLog(settings).record("Correction", "Use tabs, not spaces", "s1")
     backup = tmp_path / "backup.jsonl"
     exported = ok("--home", seeded, "export", backup)

@@ -20,7 +20,7 @@ from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import WorkingMemory
 
-MAX_SESSIONS = 10_000  # namespaces remembered per process; the oldest are forgotten (their entries expire)
+MAX_SESSIONS = 10_000  # namespaces remembered per process (a few hundred bytes each); the oldest are forgotten
 
 
 @dataclass
@@ -51,7 +51,9 @@ class Services:
             working = self._namespaces.get(key)
             if working is None:
                 namespace = self.settings.namespace or f"session/{secrets.token_hex(4)}"
-                working = self._namespaces[key] = WorkingMemory(self.settings, namespace)
+                other = next(iter(self._namespaces.values()), None)  # all share one view of the files
+                working = other.for_namespace(namespace) if other else WorkingMemory(self.settings, namespace)
+                self._namespaces[key] = working
                 if len(self._namespaces) > MAX_SESSIONS:
                     self._namespaces.popitem(last=False)
             return working

@@ -75,5 +75,5 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @server.resource("rockmem://working/{+key}", mime_type="application/json", title="A working-memory entry")
     @reports_resource_errors
     def working_entry(key: str, ctx: Context) -> str:
-        """A working-memory entry by its full path, e.g. rockmem://working/shared/plan."""
+        """A working-memory entry by its full path, e.g. rockmem://working/shared/plan/steps."""
         return working_memory(ctx).get(key).model_dump_json(indent=2)

@@ -1,8 +1,9 @@
 """Conversation memory: a sliding window of recent turns per session, and an optional log for the dream pass.
 
 The window lives in this process (a session is one client's conversation with it): the latest
-`conversation_window` turns per session; a session idle for `conversation_idle_minutes` is forgotten. With
-`conversation_log` on, every turn is also appended, durably, to `conversations/{date}.jsonl`.
+`conversation_window` turns per session; a session idle for `conversation_idle_minutes` is forgotten, and
+so is the least recently used one beyond 1,000 sessions or 64 MB of windows. With `conversation_log` on,
+every turn is also appended, durably, to `conversations/{date}.jsonl`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from typing import get_args
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Conversation, ConversationTurn, Role, check_text, utc_now, working_key_segments
+from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.storage.daily_log import DailyLog
 
 ROLES: tuple[str, ...] = get_args(Role)
 MAX_LAST_N = 200
+MAX_WINDOW_BYTES = 64_000_000  # the windows of every session together; the least recently used go first
+TURN_OVERHEAD = 200  # bytes a turn costs besides its text (object, session id, time)
 
 
 def check_session_id(session_id: object) -> str:
@@ -34,8 +38,12 @@ class ConversationMemory:
         self.settings = settings
         self._clock = clock
         self._lock = threading.Lock()
-        self._sessions: dict[str, deque[ConversationTurn]] = {}
-        self._last_active: dict[str, datetime] = {}
+        self._sessions: SessionTable[deque[ConversationTurn]] = SessionTable(
+            idle=timedelta(minutes=settings.conversation_idle_minutes),
+            max_bytes=MAX_WINDOW_BYTES,
+            size=lambda window: sum(len(turn.content) + TURN_OVERHEAD for turn in window),
+            clock=clock,
+        )
         self.log = conversation_log(settings)
 
     def record(self, session_id: str, role: str, content: str) -> ConversationTurn:
@@ -49,12 +57,9 @@ class ConversationMemory:
         if self.settings.conversation_log:
             self.log.append(turn, now.date())  # first: a turn the window shows is never missing from the log
         with self._lock:
-            self._forget_idle(now)
-            window = self._sessions.get(session_id)
-            if window is None:
-                window = self._sessions[session_id] = deque(maxlen=self.settings.conversation_window)
+            window = self._sessions.open(session_id, lambda: deque(maxlen=self.settings.conversation_window))
             window.append(turn)
-            self._last_active[session_id] = now
+            self._sessions.resized(session_id)
         return turn
 
     def recent(self, session_id: str, last_n: int = 20) -> Conversation:
@@ -62,14 +67,8 @@ class ConversationMemory:
         if isinstance(last_n, bool) or not isinstance(last_n, int) or not 1 <= last_n <= MAX_LAST_N:
             raise InvalidInputError(f"last_n must be an integer from 1 to {MAX_LAST_N}")
         with self._lock:
-            self._forget_idle(self._clock())
-            window = list(self._sessions.get(session_id, ()))
+            window = list(self._sessions.peek(session_id) or ())
         return Conversation(session_id=session_id, turns=window[-last_n:], kept=len(window))
-
-    def _forget_idle(self, now: datetime) -> None:
-        cutoff = now - timedelta(minutes=self.settings.conversation_idle_minutes)
-        for session_id in [s for s, at in self._last_active.items() if at <= cutoff]:
-            del self._sessions[session_id], self._last_active[session_id]
 
 
 def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:

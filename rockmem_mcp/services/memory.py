@@ -32,6 +32,7 @@ from rockmem_mcp.models import (
     SearchResults,
     as_utc,
     check_metadata,
+    check_reason,
     check_text,
     new_entry_id,
     normalize_category,
@@ -341,6 +342,10 @@ class MemoryService:
         data["metadata"] = check_metadata(data.get("metadata"), self.settings.max_metadata_bytes)
         data["importance"] = self._check_importance(data.get("importance"), 0.5)
         data["id"] = validate_entry_id(data["id"]) if data.get("id") is not None else new_entry_id()
+        if data.get("archive_reason") is not None:  # an imported archived memory
+            check_reason(data["archive_reason"], "archive_reason")
+        if data.get("superseded_by") is not None:
+            validate_entry_id(data["superseded_by"])
         data.setdefault("created_at", now)
         if data["created_at"] is None:
             data["created_at"] = now
@@ -479,6 +484,8 @@ class MemoryService:
     ) -> DeleteResult:
         """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
         names the entry that replaces an archived one (a dream merge)."""
+        if reason is not None:
+            check_reason(reason)
         with self._lock:
             self._sync()
             current, location = self._read_current(entry_id)

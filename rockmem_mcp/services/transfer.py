@@ -26,6 +26,7 @@ from rockmem_mcp.models import (
     as_utc,
     check_metadata,
     check_text,
+    entry_key_segments,
     normalize_category,
     normalize_entity_type,
     normalize_name,
@@ -33,10 +34,10 @@ from rockmem_mcp.models import (
     normalize_tags,
     utc_now,
     validate_entry_id,
-    working_key_segments,
 )
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.working_files import WorkingFiles
 
@@ -128,9 +129,7 @@ class HomeStores:
         if isinstance(parsed, Entity | Triple | Feedback):
             validate_entry_id(parsed.id)
         if isinstance(parsed, WorkingEntry):
-            working_key_segments(parsed.key)
-            if parsed.key.split("/")[0] not in ROOTS:
-                raise ValueError(f"working-memory key {parsed.key!r} has no namespace root")
+            entry_key_segments(parsed.key)
         self._check_caps(parsed)
         bucket.append(parsed)
 
@@ -167,11 +166,20 @@ class HomeStores:
         now = utc_now()
         live = [e for e in self._working if e.expires_at > now]
         skipped += [f"working {e.key}: expired" for e in self._working if e.expires_at <= now]
+        cap = self.settings.working_max_entries
+        evicted: set[str] = set()
         for root in ROOTS:
             mine = [e for e in live if e.key.split("/")[0] == root]
             if mine:
                 with self.files.changing(root) as entries:
+                    drop_expired(entries, now)
                     entries.update({e.key: e.model_dump(mode="json") for e in mine})
+                    evicted.update(make_room(entries, cap, {namespace_of(e.key) for e in mine}))
+        skipped += [
+            f"working {key}: evicted, its namespace holds at most {cap} entries (ROCKMEM_WORKING_MAX_ENTRIES); "
+            "the ones closest to expiry went"
+            for key in sorted(evicted)
+        ]
         known = {f.id for day in self.feedback.days() for f in self.feedback.read(day)}
         fresh = []
         for signal in (f for f in self._signals if f.id not in known):
@@ -184,7 +192,7 @@ class HomeStores:
         counts = {
             "entities": len(self._entities),
             "triples": len(self._triples),
-            "working": len(live),
+            "working": len([e for e in live if e.key not in evicted]),
             "feedback": len(fresh),
         }
         return counts, skipped

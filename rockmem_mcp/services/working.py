@@ -1,7 +1,8 @@
 """Working memory: path-keyed scratch space with expiry, shared by sessions, sub-agents and patrols.
 
 Keys are paths. The first two segments are the namespace: `session/{id}`, `patrol/{task}`,
-`subagent/{task}`, or `shared/{topic}`, which every caller may write (`shared/plan` is itself a key).
+`subagent/{task}`, or `shared/{topic}`, which every caller may write; an entry's key names one more segment
+at least (`shared/plan/steps`), so every entry belongs to a namespace and counts toward its cap.
 A key whose first segment is one of those roots is a full path and may be read from any namespace; any
 other key is relative to the caller's own namespace. Writes and deletes outside the caller's namespace are
 refused, `shared/…` excepted. An expired entry is never returned; expired entries are dropped whenever
@@ -27,6 +28,7 @@ from rockmem_mcp.models import (
     WorkingSearchHit,
     as_utc,
     check_text,
+    entry_key_segments,
     normalize_category,
     normalize_tags,
     parse_namespace,
@@ -44,30 +46,33 @@ PREVIEW_CHARS = 200
 class WorkingMemory:
     """Working memory for one caller (its namespace); every instance on a home sees the same entries."""
 
-    def __init__(self, settings: Settings, namespace: str, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        namespace: str,
+        clock: Callable[[], datetime] = utc_now,
+        files: WorkingFiles | None = None,
+    ) -> None:
         self.settings = settings
         self.namespace = parse_namespace(namespace)
-        self.files = WorkingFiles(settings.working_dir)
+        self.files = files or WorkingFiles(settings.working_dir)
         self._clock = clock
+
+    def for_namespace(self, namespace: str) -> WorkingMemory:
+        """Working memory for another caller of this process, sharing this one's view of the files: a server's
+        sessions read and hold the entries once between them, not once each."""
+        return WorkingMemory(self.settings, namespace, self._clock, self.files)
 
     # ------------------------------------------------------------------ keys
     def resolve(self, key: str) -> str:
         """The full path of `key`: itself if it starts with a namespace root, else under the caller's namespace."""
         parts = working_key_segments(key)
         if parts[0] in ROOTS:
-            if len(parts) < (2 if parts[0] == "shared" else 3):
-                raise InvalidInputError(
-                    f"{key!r} names a namespace, not an entry: add a name, e.g. '{'/'.join(parts[:2])}/notes'"
-                )
-            return "/".join(parts)
+            return "/".join(entry_key_segments(key))
         return f"{self.namespace}/{'/'.join(parts)}"
 
-    @staticmethod
-    def namespace_of(full_key: str) -> str:
-        return "/".join(full_key.split("/")[:2])
-
     def _check_writable(self, full_key: str) -> None:
-        namespace = self.namespace_of(full_key)
+        namespace = namespace_of(full_key)
         if namespace != self.namespace and not full_key.startswith("shared/"):
             raise InvalidInputError(
                 f"cannot change {full_key!r}: it belongs to namespace {namespace!r} and this caller writes only "
@@ -104,17 +109,12 @@ class WorkingMemory:
             created_at=now,
             expires_at=now + timedelta(minutes=ttl_minutes),
         )
-        namespace = self.namespace_of(full_key)
-        evicted: str | None = None
         with self.files.changing(full_key.split("/")[0]) as entries:
-            _drop_expired(entries, now)
+            drop_expired(entries, now)
             entries.pop(full_key, None)
-            same = [k for k in entries if self.namespace_of(k) == namespace]
-            if len(same) >= self.settings.working_max_entries:
-                evicted = min(same, key=lambda k: (entries[k]["expires_at"], k))  # closest to expiry goes
-                del entries[evicted]
             entries[full_key] = entry.model_dump(mode="json")
-        return WorkingSaved(entry=self._info(entry, now), evicted=evicted)
+            evicted = make_room(entries, self.settings.working_max_entries, {namespace_of(full_key)}, keep=full_key)
+        return WorkingSaved(entry=self._info(entry, now), evicted=evicted[0] if evicted else None)
 
     def get(self, key: str) -> WorkingEntry:
         full_key = self.resolve(key)
@@ -132,7 +132,7 @@ class WorkingMemory:
         full_key = self.resolve(key)
         self._check_writable(full_key)
         with self.files.changing(full_key.split("/")[0]) as entries:
-            _drop_expired(entries, self._clock())
+            drop_expired(entries, self._clock())
             return entries.pop(full_key, None) is not None
 
     def list(self, namespace: str | None = None) -> list[WorkingInfo]:
@@ -225,6 +225,27 @@ class WorkingMemory:
         return WorkingSearchHit(info=self._info(entry, now), preview=preview, score=score)
 
 
+def namespace_of(full_key: str) -> str:
+    """The namespace of a full key: its first two segments."""
+    return "/".join(full_key.split("/")[:2])
+
+
+def make_room(entries: dict[str, dict[str, Any]], cap: int, namespaces: set[str], keep: str | None = None) -> list[str]:
+    """Evict from each of `namespaces` the entries closest to expiry (never `keep`) until it holds at most `cap`
+    (a save and a restore alike); the keys evicted."""
+    members: dict[str, list[str]] = {namespace: [] for namespace in namespaces}
+    for key in entries:
+        members.get(namespace_of(key), []).append(key)
+    evicted: list[str] = []
+    for keys in members.values():
+        if len(keys) > cap:
+            closest = sorted((k for k in keys if k != keep), key=lambda k: (entries[k]["expires_at"], k))
+            evicted += closest[: len(keys) - cap]
+    for key in evicted:
+        del entries[key]
+    return evicted
+
+
 def sweep_expired(settings: Settings, clock: Callable[[], datetime] = utc_now) -> int:
     """Drop expired entries from every working-memory file on the home; the number dropped. A file with
     nothing expired is left untouched (no lock, no write)."""
@@ -236,12 +257,12 @@ def sweep_expired(settings: Settings, clock: Callable[[], datetime] = utc_now) -
             continue
         with files.changing(root) as entries:
             before = len(entries)
-            _drop_expired(entries, now)
+            drop_expired(entries, now)
             dropped += before - len(entries)
     return dropped
 
 
-def _drop_expired(entries: dict[str, dict[str, Any]], now: datetime) -> None:
+def drop_expired(entries: dict[str, dict[str, Any]], now: datetime) -> None:
     for key in [k for k, raw in entries.items() if not _expires_after(raw, now)]:
         del entries[key]
 

@@ -124,7 +124,7 @@ class Lane:
                 await self.save_working(key, key)
             elif roll < 0.85:
                 value = f"hot value {self.tag}n{n}"
-                await tool(self.me, "save_to_working_memory", key="shared/hot", data=value, ttl_minutes=TTL_MINUTES)
+                await tool(self.me, "save_to_working_memory", key="shared/hot/x", data=value, ttl_minutes=TTL_MINUTES)
                 self.ledger.hot.add(value)
             elif roll < 0.97 or not self.own_triples:
                 await self.add_triple(n)
@@ -293,14 +293,14 @@ def batches(memories: list[Memory]) -> list[list[Memory]]:
 
 async def check_working(client: Client, reader: int, ledger: Ledger) -> None:
     shared = {e["key"] for e in (await tool(client, "list_working_memory", namespace="shared"))["entries"]}
-    assert shared == {k for k in ledger.working if k.startswith("shared/")} | {"shared/hot"}, f"process {reader}"
+    assert shared == {k for k in ledger.working if k.startswith("shared/")} | {"shared/hot/x"}, f"process {reader}"
     for process in range(PROCESSES):
         listed = await tool(client, "list_working_memory", namespace=namespace(process))
         own = {k for k in ledger.working if k.startswith(namespace(process) + "/")}
         assert {e["key"] for e in listed["entries"]} == own, f"process {reader} lists {namespace(process)} wrongly"
     for key in random.Random(reader).sample(sorted(ledger.working), min(40, len(ledger.working))):
         assert (await tool(client, "get_from_working_memory", key=key))["data"] == ledger.working[key]
-    assert (await tool(client, "get_from_working_memory", key="shared/hot"))["data"] in ledger.hot
+    assert (await tool(client, "get_from_working_memory", key="shared/hot/x"))["data"] in ledger.hot
 
 
 async def check_graph(client: Client, reader: int, ledger: Ledger) -> None:

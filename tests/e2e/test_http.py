@@ -45,8 +45,11 @@ def wait_until_listening(process: subprocess.Popen[bytes], port: int, log: Path)
 
 
 @contextlib.contextmanager
-def serving(home: Path, log: Path, bind: str = HOST, **env: str) -> Iterator[str]:
-    """`rockmem-mcp serve --transport streamable-http` on a free port of `bind`; yields the loopback /mcp URL."""
+def serving_process(
+    home: Path, log: Path, bind: str = HOST, **env: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`rockmem-mcp serve --transport streamable-http` on a free port of `bind`; yields the loopback /mcp URL
+    and the server process."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
     command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "serve"]
@@ -57,7 +60,7 @@ def serving(home: Path, log: Path, bind: str = HOST, **env: str) -> Iterator[str
         )
     try:
         wait_until_listening(process, port, log)
-        yield f"http://{HOST}:{port}/mcp"
+        yield f"http://{HOST}:{port}/mcp", process
     finally:
         process.terminate()
         try:
@@ -66,6 +69,12 @@ def serving(home: Path, log: Path, bind: str = HOST, **env: str) -> Iterator[str
             process.kill()
             process.wait(timeout=10)
     assert "Traceback" not in log.read_text()
+
+
+@contextlib.contextmanager
+def serving(home: Path, log: Path, bind: str = HOST, **env: str) -> Iterator[str]:
+    with serving_process(home, log, bind, **env) as (url, _):
+        yield url
 
 
 @pytest.fixture
@@ -208,3 +217,32 @@ async def test_two_http_sessions_get_their_own_working_memory(http_server, call)
         assert [e["key"] for e in (await call(first, "list_working_memory"))["entries"]] == [mine]
         assert [e["key"] for e in (await call(second, "list_working_memory"))["entries"]] == [theirs]
         assert (await call(second, "get_from_working_memory", key=mine))["data"] == "first's"  # full path reads
+
+
+def resident_bytes(process: subprocess.Popen[bytes]) -> int:
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+
+async def test_many_http_sessions_do_not_each_hold_a_copy_of_working_memory(home: Path, tmp_path: Path, call) -> None:
+    parts, part_bytes, sessions = 8, 800_000, 20
+    with serving_process(home, tmp_path / "server.log") as (url, process):
+        async with Client(url, mode="legacy") as first:
+            for i in range(parts):  # ~6.4 MB of working memory every session can see
+                await call(first, "save_to_working_memory", key=f"shared/big/part-{i}", data=f"{i}" * part_bytes)
+
+        async def one_session(n: int) -> None:
+            async with Client(url, mode="legacy") as client:  # a session of its own, closed (DELETE) after
+                listed = await call(client, "list_working_memory")
+                assert len(listed["entries"]) == parts
+                await call(client, "recall", message=f"message {n}", session_id=f"chat-{n}")
+                await call(client, "record_turn", session_id=f"chat-{n}", role="user", content="hello")
+
+        for n in range(3):  # warm up: the first sessions load what every later one uses
+            await one_session(n)
+        before = resident_bytes(process)
+        for n in range(3, 3 + sessions):
+            await one_session(n)
+        grown = resident_bytes(process) - before
+    # Each session holding its own parsed copy would be ~6.4 MB apiece (~128 MB in all).
+    assert grown < 32_000_000, f"resident memory grew {grown / 1e6:.1f} MB over {sessions} sessions"

@@ -221,12 +221,12 @@ async def test_working_memory_is_shared_between_processes_and_survives_a_restart
         assert (await call(main, "get_from_working_memory", key="subagent/t1b2c3/result"))["data"].startswith("3 flaky")
         refused = await main.call_tool("delete_from_working_memory", {"key": "subagent/t1b2c3/result"})
         assert refused.is_error and "belongs to namespace 'subagent/t1b2c3'" in refused.content[0].text
-        await call(main, "save_to_working_memory", key="shared/plan", data="fix the flaky tests")
+        await call(main, "save_to_working_memory", key="shared/team/plan", data="fix the flaky tests")
         listed = await call(sub, "list_working_memory")
-        assert {e["key"] for e in listed["entries"]} == {"subagent/t1b2c3/result", "shared/plan"}
+        assert {e["key"] for e in listed["entries"]} == {"subagent/t1b2c3/result", "shared/team/plan"}
         assert all("data" not in e for e in listed["entries"])
     async with stdio_server(home) as later:
-        assert (await call(later, "get_from_working_memory", key="shared/plan"))["data"] == "fix the flaky tests"
+        assert (await call(later, "get_from_working_memory", key="shared/team/plan"))["data"] == "fix the flaky tests"
         found = await call(later, "search_working_memory", query="flaky", namespace="subagent")
         assert [h["info"]["key"] for h in found["results"]] == ["subagent/t1b2c3/result"]
 
@@ -277,7 +277,7 @@ async def test_recall_over_turns_injects_each_memory_once(stdio_server, home, ca
 async def test_resources_list_and_read(stdio_server, home, call) -> None:
     async with stdio_server(home) as client:
         tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
-        await call(client, "save_to_working_memory", key="shared/plan", data="ship on friday")
+        await call(client, "save_to_working_memory", key="shared/team/plan", data="ship on friday")
         static = {str(r.uri) for r in (await client.list_resources()).resources}
         assert static == {"rockmem://recall", "rockmem://categories", "rockmem://dream/latest"}
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
@@ -294,10 +294,10 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         assert json.loads(await read(f"rockmem://memory/{tea['id']}"))["content"] == "The user drinks green tea"
         assert json.loads(await read("rockmem://categories"))["total"] == 1
         start = await read("rockmem://recall")
-        assert f"[{tea['id']}]" in start and "- user-preferences (1)" in start and "shared/plan" in start
+        assert f"[{tea['id']}]" in start and "- user-preferences (1)" in start and "shared/team/plan" in start
         assert f"[{tea['id']}]" in await read("rockmem://recall/green%20tea")
         assert f"[{tea['id']}]" in await read("rockmem://recall/green%20tea")  # no delta: shown every time
-        assert json.loads(await read("rockmem://working/shared/plan"))["data"] == "ship on friday"
+        assert json.loads(await read("rockmem://working/shared/team/plan"))["data"] == "ship on friday"
         with pytest.raises(Exception, match="no memory with id"):
             await read("rockmem://memory/0123456789ab")
 
@@ -332,7 +332,7 @@ async def test_overflow_evicts_the_entry_closest_to_expiry_and_says_so(stdio_ser
         listed = await call(client, "list_working_memory")
         assert [e["key"] for e in listed["entries"]] == [f"{namespace}/{k}" for k in ("d", "a", "c")]
         # shared/… is its own namespace with its own allowance.
-        assert (await call(client, "save_to_working_memory", key="shared/x", data="x"))["evicted"] is None
+        assert (await call(client, "save_to_working_memory", key="shared/team/x", data="x"))["evicted"] is None
 
 
 async def test_prompts_list_render_and_take_overrides_from_the_home(stdio_server, home, call) -> None:

@@ -146,7 +146,7 @@ def huge(description: str) -> str:
 
 HUGE_STRINGS = st.sampled_from(sorted(HUGE)).map(huge)
 ODD_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)  # surrogate-free Unicode
-# Valid-looking paths and ids ('user-preferences/x1', 'shared/plan'), which get past validation.
+# Valid-looking paths and ids ('user-preferences/x1', 'shared/team/plan'), which get past validation.
 SEGMENTS = st.text("abcdefghijklmnopqrstuvwxyzABCXYZ0123456789_-.:", min_size=1, max_size=10)
 PATH_SHAPED = st.lists(SEGMENTS, min_size=1, max_size=4).map("/".join)
 NUMBERS = st.one_of(
@@ -448,8 +448,8 @@ LINKS = {
         lambda: _json(
             {
                 "entries": {
-                    "shared/leak": {
-                        "key": "shared/leak",
+                    "shared/team/leak": {
+                        "key": "shared/team/leak",
                         "data": f"{CANARY} working",
                         "category": None,
                         "tags": [],
@@ -756,11 +756,11 @@ def seed(watcher: Watcher) -> dict[str, list[str]]:
     known("id drop_triples", *(t["fact"]["id"] for t in triples["triples"]))
     known("predicate", "works_on", "depends on", "../..")
     namespace = ""
-    for key in ("notes", "shared/plan", "shared/topic/deep"):
+    for key in ("notes", "shared/team/plan", "shared/topic/deep"):
         saved = watcher.ok("save_to_working_memory", key=key, data=f"working {key} Alice", tags=["w"])
         known("key", key, saved["entry"]["key"])
         namespace = "/".join(saved["entry"]["key"].split("/")[:2]) if key == "notes" else namespace
-    known("key", "shared/leak", "shared/x/../../leak", f"{namespace}/../../shared/leak")
+    known("key", "shared/team/leak", "shared/x/../../leak", f"{namespace}/../../shared/team/leak")
     known("namespace", "shared", "session", "patrol", "subagent", "shared/topic", namespace, "session/../shared")
     # Today's conversation and feedback logs are planted links: recording to them is refused, clearly.
     for name, arguments in (
@@ -884,9 +884,9 @@ SYMLINK_CASES: dict[str, tuple[list[str], TOOL_CALLS]] = {
     "working-file": (
         ["working-file"],
         [
-            ("get_from_working_memory", {"key": "shared/leak"}),
+            ("get_from_working_memory", {"key": "shared/team/leak"}),
             ("search_working_memory", {"namespace": "shared"}),
-            ("save_to_working_memory", {"key": "shared/new", "data": "d"}),
+            ("save_to_working_memory", {"key": "shared/team/new", "data": "d"}),
         ],
     ),
     "feedback-log": (
@@ -1034,9 +1034,9 @@ STORE_RECORDS = [
         "confidence": 0.9,
         "created_at": NOW,
     },
-    {"store": "working", "key": "shared/imported", "data": "d", "tags": []}
+    {"store": "working", "key": "shared/team/imported", "data": "d", "tags": []}
     | {"created_at": NOW, "expires_at": FAR_FUTURE},
-    {"store": "working", "key": "shared/leak", "data": "d", "created_at": NOW, "expires_at": FAR_FUTURE},
+    {"store": "working", "key": "shared/team/leak", "data": "d", "created_at": NOW, "expires_at": FAR_FUTURE},
     {"store": "feedback", "id": "c0ffee0000c1", "type": "Correction", "content": "c", "session_id": "s", "at": NOW},
 ]
 
@@ -1248,7 +1248,7 @@ AFTER_RESTORE: TOOL_CALLS = [
     ("search_memory", {}),
     ("list_working_memory", {"namespace": "shared"}),
     ("search_working_memory", {"namespace": "shared", "query": "d"}),
-    ("get_from_working_memory", {"key": "shared/imported"}),
+    ("get_from_working_memory", {"key": "shared/team/imported"}),
     ("dream", {"mode": "agent", "dream_pass": "entities"}),
     ("dream", {"mode": "agent", "dream_pass": "graph"}),
     ("dream", {"mode": "agent", "dream_pass": "anti-patterns"}),

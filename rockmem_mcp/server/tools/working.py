@@ -22,7 +22,7 @@ Key = Annotated[
     str,
     Field(
         description="A short path such as 'build-log' (in your own namespace) or a full path such as "
-        "'shared/plan' or 'subagent/t1/result' (another namespace: readable, not writable unless shared/…)"
+        "'shared/plan/steps' or 'subagent/t1/result' (another namespace: readable, not writable unless shared/…)"
     ),
 ]
 Namespace = Annotated[

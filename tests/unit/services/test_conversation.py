@@ -9,7 +9,9 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.services import conversation
 from rockmem_mcp.services.conversation import ConversationMemory, conversation_log
+from rockmem_mcp.services.sessions import MAX_SESSIONS
 
 
 class Clock:
@@ -75,3 +77,16 @@ def test_the_log_is_off_by_default_and_appends_every_turn_when_on(settings: Sett
     assert [(t.role, t.content) for t in turns] == [("user", "I prefer tabs"), ("assistant", "Noted: tabs")]
     lines = (logged.conversations_dir / "2024-05-01.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["session_id"] == "chat"
+
+
+def test_windows_are_bounded_in_sessions_and_bytes(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory = ConversationMemory(settings, Clock())
+    for n in range(MAX_SESSIONS + 1):  # any caller may name a new session on every call
+        memory.record(f"chat-{n}", "user", "hi")
+    assert memory.recent("chat-0").kept == 0  # the least recently used went
+    assert memory.recent("chat-1").kept == 1 and memory.recent(f"chat-{MAX_SESSIONS}").kept == 1
+    monkeypatch.setattr(conversation, "MAX_WINDOW_BYTES", 100_000)
+    small = ConversationMemory(settings, Clock())
+    for n in range(10):
+        small.record(f"chat-{n}", "user", "x" * 30_000)
+    assert [n for n in range(10) if small.recent(f"chat-{n}").kept] == [7, 8, 9]  # ~90 KB of windows kept

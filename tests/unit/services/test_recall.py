@@ -13,6 +13,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import CLOSE_TAG, OPEN_TAG, TOP_MATCHES, Recall
+from rockmem_mcp.services.sessions import MAX_SESSIONS
 from rockmem_mcp.services.working import WorkingMemory
 
 from .helpers import T0, FakeClock
@@ -176,3 +177,24 @@ def test_recall_refreshes_last_referenced_at_on_the_named_entities_file(
         assert reopened.resolve("Alice").last_referenced_at == later
     finally:
         reopened.close()
+
+
+def test_a_sessions_delta_set_is_released_after_an_idle_hour(service: MemoryService, settings: Settings) -> None:
+    tea = service.save("The user drinks green tea every morning")
+    clock = FakeClock(step=timedelta(0))
+    recall, working = Recall(service, clock=clock), WorkingMemory(settings, "session/s1")
+    assert [m.id for m in recall.build("green tea", "s1", working).memories] == [tea.id]
+    clock.now += timedelta(minutes=59)
+    assert recall.build("green tea", "s1", working).memories == []  # still within the hour: not again
+    clock.now += timedelta(minutes=60)
+    assert [m.id for m in recall.build("green tea", "s1", working).memories] == [tea.id]  # released, afresh
+
+
+def test_delta_sets_are_bounded_in_sessions(service: MemoryService, settings: Settings) -> None:
+    tea = service.save("The user drinks green tea every morning")
+    recall, working = Recall(service), WorkingMemory(settings, "session/s1")
+    for n in range(MAX_SESSIONS + 1):  # a caller may name a new session on every call
+        recall.build("green tea", f"chat-{n}", working)
+    assert recall.reset("chat-1").forgotten == 1
+    assert recall.reset("chat-0").forgotten == 0  # the least recently used was released
+    assert [m.id for m in recall.build("green tea", "chat-0", working).memories] == [tea.id]

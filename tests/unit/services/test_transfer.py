@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -175,8 +176,8 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
 
     now = "2026-01-01T00:00:00Z"
     lines = [
-        {"store": "working", "key": "shared/big", "data": "w" * 1_000_001, "created_at": now, "expires_at": now},
-        {"store": "working", "key": "shared/late", "data": "d", "created_at": now,
+        {"store": "working", "key": "shared/team/big", "data": "w" * 1_000_001, "created_at": now, "expires_at": now},
+        {"store": "working", "key": "shared/team/late", "data": "d", "created_at": now,
          "expires_at": "2999-01-01T00:00:00Z"},
         {"store": "feedback", "id": "c0ffee0000c1", "type": "Correction", "content": "f" * 100_001, "session_id": "s",
          "at": now},
@@ -197,3 +198,46 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
     assert "ROCKMEM_MAX_CONTENT_BYTES" in reasons[2] and "1-200 characters" in reasons[3]
     assert "51 aliases; at most 50" in reasons[4] and "16000" in reasons[5].replace(",", "")
     assert not any(report.other_stores.values())
+
+
+def test_a_restore_holds_the_working_memory_cap_and_refuses_namespace_only_keys(
+    settings: Settings, services: Services
+) -> None:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import HomeStores
+    from rockmem_mcp.services.working import WorkingMemory
+
+    now = datetime.now(UTC)
+    lines = [
+        {"store": "working", "key": key, "data": "d", "created_at": now.isoformat(),
+         "expires_at": (now + timedelta(minutes=10 + n)).isoformat()}
+        for n, key in enumerate([f"session/s1/n{n}" for n in range(60)] + ["session/abc", "shared/topic"])
+    ]  # fmt: skip
+    memory = services.open(settings)
+    graph = GraphService(settings)
+    try:
+        report = import_jsonl(memory, [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
+    finally:
+        graph.close()
+    assert [e.line for e in report.errors] == [61, 62]
+    assert all("names a namespace, not an entry" in e.error for e in report.errors)
+    listed = WorkingMemory(settings, "session/s1").list()
+    assert [i.key for i in listed] == [f"session/s1/n{n}" for n in range(10, 60)]  # the 50 furthest from expiry
+    assert report.other_stores["working"] == 50
+    assert len(report.skipped) == 10 and "at most 50 entries (ROCKMEM_WORKING_MAX_ENTRIES)" in report.skipped[0]
+
+
+def test_an_imported_archive_reason_is_capped_like_a_delete_reason(service: MemoryService) -> None:
+    archived = {"archived_at": "2026-01-01T00:00:00Z", "superseded_by": "c0ffee0000d1"}
+    report = import_jsonl(
+        service,
+        [
+            line(content="too long a reason", archive_reason="why " * 1_001, **archived),
+            line(content="a bad successor", archive_reason="merged", archived_at="2026-01-01T00:00:00Z",
+                 superseded_by="../x"),
+            line(content="kept", archive_reason="merged", **archived),
+        ],
+    )  # fmt: skip
+    assert report.imported == 1 and [e.line for e in report.errors] == [1, 2]
+    assert "archive_reason is 4004 bytes; the limit is 4000" in report.errors[0].error
+    assert "invalid memory id '../x'" in report.errors[1].error

@@ -77,13 +77,13 @@ def test_a_sweep_drops_expired_entries_from_every_file_and_leaves_clean_files_al
     opener().save("old", "x", ttl_minutes=1)
     opener().save("keep", "y", ttl_minutes=10)
     opener("patrol/disk").save("finding", "z", ttl_minutes=1)
-    opener().save("shared/plan", "p", ttl_minutes=10)
+    opener().save("shared/team/plan", "p", ttl_minutes=10)
     shared = settings.working_dir / "shared.json"
     shared_before = shared.stat()
     clock.advance(minutes=2)
     assert sweep_expired(settings, clock) == 2
     stored = {p.stem: list(json.loads(p.read_text())["entries"]) for p in settings.working_dir.glob("*.json")}
-    assert stored == {"session": ["session/s1/keep"], "patrol": [], "shared": ["shared/plan"]}
+    assert stored == {"session": ["session/s1/keep"], "patrol": [], "shared": ["shared/team/plan"]}
     assert shared.stat().st_mtime_ns == shared_before.st_mtime_ns  # nothing expired there: not rewritten
     assert sweep_expired(settings, clock) == 0
 
@@ -119,6 +119,29 @@ def test_overflow_evicts_the_entry_closest_to_expiry_and_says_so(opener) -> None
     assert wm.save("a", "replacing never evicts").evicted is None
 
 
+@pytest.mark.parametrize("key", ["shared/topic", "shared", "session/abc", "session/s1", "patrol/disk", "subagent"])
+def test_a_key_naming_only_a_namespace_is_refused_at_save(opener, key: str) -> None:
+    wm = opener()
+    with pytest.raises(InvalidInputError, match=r"names a namespace, not an entry: add the entry's name, e\.g\."):
+        wm.save(key, "data")
+    assert wm.list("shared") == [] and wm.list() == []  # nothing stored that could then be neither read nor deleted
+
+
+def test_the_cap_holds_for_shared_namespaces(opener) -> None:
+    wm = opener(working_max_entries=3)
+    for n in range(5):
+        wm.save(f"shared/board/card-{n}", "x", ttl_minutes=10 + n)
+    assert [i.key for i in wm.list("shared")] == ["shared/board/card-2", "shared/board/card-3", "shared/board/card-4"]
+
+
+def test_namespaces_of_one_process_share_one_view_of_the_files(opener) -> None:
+    first = opener()
+    second = first.for_namespace("session/s2")
+    assert second.namespace == "session/s2" and second.files is first.files
+    second.save("note", "seen by both")
+    assert first.get("session/s2/note").data == "seen by both"
+
+
 @pytest.mark.parametrize(
     "key",
     ["", "../escape", "a/../../b", "/abs", "a//b", "bad key", "nul\x00", "session/s1", "x" * 301, "C:\\win"],
@@ -149,9 +172,9 @@ def test_limits_on_values_and_ttls(opener) -> None:
 def test_two_instances_share_one_home(opener) -> None:
     first, second = opener("session/a"), opener("session/b")
     first.save("note", "from a")
-    second.save("shared/board", "from b")
-    first.save("shared/board-2", "from a too")  # must not lose b's entry (read-modify-write under a lock)
-    assert {i.key for i in second.list("shared")} == {"shared/board", "shared/board-2"}
+    second.save("shared/team/board", "from b")
+    first.save("shared/team/board-2", "from a too")  # must not lose b's entry (read-modify-write under a lock)
+    assert {i.key for i in second.list("shared")} == {"shared/team/board", "shared/team/board-2"}
     assert second.get("session/a/note").data == "from a"
 
 
@@ -160,8 +183,8 @@ def test_list_defaults_to_own_and_shared_and_accepts_a_root(opener) -> None:
     opener("patrol/p2").save("finding", "two")
     mine = opener("session/s1")
     mine.save("mine", "x")
-    mine.save("shared/board", "y")
-    assert {i.key for i in mine.list()} == {"session/s1/mine", "shared/board"}
+    mine.save("shared/team/board", "y")
+    assert {i.key for i in mine.list()} == {"session/s1/mine", "shared/team/board"}
     assert {i.key for i in mine.list("patrol")} == {"patrol/p1/finding", "patrol/p2/finding"}
     assert [i.key for i in mine.list("patrol/p2")] == ["patrol/p2/finding"]
     with pytest.raises(InvalidInputError):
