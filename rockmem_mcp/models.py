@@ -393,7 +393,7 @@ def normalize_entity_type(value: Any) -> str:
         return "concept"
     if not isinstance(value, str) or not _ENTITY_TYPE.fullmatch(cleaned := value.strip().lower().replace(" ", "_")):
         raise InvalidInputError(
-            f"invalid entity type {value!r}: a short lowercase word such as {', '.join(ENTITY_TYPES)}"
+            f"invalid entity type {str(value)[:60]!r}: a short lowercase word such as {', '.join(ENTITY_TYPES)}"
         )
     return cleaned
 

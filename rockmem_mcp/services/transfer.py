@@ -35,6 +35,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
@@ -138,6 +139,7 @@ class HomeStores:
         limits = self.settings
         if isinstance(record, Entity):
             normalize_name(record.name)
+            normalize_entity_type(record.type)
             if len(record.aliases) > MAX_ALIASES:
                 raise InvalidInputError(f"{len(record.aliases)} aliases; at most {MAX_ALIASES}")
             for alias in record.aliases:
@@ -159,6 +161,7 @@ class HomeStores:
         elif isinstance(record, Feedback):
             check_text(record.content, "content", limits.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
             check_metadata(record.metadata, limits.max_metadata_bytes)
+            check_session_id(record.session_id)
 
     def finish(self) -> tuple[dict[str, int], list[str]]:
         """Write what `add` took; counts per store and what was skipped, with reasons."""

@@ -185,6 +185,9 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
         {"store": "entity", "id": "c0ffee0000a2", "name": "Alice", "aliases": [f"a{i}" for i in range(51)],
          "created_at": now},
         {"store": "entity", "id": "c0ffee0000a3", "name": "Bob", "metadata": {"k": "v" * 16_001}, "created_at": now},
+        {"store": "entity", "id": "c0ffee0000a4", "name": "Carol", "type": "t" * 100_000, "created_at": now},
+        {"store": "feedback", "id": "c0ffee0000c2", "type": "Correction", "content": "c", "session_id": "s" * 100_000,
+         "at": now},
     ]  # fmt: skip
     memory = services.open(settings)
     graph = GraphService(settings)
@@ -192,11 +195,12 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
         report = import_jsonl(memory, [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
     finally:
         graph.close()
-    assert [e.line for e in report.errors] == [1, 2, 3, 4, 5, 6]
+    assert [e.line for e in report.errors] == [1, 2, 3, 4, 5, 6, 7, 8]
     reasons = [e.error for e in report.errors]
     assert "ROCKMEM_WORKING_MAX_VALUE_BYTES" in reasons[0] and "ROCKMEM_WORKING_MAX_TTL_MINUTES" in reasons[1]
     assert "ROCKMEM_MAX_CONTENT_BYTES" in reasons[2] and "1-200 characters" in reasons[3]
     assert "51 aliases; at most 50" in reasons[4] and "16000" in reasons[5].replace(",", "")
+    assert "invalid entity type" in reasons[6] and "session_id is longer than 300 characters" in reasons[7]
     assert not any(report.other_stores.values())
 
 
