@@ -6,12 +6,19 @@ import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import MAX_IMPORT_LINE_BYTES, bounded_lines, export_jsonl, import_jsonl
+from rockmem_mcp.services.transfer import (
+    MAX_IMPORT_LINE_BYTES,
+    ImportReport,
+    bounded_lines,
+    export_jsonl,
+    import_jsonl,
+)
 
 from .helpers import Services, entry_files
 
@@ -170,10 +177,19 @@ def test_a_line_over_the_import_cap_is_reported_and_the_next_one_imported(servic
     assert [(e.line, e.error) for e in report.errors] == [(1, f"line is longer than {MAX_IMPORT_LINE_BYTES:,} bytes")]
 
 
-def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settings, services: Services) -> None:
+def restore(settings: Settings, services: Services, lines: list[dict[str, Any]]) -> ImportReport:
+    """Import `lines` as a backup of a whole home (the tagged records go to their stores)."""
     from rockmem_mcp.services.graph import GraphService
     from rockmem_mcp.services.transfer import HomeStores
 
+    graph = GraphService(settings)
+    try:
+        return import_jsonl(services.open(settings), [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
+    finally:
+        graph.close()
+
+
+def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settings, services: Services) -> None:
     now = "2026-01-01T00:00:00Z"
     lines = [
         {"store": "working", "key": "shared/team/big", "data": "w" * 1_000_001, "created_at": now, "expires_at": now},
@@ -189,12 +205,7 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
         {"store": "feedback", "id": "c0ffee0000c2", "type": "Correction", "content": "c", "session_id": "s" * 100_000,
          "at": now},
     ]  # fmt: skip
-    memory = services.open(settings)
-    graph = GraphService(settings)
-    try:
-        report = import_jsonl(memory, [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
-    finally:
-        graph.close()
+    report = restore(settings, services, lines)
     assert [e.line for e in report.errors] == [1, 2, 3, 4, 5, 6, 7, 8]
     reasons = [e.error for e in report.errors]
     assert "ROCKMEM_WORKING_MAX_VALUE_BYTES" in reasons[0] and "ROCKMEM_WORKING_MAX_TTL_MINUTES" in reasons[1]
@@ -207,8 +218,6 @@ def test_restoring_a_backup_holds_its_records_to_the_tools_caps(settings: Settin
 def test_a_restore_holds_the_working_memory_cap_and_refuses_namespace_only_keys(
     settings: Settings, services: Services
 ) -> None:
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.transfer import HomeStores
     from rockmem_mcp.services.working import WorkingMemory
 
     now = datetime.now(UTC)
@@ -217,12 +226,7 @@ def test_a_restore_holds_the_working_memory_cap_and_refuses_namespace_only_keys(
          "expires_at": (now + timedelta(minutes=10 + n)).isoformat()}
         for n, key in enumerate([f"session/s1/n{n}" for n in range(60)] + ["session/abc", "shared/topic"])
     ]  # fmt: skip
-    memory = services.open(settings)
-    graph = GraphService(settings)
-    try:
-        report = import_jsonl(memory, [json.dumps(x) for x in lines], others=HomeStores(settings, graph))
-    finally:
-        graph.close()
+    report = restore(settings, services, lines)
     assert [e.line for e in report.errors] == [61, 62]
     assert all("names a namespace, not an entry" in e.error for e in report.errors)
     listed = WorkingMemory(settings, "session/s1").list()
