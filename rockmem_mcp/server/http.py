@@ -43,7 +43,8 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     elif settings.auth_token and not settings.allowed_hosts:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     else:
-        names = [] if _is_wildcard(settings.host) else [settings.host]
+        bound = f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
+        names = [] if _is_wildcard(settings.host) else [bound]  # an IPv6 address is bracketed in Host
     hosts = [f"{name}:*" for name in names] + list(settings.allowed_hosts)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)

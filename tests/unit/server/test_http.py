@@ -44,7 +44,12 @@ def test_a_public_bind_with_a_token_serves_any_host(tmp_path: Path, host: str) -
 
 def test_allowed_hosts_narrow_a_public_bind_to_them_and_its_address(tmp_path: Path) -> None:
     env = {"ROCKMEM_AUTH_TOKEN": TOKEN, "ROCKMEM_ALLOWED_HOSTS": "memory.internal:*"}
-    for host, expected in (("10.0.0.5", ["10.0.0.5:*", "memory.internal:*"]), ("0.0.0.0", ["memory.internal:*"])):
+    for host, expected in (
+        ("10.0.0.5", ["10.0.0.5:*", "memory.internal:*"]),
+        ("fd00::2", ["[fd00::2]:*", "memory.internal:*"]),
+        ("0.0.0.0", ["memory.internal:*"]),
+        ("::", ["memory.internal:*"]),
+    ):
         security = transport_security(Settings.load({"home": tmp_path, "host": host}, env=env))
         assert security.enable_dns_rebinding_protection and security.allowed_hosts == expected
 
