@@ -22,6 +22,7 @@ def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> 
     assert len({a.namespace, b.namespace, process.namespace}) == 3
     assert all(w.namespace.startswith("session/") for w in (a, b, process))
     assert services.working("abc") is a and services.working(None) is process
+    assert a.files is b.files is process.files  # one view of the files, not a copy per session
 
 
 def test_a_configured_namespace_is_used_for_every_caller(tmp_path: Path) -> None:
