@@ -6,6 +6,7 @@ default or a hint must be a deliberate act that updates this file.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,19 @@ def _json_type(schema: dict[str, Any]) -> str:
 
 def test_the_tool_names_are_exactly_these(tools: dict[str, Tool]) -> None:
     assert sorted(tools) == sorted(PARAMETERS)
+
+
+TOOL_LIST_TOKEN_BUDGET = 8_000  # every tool lands in the client model's context: grow by parameters, not tools
+
+
+def test_the_default_tool_list_fits_its_token_budget(tools: dict[str, Tool]) -> None:
+    """Compact JSON of name + description + inputSchema, divided by 4 (a documented estimate)."""
+    surface = [
+        {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+        for tool in tools.values()
+    ]
+    tokens = len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4
+    assert tokens <= TOOL_LIST_TOKEN_BUDGET, f"tools/list is ~{tokens:.0f} tokens, over {TOOL_LIST_TOKEN_BUDGET}"
 
 
 @pytest.mark.parametrize("name", sorted(PARAMETERS))
