@@ -1,9 +1,10 @@
 """Per-turn recall: the context block a client puts before its model for each user message.
 
 Long-term memory searched with the message (top 8), or on a session's first turn with no match the 5 newest
-entries; an id already injected in the session is not injected again (delta injection) until
-`reset(session_id)`. Then the caller's working-memory inventory (never values), patrol findings and
-sub-agent `-index` outlines; with a knowledge graph, the entities the message names (whole words, names
+entries; of those, an id already injected in the session is left out (delta injection, as RockBot: the same
+message twice injects nothing new) until `reset(session_id)`. Then the caller's working-memory inventory
+(never values); for a user session (`session/…`) also patrol findings (keys, time left, category, tags —
+never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the message names (whole words, names
 of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in a tag that marks it
 as recalled data, not instructions.
 """
@@ -38,10 +39,10 @@ class Recall:
         session_id = check_session_id(session_id)
         limit = self.memory.settings.max_content_bytes
         check_text(message, "message", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Pass the user's message, or its gist.")
-        # Deep enough that TOP_MATCHES fresh ones remain after leaving out what the session already saw.
-        depth = min(TOP_MATCHES + (self._seen_count(session_id) if delta else 0), self.memory.settings.search_limit_max)
+        # RockBot's order: the top 8, then what the session already has is left out (an identical second
+        # message injects nothing new; search_memory reaches further).
         # A blank message matches nothing (search would otherwise list the newest entries as if relevant).
-        hits = self.memory.search(message, limit=depth).results if message.strip() else []
+        hits = self.memory.search(message, limit=TOP_MATCHES).results if message.strip() else []
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.setdefault(session_id, set()) if delta else set()
@@ -49,7 +50,7 @@ class Recall:
             if fallback:
                 hits = self.memory.search(None, limit=FIRST_TURN_FALLBACK).results
             already = sum(1 for h in hits if h.entry.id in seen)
-            fresh = [h for h in hits if h.entry.id not in seen][:TOP_MATCHES]
+            fresh = [h for h in hits if h.entry.id not in seen]
             seen.update(h.entry.id for h in fresh)
         memories = [
             RecalledMemory(id=h.entry.id, category=h.entry.category, content=h.entry.content, score=h.score)
@@ -79,10 +80,6 @@ class Recall:
         with self._lock:
             forgotten = self._injected.pop(session_id, set())
         return RecallReset(session_id=session_id, forgotten=len(forgotten))
-
-    def _seen_count(self, session_id: str) -> int:
-        with self._lock:
-            return len(self._injected.get(session_id, ()))
 
 
 def render(block: RecallBlock, namespace: str) -> str:

@@ -32,13 +32,18 @@ def test_matches_are_injected_once_per_session_until_reset(service: MemoryServic
     assert [m.id for m in recall.build("green tea", "s1", working).memories] == [tea.id]
 
 
-def test_later_matches_still_come_when_earlier_ones_were_injected(service: MemoryService, settings: Settings) -> None:
+def test_the_same_message_twice_injects_nothing_new_as_rockbot(service: MemoryService, settings: Settings) -> None:
+    """RockBot takes the top 8 and then drops what the session already has; it does not dig deeper."""
     saved = [service.save(f"deploy note number {i}") for i in range(TOP_MATCHES + 3)]
     recall, working = Recall(service), WorkingMemory(settings, "session/s1")
     first = recall.build("deploy note", "s1", working)
     second = recall.build("deploy note", "s1", working)
-    assert len(first.memories) == TOP_MATCHES and len(second.memories) == 3
-    assert {m.id for m in first.memories} | {m.id for m in second.memories} == {e.id for e in saved}
+    assert len(first.memories) == TOP_MATCHES and {m.id for m in first.memories} < {e.id for e in saved}
+    assert second.memories == [] and second.already_injected == TOP_MATCHES and second.text == ""
+    left = [e for e in saved if e.id not in {m.id for m in first.memories}]
+    numbers = " ".join(e.content.rsplit(" ", 1)[1] for e in left)
+    third = recall.build(f"deploy note {numbers}", "s1", working)  # other top 8: the rest come now
+    assert {m.id for m in third.memories} == {e.id for e in left}
 
 
 def test_first_turn_without_a_match_falls_back_to_the_newest(service: MemoryService, settings: Settings) -> None:
