@@ -149,9 +149,10 @@ class WorkingMemory:
         tags: list[str] | None = None,
         namespace: str | None = None,
         limit: int = 20,
+        key_suffix: str = "",
     ) -> list[WorkingSearchHit]:
         """Entries ranked by the shared ranker (BM25 over key, category, tags and data); newest first
-        without a query. Filters: category prefix, all tags."""
+        without a query. Filters: category prefix, all tags, keys ending in `key_suffix`."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         now = self._clock()
@@ -160,7 +161,8 @@ class WorkingMemory:
         candidates = [
             e
             for e in self._visible(namespace, now)
-            if (
+            if e.key.endswith(key_suffix)
+            and (
                 wanted_category is None
                 or e.category == wanted_category
                 or (e.category or "").startswith(wanted_category + "/")
