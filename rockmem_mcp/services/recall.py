@@ -4,8 +4,8 @@ Long-term memory searched with the message (top 8), or on a session's first turn
 entries; of those, an id already injected in the session is left out (delta injection, as RockBot: the same
 message twice injects nothing new) until `reset(session_id)`. Then the caller's working-memory inventory
 (never values); for a user session (`session/…`) also patrol findings (keys, time left, category, tags —
-never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the message names (whole words, names
-of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in a tag that marks it
+never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the message names
+(whole words, names of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in a tag that marks it
 as recalled data, not instructions.
 """
 
