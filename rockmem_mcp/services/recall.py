@@ -5,8 +5,8 @@ entries; of those, an id already injected in the session is left out (delta inje
 message twice injects nothing new) until `reset(session_id)`. Then the caller's working-memory inventory
 (never values); for a user session (`session/…`) also patrol findings (keys, time left, category, tags —
 never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the message names
-(whole words, names of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in a tag that marks it
-as recalled data, not instructions.
+(whole words, names of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in
+a tag that marks it as recalled data, not instructions.
 """
 
 from __future__ import annotations
