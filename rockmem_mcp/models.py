@@ -266,7 +266,7 @@ class WorkingSaved(BaseModel):
 class WorkingSearchHit(BaseModel):
     info: WorkingInfo
     preview: str = Field(description="The first 200 characters of the data")
-    score: float | None = Field(description="BM25 relevance; null when listing without a query")
+    score: float | None = Field(description="Relevance (BM25, hybrid with embeddings); null when listing")
 
 
 class WorkingListing(BaseModel):

@@ -30,6 +30,7 @@ from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import sweep_expired
+from rockmem_mcp.services.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ def build_server(
             conversation=ConversationMemory(settings),
             recall=Recall(memory, graph_opening.result),
             templates=Templates(settings.prompts_dir),
+            working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)

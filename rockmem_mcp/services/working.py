@@ -34,8 +34,9 @@ from rockmem_mcp.models import (
     working_key_segments,
 )
 from rockmem_mcp.search.bm25 import BM25Index
-from rockmem_mcp.search.rank import Ranking, rank
+from rockmem_mcp.search.rank import Ranking, rank, uses_vectors
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.storage.working_files import WorkingFiles
 
 PREVIEW_CHARS = 200
@@ -44,11 +45,18 @@ PREVIEW_CHARS = 200
 class WorkingMemory:
     """Working memory for one caller (its namespace); every instance on a home sees the same entries."""
 
-    def __init__(self, settings: Settings, namespace: str, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        namespace: str,
+        clock: Callable[[], datetime] = utc_now,
+        vectors: WorkingVectors | None = None,  # with embeddings: search ranks hybrid, like long-term memory
+    ) -> None:
         self.settings = settings
         self.namespace = parse_namespace(namespace)
         self.files = WorkingFiles(settings.working_dir)
         self._clock = clock
+        self.vectors = vectors
 
     # ------------------------------------------------------------------ keys
     def resolve(self, key: str) -> str:
@@ -151,8 +159,9 @@ class WorkingMemory:
         limit: int = 20,
         key_suffix: str = "",
     ) -> list[WorkingSearchHit]:
-        """Entries ranked by the shared ranker (BM25 over key, category, tags and data); newest first
-        without a query. Filters: category prefix, all tags, keys ending in `key_suffix`."""
+        """Entries ranked by the shared ranker (BM25 over key, category, tags and data, fused with embedding
+        similarity as `search_mode` says when embeddings are configured); newest first without a query.
+        Filters: category prefix, all tags, keys ending in `key_suffix`."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         now = self._clock()
@@ -177,7 +186,13 @@ class WorkingMemory:
             return [self._hit(e, now, None) for e in newest]
         index = BM25Index()
         index.add_many([(e.key, tokenize(e.document_text()), False) for e in candidates])
-        hits = rank(Ranking("bm25"), index.scores(tokens), None, np.zeros(index.slot_count, dtype=bool), limit)
+        mode = self.settings.search_mode
+        fused = None
+        if self.vectors is not None and uses_vectors(mode):
+            fused = self.vectors.similarities(query, candidates)
+        similarity, with_vector = fused or (None, np.zeros(index.slot_count, dtype=bool))
+        ranking = Ranking(mode, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
+        hits = rank(ranking, index.scores(tokens), similarity, with_vector, limit)
         return [self._hit(candidates[s], now, float(v)) for s, v in zip(hits.slots, hits.scores, strict=True)]
 
     # ------------------------------------------------------------------ helpers
