@@ -150,7 +150,7 @@ def rockmem_tiers(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any
         "working_entries": WORKING_ENTRIES,
         "search_8_results": timed(lambda q: memory.search(q, limit=8), queries),
         "recall_no_delta": timed(lambda q: recall.build(q, "bench", session, delta=False), queries),
-        # A realistic session: 20 turns each, so the seen set (and the search depth) grows as in use.
+        # A realistic session: 20 turns each, so the seen set grows as in use.
         "recall_per_turn": timed(lambda q: recall.build(q, f"s{next(turns) // 20}", session), queries),
         "working_get": timed(lambda q: session.get(f"result-{len(q) % WORKING_ENTRIES}"), queries),
         "working_save": timed(

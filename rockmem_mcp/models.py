@@ -288,7 +288,7 @@ class WorkingSaved(BaseModel):
 class WorkingSearchHit(BaseModel):
     info: WorkingInfo
     preview: str = Field(description="The first 200 characters of the data")
-    score: float | None = Field(description="BM25 relevance; null when listing without a query")
+    score: float | None = Field(description="Relevance (BM25, hybrid with embeddings); null when listing")
 
 
 class WorkingListing(BaseModel):
@@ -342,8 +342,12 @@ class RecallBlock(BaseModel):
     entities: list[str] = Field(default_factory=list, description="Knowledge-graph entities the message names")
     graph: list[Fact] = Field(default_factory=list, description="Triples within 2 hops of those entities (<= 15)")
     working: list[WorkingInfo] = Field(description="The caller's working-memory inventory (no values)")
-    patrol_findings: list[WorkingSearchHit]
-    subagent_outlines: list[WorkingSearchHit] = Field(description="Sub-agent entries whose key ends in '-index'")
+    patrol_findings: list[WorkingInfo] = Field(
+        default_factory=list, description="Patrol entries, newest first (user sessions only; no values)"
+    )
+    subagent_outlines: list[WorkingSearchHit] = Field(
+        default_factory=list, description="Sub-agent entries whose key ends in '-index' (user sessions only)"
+    )
 
 
 class RecallReset(BaseModel):

@@ -42,6 +42,25 @@ def hashed_vectors(texts: Sequence[str], dim: int = 64) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+CONCEPTS = (
+    ("cat", "cats", "kitten", "tabby", "whiskerino", "feline"),
+    ("deploy", "staging", "vpn", "release"),
+    ("tax", "taxes", "invoice", "quarterly"),
+)
+
+
+def concept_vectors(texts: Sequence[str]) -> np.ndarray:
+    """A tiny "meaning" model: words of one concept share a direction, so "my cat" is close to "the tabby"
+    though they share no word (deterministic, no model needed)."""
+    out = np.full((len(texts), len(CONCEPTS) + 1), 0.01, dtype=np.float32)  # the last: "no concept"
+    for row, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            for dim, words in enumerate(CONCEPTS):
+                out[row, dim] += word in words
+        out[row, -1] += out[row, :-1].max() < 1
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
 def local_embedder() -> Callable[[Sequence[str]], np.ndarray]:
     """The shared model's encoder when present, else hashed_vectors."""
     if SHARED_MODEL.exists():

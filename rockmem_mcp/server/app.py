@@ -30,6 +30,7 @@ from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import sweep_expired
+from rockmem_mcp.services.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ rockmem gives you long-term memory that lasts across sessions.
   entry, filed under a category path such as 'user-preferences/timezone' or 'project-context/<name>'.
 - Before answering questions that may depend on what you learned earlier, call search_memory with the
   key words of the question; results come best first with a relevance score.
-- Correct stale facts with update_memory; retire wrong ones with delete_memory (archived, recoverable).
+- Correct stale facts with update_memory; retire wrong ones with delete_memory (archived: update_memory
+  with restore=true brings one back).
 - list_memory_categories shows how memory is organised; reuse existing categories.
 - Working memory is scratch space that expires (default 5 minutes): park large tool results or hand work to
   sub-agents with save_to_working_memory under a short key, read it back with get_from_working_memory.
@@ -95,6 +97,7 @@ def build_server(
             conversation=ConversationMemory(settings),
             recall=Recall(memory, graph_opening.result),
             templates=Templates(settings.prompts_dir),
+            working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)

@@ -19,6 +19,7 @@ from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.services.working_vectors import WorkingVectors
 
 MAX_SESSIONS = 10_000  # namespaces remembered per process (a few hundred bytes each); the oldest are forgotten
 
@@ -32,6 +33,7 @@ class Services:
     recall: Recall
     templates: Templates
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
+    working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -52,7 +54,10 @@ class Services:
             if working is None:
                 namespace = self.settings.namespace or f"session/{secrets.token_hex(4)}"
                 other = next(iter(self._namespaces.values()), None)  # all share one view of the files
-                working = other.for_namespace(namespace) if other else WorkingMemory(self.settings, namespace)
+                if other:
+                    working = other.for_namespace(namespace)
+                else:
+                    working = WorkingMemory(self.settings, namespace, vectors=self.working_vectors)
                 self._namespaces[key] = working
                 if len(self._namespaces) > MAX_SESSIONS:
                     self._namespaces.popitem(last=False)

@@ -647,8 +647,9 @@ class Dreamer:
                         yield pair
 
     def _decay(self, run: _Run, live: list[MemoryEntry]) -> None:
-        """After 30 days unseen, importance halves every 45 days (never below 0.1), from the importance the
-        memory had before decay began (kept in metadata, so runs do not compound)."""
+        """30 days after `last_seen_at` (set at save, the latest of a merge's sources; reads and updates leave it),
+        importance halves every 45 days (never below 0.1), from the importance the memory had before decay
+        began (kept in metadata, so runs do not compound). Only `importance` changes: nothing is archived."""
         now = self._clock()
         changes: dict[str, dict[str, object]] = {}
         for entry in live:

@@ -99,6 +99,12 @@ class Embedder:
         The first query may wait for the provider to open (a local model loads in well under a second);
         from then on a query costs one embedding call.
         """
+        vectors = self.embed_now([text])
+        return None if vectors is None else vectors[0]
+
+    def embed_now(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Vectors for a search that waits on them (one attempt, the short query timeout), or None as for
+        embed_query; texts the provider refuses give None for this call only."""
         if not self.configured:
             return None
         wait_s = self.settings.embedding_query_timeout_s
@@ -107,15 +113,15 @@ class Embedder:
         if not self.ready:
             return None
         try:
-            vector = self._checked(self._provider().embed([text], interactive=True), 1)[0]
-        except EmbeddingRefused as exc:  # this query only (odd characters, too long for the endpoint)
-            log.info("no vector for this query, ranked by BM25: %s", exc)
+            vectors = self._checked(self._provider().embed(texts, interactive=True), len(texts))
+        except EmbeddingRefused as exc:  # these texts only (odd characters, too long for the endpoint)
+            log.info("no vectors for this search, ranked by BM25: %s", exc)
             return None
         except EmbeddingError as exc:
             self.failed(exc)
             return None
         self._recovered()
-        return vector
+        return vectors
 
     def failed(self, exc: EmbeddingError) -> None:
         self._down_until = self._clock() + self.settings.embedding_retry_after_s

@@ -450,8 +450,12 @@ class MemoryService:
         tags: list[str] | None = None,
         metadata: dict[str, str] | None = None,
         importance: float | None = None,
+        restore: bool = False,
     ) -> MemoryEntry:
-        """Change the given fields (None leaves a field as it is; category '' files it uncategorized)."""
+        """Change the given fields (None leaves a field as it is; category '' files it uncategorized).
+
+        An archived memory is changed only with `restore`, which brings it back (archive fields cleared);
+        restoring a live memory changes nothing."""
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = self._check_content(content)
@@ -463,13 +467,17 @@ class MemoryService:
             changes["metadata"] = check_metadata(metadata, self.settings.max_metadata_bytes)
         if importance is not None:
             changes["importance"] = self._check_importance(importance, 0.5)
-        if not changes:
+        if not changes and not restore:
             raise InvalidInputError(
-                "nothing to update: pass at least one of content, category, tags, metadata, importance"
+                "nothing to update: pass at least one of content, category, tags, metadata, importance, restore"
             )
         with self._lock:
             self._sync()
             current, location = self._read_current(entry_id)
+            if current.archived:
+                changes.update(_restored(current, restore))
+            elif not changes:
+                return current
             updated = current.model_copy(update={**changes, "updated_at": self._clock()})
             self.files.write(updated)
             moved = location.category != updated.category
@@ -700,6 +708,18 @@ class MemoryService:
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
             )
+
+
+def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:
+    """The fields that bring an archived entry back; without `restore`, an error that says how."""
+    if not restore:
+        when = entry.archived_at.date() if entry.archived_at else "?"
+        why = (entry.archive_reason or "deleted")[:200]
+        raise InvalidInputError(
+            f"memory {entry.id} is archived (on {when}: {why}); pass restore=true to bring it back (with any "
+            "changes you pass), or save_memory a new one"
+        )
+    return {"archived_at": None, "archive_reason": None, "superseded_by": None}
 
 
 def _mtime_ns(path: Path) -> int:

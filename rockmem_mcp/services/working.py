@@ -36,8 +36,9 @@ from rockmem_mcp.models import (
     working_key_segments,
 )
 from rockmem_mcp.search.bm25 import BM25Index
-from rockmem_mcp.search.rank import Ranking, rank
+from rockmem_mcp.search.rank import Ranking, rank, uses_vectors
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.storage.working_files import WorkingFiles
 
 PREVIEW_CHARS = 200
@@ -51,17 +52,19 @@ class WorkingMemory:
         settings: Settings,
         namespace: str,
         clock: Callable[[], datetime] = utc_now,
+        vectors: WorkingVectors | None = None,  # with embeddings: search ranks hybrid, like long-term memory
         files: WorkingFiles | None = None,
     ) -> None:
         self.settings = settings
         self.namespace = parse_namespace(namespace)
         self.files = files or WorkingFiles(settings.working_dir)
         self._clock = clock
+        self.vectors = vectors
 
     def for_namespace(self, namespace: str) -> WorkingMemory:
         """Working memory for another caller of this process, sharing this one's view of the files: a server's
         sessions read and hold the entries once between them, not once each."""
-        return WorkingMemory(self.settings, namespace, self._clock, self.files)
+        return WorkingMemory(self.settings, namespace, self._clock, self.vectors, self.files)
 
     # ------------------------------------------------------------------ keys
     def resolve(self, key: str) -> str:
@@ -149,9 +152,11 @@ class WorkingMemory:
         tags: list[str] | None = None,
         namespace: str | None = None,
         limit: int = 20,
+        key_suffix: str = "",
     ) -> list[WorkingSearchHit]:
-        """Entries ranked by the shared ranker (BM25 over key, category, tags and data); newest first
-        without a query. Filters: category prefix, all tags."""
+        """Entries ranked by the shared ranker (BM25 over key, category, tags and data, fused with embedding
+        similarity as `search_mode` says when embeddings are configured); newest first without a query.
+        Filters: category prefix, all tags, keys ending in `key_suffix`."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         now = self._clock()
@@ -160,7 +165,8 @@ class WorkingMemory:
         candidates = [
             e
             for e in self._visible(namespace, now)
-            if (
+            if e.key.endswith(key_suffix)
+            and (
                 wanted_category is None
                 or e.category == wanted_category
                 or (e.category or "").startswith(wanted_category + "/")
@@ -175,7 +181,13 @@ class WorkingMemory:
             return [self._hit(e, now, None) for e in newest]
         index = BM25Index()
         index.add_many([(e.key, tokenize(e.document_text()), False) for e in candidates])
-        hits = rank(Ranking("bm25"), index.scores(tokens), None, np.zeros(index.slot_count, dtype=bool), limit)
+        mode = self.settings.search_mode
+        fused = None
+        if self.vectors is not None and uses_vectors(mode):
+            fused = self.vectors.similarities(query, candidates)
+        similarity, with_vector = fused or (None, np.zeros(index.slot_count, dtype=bool))
+        ranking = Ranking(mode, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
+        hits = rank(ranking, index.scores(tokens), similarity, with_vector, limit)
         return [self._hit(candidates[s], now, float(v)) for s, v in zip(hits.slots, hits.scores, strict=True)]
 
     # ------------------------------------------------------------------ helpers

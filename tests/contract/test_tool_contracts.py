@@ -36,7 +36,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         mode=None,
     ),
     "get_memory": dict(id=REQUIRED),
-    "update_memory": dict(id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None),
+    "update_memory": dict(
+        id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None, restore=False
+    ),
     "delete_memory": dict(id=REQUIRED, permanent=False, reason=None),
     "list_memory_categories": {},
     "save_to_working_memory": dict(key=REQUIRED, data=REQUIRED, ttl_minutes=5, category=None, tags=None),
@@ -89,6 +91,7 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "tags": "array|null",
         "metadata": "object|null",
         "importance": "number|null",
+        "restore": "boolean",
     },
     "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null"},
     "list_memory_categories": {},

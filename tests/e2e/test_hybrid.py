@@ -14,6 +14,7 @@ from tests.embedding_server import (
     SHARED_MODEL,
     SHARED_MODEL_MISSING,
     EmbeddingServer,
+    concept_vectors,
     local_embedder,
     model_reply,
 )
@@ -100,3 +101,25 @@ async def test_endpoint_failures_leave_search_on_bm25_and_are_logged_once(
     assert log.count(FAILED) == 1, log
     expected = {"down": "unreachable", "http-500": "HTTP 500", "timeout": "timed out", "wrong-dimension": "8-dim"}
     assert expected[failure] in log
+
+
+async def test_working_memory_search_ranks_hybrid_and_saves_never_wait_for_the_endpoint(
+    stdio_server, home, call, endpoint
+) -> None:
+    """Seed 000: with embeddings, working memory ranks like long-term memory (here a paraphrase); its values
+    are embedded at query time, so a hanging endpoint slows no save and costs a search only its vectors."""
+    endpoint.replies = [model_reply(concept_vectors)]
+    async with stdio_server(home, **endpoint_env(endpoint, ROCKMEM_EMBEDDING_QUERY_TIMEOUT_S="0.5")) as client:
+        await call(client, "save_to_working_memory", key="shared/pets/notes", data=CAT, ttl_minutes=30)
+        for i, text in enumerate(OTHERS):
+            await call(client, "save_to_working_memory", key=f"shared/notes/note-{i}", data=text, ttl_minutes=30)
+        found = await call(client, "search_working_memory", query="my cat")
+        assert [hit["info"]["key"] for hit in found["results"]] == ["shared/pets/notes"]
+        endpoint.replies = [lambda body: (0, "")]  # the endpoint now never answers
+        with anyio.fail_after(2):
+            await call(client, "save_to_working_memory", key="shared/pets/late", data="a tabby seen later")
+        with anyio.fail_after(5):
+            found = await call(client, "search_working_memory", query="tabby")
+        assert {hit["info"]["key"] for hit in found["results"]} == {"shared/pets/notes", "shared/pets/late"}
+    async with stdio_server(home) as keywords_only:
+        assert (await call(keywords_only, "search_working_memory", query="my cat"))["results"] == []

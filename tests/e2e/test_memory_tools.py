@@ -279,6 +279,17 @@ async def test_delete_archives_and_include_archived_shows_it(client, call, disk)
     assert await call(client, "list_memory_categories") == {"categories": [], "uncategorized": 0, "total": 0}
 
 
+async def test_a_deleted_memory_is_recoverable_with_update_memory_restore(client, call, call_error, disk) -> None:
+    saved = await call(client, "save_memory", content="The user lives in Lisbon", category="user-facts")
+    await call(client, "delete_memory", id=saved["id"], reason="moved to Porto")
+    error = await call_error(client, "update_memory", id=saved["id"], importance=0.9)
+    assert f"memory {saved['id']} is archived" in error and "restore=true" in error
+    restored = await call(client, "update_memory", id=saved["id"], restore=True)
+    assert restored["archived_at"] is None and restored["archive_reason"] is None
+    assert ids(await call(client, "search_memory", query="Lisbon")) == [saved["id"]]
+    assert (await call(client, "list_memory_categories"))["total"] == 1
+
+
 async def test_permanent_delete_erases_the_entry(client, call, call_error, disk) -> None:
     saved = await call(client, "save_memory", content="Temporary note about parking", category="scratch")
 

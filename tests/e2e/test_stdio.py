@@ -274,6 +274,19 @@ async def test_recall_over_turns_injects_each_memory_once(stdio_server, home, ca
         assert "recalled data, not instructions" in third["text"]
 
 
+async def test_a_patrol_process_and_a_user_session_each_get_their_own_recall(stdio_server, home, call) -> None:
+    """As RockBot: a user session sees patrol findings as keys (never content); a patrol sees only its own."""
+    async with stdio_server(home, ROCKMEM_NAMESPACE="patrol/heartbeat") as patrol, stdio_server(home) as user:
+        await call(patrol, "save_to_working_memory", key="alerts", data="disk 91% full", tags=["urgent"])
+        await call(user, "save_to_working_memory", key="draft", data="mine")
+        seen_by_user = await call(user, "recall", message="anything new?")
+        assert "- patrol/heartbeat/alerts (expires in" in seen_by_user["text"] and "#urgent" in seen_by_user["text"]
+        assert "91%" not in json.dumps(seen_by_user)
+        seen_by_patrol = await call(patrol, "recall", message="anything new?")
+        assert [i["key"] for i in seen_by_patrol["working"]] == ["patrol/heartbeat/alerts"]
+        assert seen_by_patrol["patrol_findings"] == [] and "Patrol findings" not in seen_by_patrol["text"]
+
+
 async def test_resources_list_and_read(stdio_server, home, call) -> None:
     async with stdio_server(home) as client:
         tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")

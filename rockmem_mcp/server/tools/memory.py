@@ -93,13 +93,15 @@ def register(server: MCPServer) -> None:
         tags: Annotated[list[str] | None, Field(description="Replacement tag list; omit to keep")] = None,
         metadata: Annotated[dict[str, str] | None, Field(description="Replacement metadata; omit to keep")] = None,
         importance: Importance = None,
+        restore: Annotated[bool, Field(description="Bring back an archived (deleted) memory")] = False,
     ) -> MemoryEntry:
         """Correct or refile an existing memory; only the fields you pass change.
 
         Use it when a remembered fact changed (new address, revised decision) instead of saving a
-        contradicting duplicate. Returns the updated entry (updated_at set).
+        contradicting duplicate. An archived memory must be restored (restore=true) to change it.
+        Returns the updated entry (updated_at set).
         """
-        return services(ctx).memory.update(id, content, category, tags, metadata, importance)
+        return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     @reports_errors
@@ -112,7 +114,8 @@ def register(server: MCPServer) -> None:
         """Remove a memory that is wrong or no longer true.
 
         By default the entry is archived: kept on disk with archived_at and archive_reason, hidden from
-        search unless include_archived is set, so nothing is silently lost. permanent=true erases it.
+        search unless include_archived is set, and update_memory(id, restore=true) brings it back (a dream
+        purges archives after 90 days). permanent=true erases it.
         """
         return services(ctx).memory.delete(id, permanent, reason)
 

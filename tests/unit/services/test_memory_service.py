@@ -144,6 +144,27 @@ def test_delete_archives_by_default(service: MemoryService, settings: Settings, 
     assert again.entry is not None and again.entry.archive_reason == "outdated"
 
 
+def test_an_archived_memory_is_restored_and_not_changed_behind_its_archive(
+    service: MemoryService, settings: Settings, clock: FakeClock
+) -> None:
+    e = service.save("The user lives in Lisbon", category="user-facts")
+    service.delete(e.id, reason="moved to Porto", superseded_by="0123456789ab")
+    path = settings.memory_dir / "user-facts" / f"{e.id}.json"
+    archived_file = path.read_bytes()
+    with pytest.raises(InvalidInputError, match=r"is archived \(on .*: moved to Porto\); pass restore=true"):
+        service.update(e.id, content="The user lives in Porto")
+    assert path.read_bytes() == archived_file  # refused: nothing written
+    clock.now = T0 + timedelta(days=3)
+    back = service.update(e.id, content="The user lives in Porto", restore=True)
+    assert not back.archived and back.archive_reason is None and back.superseded_by is None
+    assert back.updated_at == T0 + timedelta(days=3) and back.content == "The user lives in Porto"
+    assert found(service, "Porto") == [e.id] and service.stats().archived == 0
+    assert service.update(e.id, restore=True) == back  # restoring a live memory changes nothing
+    service.delete(e.id)
+    assert found(service, "Porto") == []
+    assert not service.update(e.id, restore=True).archived and found(service, "Porto") == [e.id]
+
+
 def test_permanent_delete_removes_the_file(service: MemoryService, settings: Settings) -> None:
     keep = service.save("kept entry words")
     e = service.save("doomed entry words", category="tmp")
