@@ -1,9 +1,10 @@
 """Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex.
 
-Every command but `serve` writes stdout and stderr through `text.visible`, so text read from memory (content,
-names, file names, reasons) cannot put control characters on the terminal: an ESC becomes the six characters
-`\u001b`. The escape is JSON's, so `--json`, `stats` and `export -` stay valid JSON that decodes to the same
-strings. Only the progress lines (numbers the CLI makes itself) go to the terminal directly, for their `\r`.
+Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
+through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
+characters on the terminal: an ESC becomes the six characters `\\u001b`. The escape is JSON's, so `--json`,
+`stats` and `export -` stay valid JSON that decodes to the same strings. Only the progress lines (numbers the
+CLI makes itself) go to the terminal directly, for their `\\r`.
 """
 
 from __future__ import annotations
@@ -122,9 +123,7 @@ def _configure_logging(verbosity: int, settings_level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if (args.command or "serve") == "serve":  # stdout is the protocol's: left as it is
-        return _main(args)
-    with _visible_output():
+    with _visible_output(stdout=(args.command or "serve") != "serve"):  # serve: stdout is the protocol's
         return _main(args)
 
 
@@ -143,9 +142,11 @@ class _Visible:
 
 
 @contextlib.contextmanager
-def _visible_output() -> Iterator[None]:
+def _visible_output(stdout: bool) -> Iterator[None]:
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Visible(sys.stdout), _Visible(sys.stderr)
+    sys.stderr = _Visible(sys.stderr)
+    if stdout:
+        sys.stdout = _Visible(sys.stdout)
     try:
         yield
     finally:
@@ -153,7 +154,7 @@ def _visible_output() -> Iterator[None]:
 
 
 def _progress(line: str) -> None:
-    """Rewrite the progress line on stderr (a terminal): `line` is the CLI's own text, so its `\r` goes raw."""
+    """Rewrite the progress line on stderr (a terminal): `line` is the CLI's own text, so its `\\r` goes raw."""
     stream = sys.stderr
     getattr(stream, "raw", stream).write(f"\r{line}")
     stream.flush()
@@ -204,7 +205,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             return 2
         auth = "bearer token required" if settings.auth_token else "loopback only, no token"
         log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp (%s)", settings.host, settings.port, auth)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+        # No colour codes: stderr shows control characters as escapes (module docstring).
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), use_colors=False)
     return 0
 
 

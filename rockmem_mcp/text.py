@@ -36,13 +36,9 @@ def fold(text: str) -> str:
     compatibility caseless match). ASCII text, the common case, is just lowercased."""
     if text.isascii():
         return text.lower()
-    folded = _nfkc(_INVISIBLE.sub("", text)).casefold()
-    return _nfkc(folded)  # case folding can undo NFKC (e.g. U+01F0 folds to 'j' and a combining caron)
-
-
-def _nfkc(text: str) -> str:
-    # The quick check answers "already normalized" for nearly all text without building a copy.
-    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+    # normalize() answers already-normalized text (nearly all) from a quick check, without a copy. The second
+    # pass: case folding can undo NFKC (U+01F0 folds to 'j' and a combining caron).
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)).casefold())
 
 
 def visible(text: str) -> str:

@@ -76,3 +76,14 @@ async def test_unicode_twins_of_names_and_tags_are_one_and_recalled_from_either_
         for tags, query in (([CAFE], None), (["josé café"], "breakfast"), (None, "Ｃａｆé"), (None, CAFE)):
             found = await call(client, "search_memory", query=query, tags=tags)
             assert [hit["entry"]["id"] for hit in found["results"]] == [saved["id"]], (tags, query)
+
+
+async def test_the_servers_log_shows_control_characters_from_the_home_as_escapes(stdio_server, home, call) -> None:
+    async with stdio_server(home) as client:
+        await call(client, "save_memory", content="a first memory")
+    (home / "memory" / "\x1b]0;pwned\x07\x9b2J.json").write_text("{not json")  # logged when skipped
+    async with stdio_server(home) as client:
+        assert (await call(client, "search_memory", query="first"))["total_matches"] == 1
+    log = stdio_server.logs[1].read_text("utf-8")
+    assert "\\u001b]0;pwned\\u0007\\u009b2J.json" in log
+    assert not any(c in log for c in "\x1b\x07\x9b")
