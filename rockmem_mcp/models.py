@@ -387,10 +387,11 @@ def normalize_entity_type(value: Any) -> str:
 
 
 def normalize_predicate(value: Any) -> str:
-    """snake_case: 'works on', 'worksOn' and 'Works-On' all become 'works_on'; letters of any script stay."""
+    """snake_case: 'works on', 'worksOn' and 'Works-On' all become 'works_on'; letters of any script stay
+    (NFC, so a decomposed 'é' is not split off as a separator; invisible characters removed)."""
     if not isinstance(value, str):
         raise InvalidInputError(f"predicate must be text, got {type(value).__name__}")
-    snake = _NOT_WORD.sub("_", _CAMEL.sub("_", value.strip()).lower()).strip("_")
+    snake = _NOT_WORD.sub("_", _CAMEL.sub("_", clean(value).strip()).lower()).strip("_")
     if not snake or len(snake) > 100:
         raise InvalidInputError(f"invalid predicate {value[:60]!r}: a short verb phrase such as 'works_on', 'prefers'")
     return snake

@@ -73,6 +73,11 @@ def test_predicates_become_snake_case(raw: str) -> None:
     assert normalize_predicate(raw) == "works_on"
 
 
+@pytest.mark.parametrize("raw", ["a\u0301ime", "áime", "Áime", "\u200báime\u202e"])
+def test_unicode_twins_of_a_predicate_are_one(raw: str) -> None:
+    assert normalize_predicate(raw) == "áime"
+
+
 @pytest.mark.parametrize("raw", ["", "   ", "!!!", "x" * 101, 5, None])
 def test_predicates_that_say_nothing_are_refused(raw: object) -> None:
     with pytest.raises(InvalidInputError, match="predicate"):
