@@ -1,4 +1,11 @@
-"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex."""
+"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex.
+
+Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
+through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
+characters on the terminal: an ESC becomes the six characters `\\u001b`. The escape is JSON's, so `--json`,
+`stats` and `export -` stay valid JSON that decodes to the same strings. Only the progress lines (numbers the
+CLI makes itself) go to the terminal directly, for their `\\r`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.storage.no_follow import refuse_linked_store_folders
+from rockmem_mcp.text import visible
 
 log = logging.getLogger("rockmem_mcp")
 
@@ -115,6 +123,44 @@ def _configure_logging(verbosity: int, settings_level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with _visible_output(stdout=(args.command or "serve") != "serve"):  # serve: stdout is the protocol's
+        return _main(args)
+
+
+class _Visible:
+    """A text stream writing through `text.visible`; everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.raw = stream
+
+    def write(self, text: str) -> int:
+        self.raw.write(visible(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+@contextlib.contextmanager
+def _visible_output(stdout: bool) -> Iterator[None]:
+    saved = sys.stdout, sys.stderr
+    sys.stderr = _Visible(sys.stderr)
+    if stdout:
+        sys.stdout = _Visible(sys.stdout)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _progress(line: str) -> None:
+    """Rewrite the progress line on stderr (a terminal): `line` is the CLI's own text, so its `\\r` goes raw."""
+    stream = sys.stderr
+    getattr(stream, "raw", stream).write(f"\r{line}")
+    stream.flush()
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         settings = Settings.load({"home": getattr(args, "home", None), "namespace": getattr(args, "namespace", None)})
     except RockmemError as exc:
@@ -159,7 +205,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             return 2
         auth = "bearer token required" if settings.auth_token else "loopback only, no token"
         log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp (%s)", settings.host, settings.port, auth)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+        # No colour codes: stderr shows control characters as escapes (module docstring).
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), use_colors=False)
     return 0
 
 
@@ -250,7 +297,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
     def progress(line: int) -> None:
         if show:
             rate = line / max(time.monotonic() - started, 1e-9)
-            print(f"\rimporting: line {line:,} ({rate:,.0f} lines/s)", end="", file=sys.stderr, flush=True)
+            _progress(f"importing: line {line:,} ({rate:,.0f} lines/s)")
 
     try:
         source = _open_input(args.file)
@@ -457,7 +504,7 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
 
             def progress(done: int, total: int) -> None:
                 if show:
-                    print(f"\rembedding: {_bar(done, total)} {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
+                    _progress(f"embedding: {_bar(done, total)} {done:,}/{total:,}")
 
             worker = memory.vector_worker
             done = worker.drain(progress)

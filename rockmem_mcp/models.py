@@ -11,10 +11,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.text import clean, fold
 
 _CATEGORY_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 _ENTRY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 MAX_CATEGORY_CHARS = 200
 MAX_TAG_CHARS = 100
 
@@ -152,7 +153,7 @@ def category_matches(category: str | None, prefix: str) -> bool:
 
 
 def normalize_tags(tags: list[str] | None, max_tags: int) -> list[str]:
-    """Strip, drop empties and duplicates (case-insensitively, first spelling kept)."""
+    """Strip, drop invisible characters, empties and duplicates (compared by `tag_key`, first spelling kept)."""
     if tags is not None and not isinstance(tags, list | tuple):
         raise InvalidInputError(f'tags must be a list of strings, e.g. ["email", "work"], got {tags!r:.60}')
     result: list[str] = []
@@ -160,18 +161,23 @@ def normalize_tags(tags: list[str] | None, max_tags: int) -> list[str]:
     for raw in tags or []:
         if not isinstance(raw, str):
             raise InvalidInputError(f"invalid tag {raw!r}: tags must be strings")
-        tag = raw.strip()
-        if not tag or tag.lower() in seen:
+        tag = clean(raw).strip()
+        if not tag or tag_key(tag) in seen:
             continue
         if len(tag) > MAX_TAG_CHARS or _CONTROL.search(tag):
             raise InvalidInputError(
                 f"invalid tag {tag[:40]!r}: tags are at most {MAX_TAG_CHARS} characters without control characters"
             )
-        seen.add(tag.lower())
+        seen.add(tag_key(tag))
         result.append(tag)
     if len(result) > max_tags:
         raise InvalidInputError(f"too many tags ({len(result)}); at most {max_tags} are allowed")
     return result
+
+
+def tag_key(tag: str) -> str:
+    """How tags are compared (filters, duplicates): NFKC and case folded, invisible characters ignored."""
+    return fold(tag)
 
 
 def validate_entry_id(entry_id: str) -> str:
@@ -367,29 +373,33 @@ _SPACES = re.compile(r"\s+")
 
 
 def normalize_name(name: Any, what: str = "name") -> str:
-    """An entity name or alias: trimmed, inner whitespace collapsed, no control characters, 1-200 characters."""
+    """An entity name or alias: NFC, zero-width and bidi characters removed, trimmed, inner whitespace
+    collapsed, no control characters, 1-200 characters."""
     if not isinstance(name, str):
         raise InvalidInputError(f"{what} must be text, got {type(name).__name__}")
-    cleaned = _SPACES.sub(" ", name).strip()
+    cleaned = _SPACES.sub(" ", clean(name)).strip()
     if not cleaned or len(cleaned) > MAX_NAME_CHARS or _CONTROL.search(cleaned):
         raise InvalidInputError(
-            f"invalid {what} {name[:60]!r}: use 1-{MAX_NAME_CHARS} characters of text, no control characters"
+            f"invalid {what} {name[:60]!r}: use 1-{MAX_NAME_CHARS} characters of visible text, no control characters "
+            "(zero-width and bidi characters are removed)"
         )
     return cleaned
 
 
 def name_key(name: str) -> str:
-    """How names are compared: case-insensitively (casefold), whitespace collapsed."""
-    return _SPACES.sub(" ", name).strip().casefold()
+    """How names are compared: NFKC and case folded (`text.fold`), invisible characters ignored, whitespace
+    collapsed."""
+    return _SPACES.sub(" ", fold(name)).strip()
 
 
 def mention_key(text: str) -> str:
     """A name as the words recall looks for in a message: 'Node.js' -> 'node js'."""
-    return " ".join(_WORD.findall(text.casefold()))
+    return " ".join(message_words(text))
 
 
 def message_words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
+    """The words of a message, folded as names are (so a name typed in another Unicode form is found)."""
+    return _WORD.findall(fold(text))
 
 
 def normalize_entity_type(value: Any) -> str:
@@ -403,10 +413,11 @@ def normalize_entity_type(value: Any) -> str:
 
 
 def normalize_predicate(value: Any) -> str:
-    """snake_case: 'works on', 'worksOn' and 'Works-On' all become 'works_on'; letters of any script stay."""
+    """snake_case: 'works on', 'worksOn' and 'Works-On' all become 'works_on'; letters of any script stay
+    (NFC, so a decomposed 'é' is not split off as a separator; invisible characters removed)."""
     if not isinstance(value, str):
         raise InvalidInputError(f"predicate must be text, got {type(value).__name__}")
-    snake = _NOT_WORD.sub("_", _CAMEL.sub("_", value.strip()).lower()).strip("_")
+    snake = _NOT_WORD.sub("_", _CAMEL.sub("_", clean(value).strip()).lower()).strip("_")
     if not snake or len(snake) > 100:
         raise InvalidInputError(f"invalid predicate {value[:60]!r}: a short verb phrase such as 'works_on', 'prefers'")
     return snake

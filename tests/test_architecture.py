@@ -122,7 +122,7 @@ def test_only_the_server_and_cli_import_mcp(module: Module) -> None:
     assert _imports_any(module, *MCP_PACKAGES) == set(), f"{module.relpath} imports the MCP SDK; the core is MCP-free"
 
 
-CORE = [f"{PACKAGE}.{name}" for name in ("services", "search", "storage", "models", "config", "errors")]
+CORE = [f"{PACKAGE}.{name}" for name in ("services", "search", "storage", "models", "config", "errors", "text")]
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if _in(m, *CORE)], ids=lambda m: m.relpath)

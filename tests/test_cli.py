@@ -797,3 +797,40 @@ def test_a_home_whose_store_folder_is_a_symlink_is_refused_in_one_line(
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"{home / 'memory'} is a symbolic link; rockmem follows no links inside its data home" in done.stderr
     assert list(outside.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------- terminal escapes
+ESCAPES = "\x1b]0;pwned\x07 title, \x1b]52;c;cm0gLXJmIH4=\x07 clipboard, \x1b[2J\x1b[H clear, \x9b31m red, \u202eevil!"
+SHOWN = "\\u001b]0;pwned\\u0007 title, \\u001b]52;c;cm0gLXJmIH4=\\u0007 clipboard, \\u001b[2J\\u001b[H clear"
+
+
+def raw_controls(text: str) -> list[str]:
+    """Terminal control characters in `text` (newline and tab are fine)."""
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F or c == "\u202e"]
+
+
+def test_stored_control_characters_never_reach_the_terminal_raw(home: Path, tmp_path: Path) -> None:
+    hostile = {"id": "hostile", "content": f"Escapes {ESCAPES}", "created_at": "2024-01-10T00:00:00Z"}
+    bad_line = {"id": "bad", "content": "x", "created_at": f"2024-01-10 {ESCAPES}"}
+    imported = rockmem("--home", home, "import", write_jsonl(tmp_path / "h.jsonl", [hostile, bad_line]))
+    assert imported.returncode == 1 and "line 2:" in imported.stderr  # the bad line is reported ...
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"archives": [{"id": "hostile", "reason": f"stale {ESCAPES}"}]}), "utf-8")
+    (home / "memory" / f"{ESCAPES[:9]}.json").write_text("{not json")  # a file name doctor reports
+    outputs = {
+        "import": imported,
+        "search": ok("--home", home, "search", "escapes"),
+        "search --json": ok("--home", home, "search", "escapes", "--json"),
+        "export -": ok("--home", home, "export", "-"),
+        "doctor": rockmem("--home", home, "doctor"),
+        "dream": ok("--home", home, "dream", "--plan", plan, "--pass", "consolidation"),
+        "search archived": ok("--home", home, "search", "escapes", "--include-archived"),
+    }
+    for name, result in outputs.items():  # ... and nothing anywhere carries a raw control character
+        assert raw_controls(result.stdout) == [] and raw_controls(result.stderr) == [], name
+    assert SHOWN in outputs["search"].stdout and "\\u009b31m red, \\u202eevil!" in outputs["search"].stdout
+    assert "\\u001b]0;pwned" in outputs["doctor"].stdout and f"stale {SHOWN}" in outputs["dream"].stdout
+    # JSON output stays valid JSON and decodes to the stored text exactly.
+    assert json.loads(outputs["search --json"].stdout)["entry"]["content"] == f"Escapes {ESCAPES}"
+    [exported] = [json.loads(line) for line in outputs["export -"].stdout.splitlines()]
+    assert exported["content"] == f"Escapes {ESCAPES}" and exported["archive_reason"] is None

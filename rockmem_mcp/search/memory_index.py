@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.models import MemoryEntry, tag_key
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.rank import Ranking, rank
@@ -73,7 +73,7 @@ class MemoryIndex:
         self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))
         for slot, entry in zip(slots, entries, strict=True):
             for tag in entry.tags:
-                self.tag_codes.append(self._tag_id(tag.lower()))
+                self.tag_codes.append(self._tag_id(tag_key(tag)))
                 self.tag_owner.append(slot)
 
     def remove(self, entry_id: str) -> bool:
@@ -131,7 +131,7 @@ class MemoryIndex:
                 lut[code + 1] = cat == prefix or cat.startswith(prefix + "/")
             narrow(lut[self.category_code.view + 1])
         for tag in flt.tags:
-            code = self._tag_ids.get(tag.lower())
+            code = self._tag_ids.get(tag_key(tag))
             has = np.zeros(self.bm25.slot_count, dtype=bool)
             if code is not None:
                 has[self.tag_owner.view[self.tag_codes.view == code]] = True

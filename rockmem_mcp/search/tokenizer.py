@@ -1,8 +1,10 @@
 """The one tokenizer, shared by indexing and querying in every store.
 
-Words are lowercased runs of Unicode letters and digits, English stopwords dropped, each reduced to its
-Snowball (Porter 2) stem so "painting", "painted" and "paints" meet. Measured on LoCoMo dev (BENCHMARKS.md):
-stopwords and stemming lift turn-level recall@5 from 0.486 to 0.58 over RockBot's plain 3-character rule.
+Words are runs of Unicode letters and digits, folded as names are (`text.fold`: NFKC and case folding, so
+"café" typed composed or decomposed and the full-width "ｃａｆé" are one word), English stopwords dropped,
+each reduced to its Snowball (Porter 2) stem so "painting", "painted" and "paints" meet. Measured on LoCoMo
+dev (BENCHMARKS.md): stopwords and stemming lift turn-level recall@5 from 0.486 to 0.58 over RockBot's plain
+3-character rule.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from rockmem_mcp.text import fold
+
 # Bump when tokenization changes: index snapshots made with another version are rebuilt.
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 3
 # Letters-only words shorter than this are dropped ("a", "I"); numbers of any length are kept ("5", "42").
 MIN_TOKEN_CHARS = 2
 
@@ -48,7 +52,5 @@ def _stem(word: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Stemmed content words of `text`, in order (order matters for word pairs)."""
     return [
-        _stem(w)
-        for w in _WORD.findall(text.lower())
-        if w not in STOPWORDS and (len(w) >= MIN_TOKEN_CHARS or w.isdigit())
+        _stem(w) for w in _WORD.findall(fold(text)) if w not in STOPWORDS and (len(w) >= MIN_TOKEN_CHARS or w.isdigit())
     ]

@@ -10,9 +10,6 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.tools import translating
 
-SESSION_START_MEMORIES = 5
-
-
 reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
 
 
@@ -25,17 +22,7 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     def session_start() -> str:
         """What to know at the start of a session: the newest memories, the categories, working memory."""
         svc = current()
-        working = svc.working(None)
-        newest = svc.memory.search(None, limit=SESSION_START_MEMORIES).results
-        tree = svc.memory.categories()
-        block = svc.recall.build("", working.namespace.replace("/", ":"), working, delta=False)
-        lines = ["# rockmem: session-start context", "", "Newest memories:"]
-        lines += [f"- [{h.entry.id}] ({h.entry.category or 'uncategorized'}): {h.entry.content}" for h in newest]
-        lines += ["", f"Categories ({tree.total} memories):"]
-        lines += [f"- {c.category} ({c.total})" for c in tree.categories if "/" not in c.category]
-        if block.text:
-            lines += ["", block.text]
-        return "\n".join(lines)
+        return svc.recall.session_start(svc.working(None))
 
     @server.resource("rockmem://recall/{query}", mime_type="text/plain", title="Recall for a query")
     @reports_resource_errors

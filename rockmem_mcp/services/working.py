@@ -32,6 +32,7 @@ from rockmem_mcp.models import (
     normalize_category,
     normalize_tags,
     parse_namespace,
+    tag_key,
     utc_now,
     working_key_segments,
 )
@@ -161,7 +162,7 @@ class WorkingMemory:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         now = self._clock()
         wanted_category = normalize_category(category)
-        wanted_tags = {t.lower() for t in normalize_tags(tags, self.settings.max_tags)}
+        wanted_tags = {tag_key(t) for t in normalize_tags(tags, self.settings.max_tags)}
         candidates = [
             e
             for e in self._visible(namespace, now)
@@ -171,7 +172,7 @@ class WorkingMemory:
                 or e.category == wanted_category
                 or (e.category or "").startswith(wanted_category + "/")
             )
-            and wanted_tags <= {t.lower() for t in e.tags}
+            and wanted_tags <= {tag_key(t) for t in e.tags}
         ]
         tokens = tokenize(query) if query else []
         if not tokens:

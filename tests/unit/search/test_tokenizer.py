@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from rockmem_mcp.search.tokenizer import MIN_TOKEN_CHARS, STOPWORDS, tokenize
@@ -42,6 +44,12 @@ def test_numbers_of_any_length_are_kept() -> None:
 
 def test_keeps_unicode_letters() -> None:
     assert tokenize("Zürich café ΑΘΗΝΑ") == ["zürich", "café", "αθηνα"]
+
+
+def test_unicode_forms_width_and_invisible_characters_give_one_word() -> None:
+    composed = "café Straße"
+    for twin in (unicodedata.normalize("NFD", composed), "ＣＡＦÉ STRASSE", "ca\u200bfé straße"):
+        assert tokenize(twin) == tokenize(composed) == ["café", "strass"], twin
 
 
 def test_preserves_order_and_duplicates() -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import random
+import unicodedata
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -70,6 +71,11 @@ def snapshot(graph: GraphService) -> tuple[dict[str, Any], dict[str, Any]]:
 @pytest.mark.parametrize("raw", ["works on", "worksOn", "Works-On", "  works__on  ", "WORKS ON", "works.on!"])
 def test_predicates_become_snake_case(raw: str) -> None:
     assert normalize_predicate(raw) == "works_on"
+
+
+@pytest.mark.parametrize("raw", ["a\u0301ime", "áime", "Áime", "\u200báime\u202e"])
+def test_unicode_twins_of_a_predicate_are_one(raw: str) -> None:
+    assert normalize_predicate(raw) == "áime"
 
 
 @pytest.mark.parametrize("raw", ["", "   ", "!!!", "x" * 101, 5, None])
@@ -669,6 +675,38 @@ def test_mentions_are_whole_words_any_case_and_names_under_three_characters_are_
     found = graph.mentioned("ALICE's AI moved to new   york; Node.js and Machine Learning, not Alicent or rb or rock")
     assert sorted(e.name for e in found) == ["Alice", "ML", "New York", "Node.js"]
     assert graph.mentioned("nothing here") == []
+
+
+CAFE_NFC = "José Café"
+CAFE_NFD = unicodedata.normalize("NFD", CAFE_NFC)
+
+
+@pytest.mark.parametrize("twin", [CAFE_NFD, "JOSÉ CAFÉ", "José\u200b Café", "\u202eJosé Café\u202c", "Ｊｏｓé Ｃａｆé"])
+def test_unicode_twins_of_a_name_are_one_entity(graph: GraphService, settings: Settings, twin: str) -> None:
+    first = graph.add_entities([{"name": CAFE_NFC}]).entities[0]
+    again = graph.add_entities([{"name": twin}]).entities[0]
+    assert (again.created, again.entity.id) == (False, first.entity.id)
+    assert graph.resolve(twin).id == first.entity.id
+    assert graph.add_triples([{"subject": twin, "predicate": "owns", "object": "Bar"}]).created_entities == ["Bar"]
+    assert len(files_in(settings, "entities")) == 2  # José Café and Bar: no twin
+
+
+def test_names_are_stored_nfc_without_invisible_characters_and_invisible_only_names_are_refused(
+    graph: GraphService,
+) -> None:
+    entity = graph.add_entities([{"name": "Al\u200bice\u202e", "aliases": [CAFE_NFD]}]).entities[0].entity
+    assert (entity.name, entity.aliases) == ("Alice", [CAFE_NFC])
+    with pytest.raises(InvalidInputError, match="zero-width and bidi characters are removed"):
+        graph.add_entities([{"name": "\u200b\u202e\ufeff"}])
+
+
+def test_a_name_is_mentioned_whatever_unicode_form_the_message_uses(graph: GraphService) -> None:
+    add(graph, CAFE_NFD, "works_at", "Ａｃｍｅ Corp")
+    entities, facts = graph.recall_facts(f"what does {CAFE_NFC} do?")
+    assert [e.name for e in entities] == [CAFE_NFC]
+    assert [(f.subject, f.object) for f in facts] == [(CAFE_NFC, "Ａｃｍｅ Corp")]
+    assert [e.name for e in graph.mentioned("news from acme corp today")] == ["Ａｃｍｅ Corp"]
+    assert [e.name for e in graph.mentioned(f"ask {CAFE_NFD.upper()}")] == [CAFE_NFC]
 
 
 def test_recall_facts_walk_two_hops_at_most_fifteen_and_refresh_references(

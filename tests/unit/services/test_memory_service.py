@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import unicodedata
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,6 +46,16 @@ def test_save_writes_a_valid_file_at_the_category_path(service: MemoryService, s
     assert on_disk["category"] == "user-preferences/ui"
     assert MemoryEntry.model_validate(on_disk) == e
     assert entry_files(settings) == [f"user-preferences/ui/{e.id}.json"]
+
+
+def test_unicode_twins_of_a_tag_or_word_are_one(service: MemoryService) -> None:
+    nfd = unicodedata.normalize("NFD", "Café")
+    e = service.save(f"Meet at the {nfd} near the station", tags=[nfd, "café", "Ｃａｆé", "ca\u200bfé"])
+    assert e.tags == ["Café"]  # one tag, stored NFC, invisible characters removed
+    for tag in ("CAFÉ", nfd, "ｃａｆé", "\u202ecafé"):
+        assert found(service, tags=[tag]) == [e.id], tag
+    for query in ("café", "CAFÉ", nfd, "Ｃａｆé"):
+        assert found(service, query) == [e.id], query
 
 
 def test_uncategorized_entries_live_in_the_memory_root(service: MemoryService, settings: Settings) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -204,6 +205,14 @@ def test_search_ranks_filters_and_previews(opener, clock: Clock) -> None:
     assert [h.info.key for h in wm.search(tags=["FOOD"])] == ["session/s1/lunch"]
     assert [h.info.key for h in wm.search()] == ["session/s1/lunch", "session/s1/deploy-log"]  # newest first
     assert wm.search("is it") == []  # only stopwords
+
+
+def test_tags_match_across_unicode_forms_width_and_invisible_characters(opener) -> None:
+    wm = opener()
+    saved = wm.save("order", "two coffees", tags=[unicodedata.normalize("NFD", "Café"), "ca\u200bfé"])
+    assert saved.entry.tags == ["Café"]
+    for tag in ("café", "ＣＡＦÉ", "\u2066cafe\u0301\u2069"):
+        assert [h.info.key for h in wm.search(tags=[tag])] == ["session/s1/order"], tag
 
 
 def test_a_damaged_file_reads_as_empty_and_is_rewritten(opener, settings: Settings) -> None:
