@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rockmem_mcp.errors import LinkRefusedError
+from rockmem_mcp.errors import RefusedFileError
 from rockmem_mcp.storage.no_follow import open_fd, read_bytes
 
 try:
@@ -75,7 +75,7 @@ class DailyLog(Generic[Record]):
             lines = read_bytes(self.path(day)).splitlines()
         except FileNotFoundError:
             return []
-        except LinkRefusedError as exc:
+        except RefusedFileError as exc:  # a link, FIFO, socket or device there
             log.warning("skipped %s", exc)
             return []
         records, bad = [], 0

@@ -14,26 +14,75 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from rockmem_mcp.errors import ConfigError, LinkRefusedError
+from rockmem_mcp.errors import ConfigError, LinkRefusedError, SpecialFileError
 
 # O_NOFOLLOW refuses a link as the last part of the path; the folders above it are checked by real_folders.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# A FIFO opened without O_NONBLOCK waits for a writer (or reader) forever, and a terminal device could become
+# the controlling terminal: every open is non-blocking and the type is checked before anything is read. For a
+# regular file O_NONBLOCK changes nothing (reads and writes of regular files never block on it).
+NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
 def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:
-    """os.open that refuses a symbolic link at `path` (LinkRefusedError) instead of following it."""
+    """os.open of a regular file: a symbolic link at `path` is refused (LinkRefusedError), not followed; a
+    FIFO, socket or device is refused (SpecialFileError) without waiting on it."""
+    return _open_regular(path, flags, mode)[0]
+
+
+def _open_regular(path: str | Path, flags: int, mode: int = 0o644) -> tuple[int, os.stat_result]:
     try:
-        return os.open(path, flags | NO_FOLLOW, mode)
+        fd = os.open(path, flags | NO_FOLLOW | NO_WAIT, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise LinkRefusedError(path) from None
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened for writing with no reader
+            raise SpecialFileError(path, special_kind(path) or "special file") from None
         raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise SpecialFileError(path, special_kind(path, info.st_mode) or "special file")
+    return fd, info
+
+
+def special_kind(path: str | Path, mode: int | None = None) -> str | None:
+    """What `path` is if it is a FIFO, socket or device ('FIFO (named pipe)', …); None otherwise."""
+    if mode is None:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return None
+    for test, kind in _SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return None
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """The file's bytes; FileNotFoundError if absent, LinkRefusedError if `path` is a link."""
-    with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as f:
-        return f.read()
+    """The file's bytes; FileNotFoundError if absent, LinkRefusedError if `path` is a link, SpecialFileError
+    if it is a FIFO, socket or device. Sized by the one fstat the type check made."""
+    fd, info = _open_regular(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, info.st_size + 1)  # + 1: a short read is the end of a regular file, no second call
+        if len(data) <= info.st_size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):  # it grew since the fstat
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def check_folders(root: str, relative: str) -> None:
