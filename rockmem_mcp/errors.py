@@ -73,3 +73,20 @@ class SpecialFileError(RefusedFileError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class ReadOnlyHomeError(RockmemError, OSError):
+    """The data home (or the part a write needs) cannot be written by this process: a read-only mount, or files
+    owned by another user. Reads go on working; an OSError too, so code that tolerates a failed write of
+    derived data tolerates this one."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            errno.EROFS,
+            f"the home is read-only: cannot write {path} ({reason}); searches and reads still work. Make the "
+            "home writable for this process, or point ROCKMEM_HOME at a writable copy",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)

@@ -45,7 +45,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
-from rockmem_mcp.storage.home_claim import HomeClaim, quarantine
+from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,11 @@ class MemoryService:
         self._claim = HomeClaim(
             settings.home, settings.store_dirs
         )  # first store open on the home: crashed writes' temp files go
-        settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        self.read_only = self._claim.read_only  # why writes are refused, when the home is not writable
+        if self.read_only is None:
+            settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
@@ -287,6 +291,8 @@ class MemoryService:
         Arrays are gathered under the lock (copies, ~0.3 s at 100k entries); the file is written after
         releasing it, so tool calls wait only for the gathering.
         """
+        if self.read_only:
+            return
         with self._snapshot_write_lock:
             with self._lock:
                 self._sync()
@@ -298,6 +304,8 @@ class MemoryService:
             self._write_snapshot_file(arrays)
 
     def _write_snapshot_file(self, arrays: dict[str, Any]) -> None:
+        if self.read_only:
+            return  # derived data: rebuilt in memory at each start while the home is read-only
         try:
             MemoryIndex.write_snapshot(self._snapshot_path, arrays)
         except OSError as exc:  # derived data: failing to save it costs start-up time, nothing else

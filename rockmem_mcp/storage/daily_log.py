@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rockmem_mcp.errors import RefusedFileError
-from rockmem_mcp.storage.no_follow import open_fd, read_bytes
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
     import fcntl
@@ -40,7 +40,7 @@ class DailyLog(Generic[Record]):
         return self.directory / f"{day.isoformat()}.jsonl"
 
     def append(self, record: Record, day: date) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_folders(self.directory)
         line = (record.model_dump_json() + "\n").encode("utf-8")
         fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:

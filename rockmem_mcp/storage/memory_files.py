@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
-from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders
+from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders, writing
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,9 @@ class MemoryFiles:
 
     def write(self, entry: MemoryEntry) -> None:
         path = self.path_for(entry.id, entry.category)
-        real_folders(self.root, path.parent)
-        atomic_write(path, self.encode(entry))
+        with writing(path):
+            real_folders(self.root, path.parent)
+            atomic_write(path, self.encode(entry))
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
         checked: set[str | None] = set()
@@ -96,12 +97,15 @@ class MemoryFiles:
                 checked.add(entry.category)
             return self._path_text(entry.id, entry.category), self.encode(entry)
 
-        return atomic_write_many(item(e) for e in entries)
+        with writing(self.root):
+            return atomic_write_many(item(e) for e in entries)
 
     def remove(self, location: EntryLocation) -> bool:
         if location.category:  # not the cached check of reads: a delete is rare, and must not go through a link
             check_folders(self._root_text, location.category)
-        return remove_durably(self.path_for(location.entry_id, location.category))
+        path = self.path_for(location.entry_id, location.category)
+        with writing(path):
+            return remove_durably(path)
 
     def walk(self) -> list[EntryLocation]:
         """Every entry file by name only (no reads, no stats); stale temp files from crashes are cleared."""

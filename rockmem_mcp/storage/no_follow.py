@@ -8,13 +8,14 @@ planted where a store folder should be is refused before anything is written thr
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rockmem_mcp.errors import ConfigError, LinkRefusedError, SpecialFileError
+from rockmem_mcp.errors import ConfigError, LinkRefusedError, ReadOnlyHomeError, SpecialFileError
 
 # O_NOFOLLOW refuses a link as the last part of the path; the folders above it are checked by real_folders.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -22,12 +23,54 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # the controlling terminal: every open is non-blocking and the type is checked before anything is read. For a
 # regular file O_NONBLOCK changes nothing (reads and writes of regular files never block on it).
 NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+# How a filesystem says "not by you": a read-only mount, or files and folders this user may not change.
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:
     """os.open of a regular file: a symbolic link at `path` is refused (LinkRefusedError), not followed; a
-    FIFO, socket or device is refused (SpecialFileError) without waiting on it."""
+    FIFO, socket or device is refused (SpecialFileError) without waiting on it; an open for writing that the
+    filesystem refuses raises ReadOnlyHomeError."""
+    if flags & WRITE_FLAGS:
+        with writing(path):
+            return _open_regular(path, flags, mode)[0]
     return _open_regular(path, flags, mode)[0]
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Around a write inside the home: the filesystem's refusal (read-only, no permission) becomes
+    ReadOnlyHomeError, whose message a model or a user can act on."""
+    try:
+        yield
+    except ReadOnlyHomeError:
+        raise
+    except OSError as exc:
+        if exc.errno not in READ_ONLY_ERRNOS:
+            raise
+        raise ReadOnlyHomeError(exc.filename or path, exc.strerror or "not writable") from None
+
+
+def open_existing(path: str | Path) -> int | None:
+    """A read-only descriptor of a lock file a writer made (flock needs no write access), or None."""
+    try:
+        return open_fd(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def make_folders(folder: Path) -> None:
+    """mkdir -p for a store folder; a read-only home raises ReadOnlyHomeError (an existing folder is fine)."""
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+
+
+def read_only_reason(exc: OSError) -> str | None:
+    """Why the home cannot be written, if `exc` is the filesystem refusing a write; None for other errors."""
+    if isinstance(exc, ReadOnlyHomeError):
+        return exc.reason
+    return (exc.strerror or "not writable") if exc.errno in READ_ONLY_ERRNOS else None
 
 
 def _open_regular(path: str | Path, flags: int, mode: int = 0o644) -> tuple[int, os.stat_result]:
