@@ -29,6 +29,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.home_claim import quarantine
+from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
 
 QUARANTINE = "quarantine"
@@ -101,6 +102,7 @@ class Doctor:
     # ------------------------------------------------------------------ stores
     def _memory(self, report: DoctorReport, fix: bool) -> set[str]:
         root = self.settings.memory_dir
+        files = MemoryFiles(root)
         ids: set[str] = set()
         count = 0
         for path in _files(root):
@@ -117,7 +119,9 @@ class Doctor:
                 validate_entry_id(path.stem)
                 entry = MemoryEntry.model_validate_json(read_bytes(path))
                 ids.add(path.stem)
-                if entry.id != path.stem or entry.category != folder:
+                # On a case-insensitive filesystem a folder keeps its first spelling: the entry's case stands.
+                read_as = files.true_category(EntryLocation(path.stem, folder), entry.category)
+                if entry.id != path.stem or entry.category != read_as:
                     problem = (
                         "misplaced",
                         f"holds id {entry.id!r} / category {entry.category!r}; read as its place says",

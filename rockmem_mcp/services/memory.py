@@ -214,7 +214,13 @@ class MemoryService:
             ]
             for entry in self._read_locations(rewritten):
                 index.upsert(entry)
-        gone = {entry_id for category, ids in known.items() for entry_id in ids - on_disk.get(category, set())}
+        gone = {
+            entry_id
+            for category, ids in known.items()
+            for entry_id in ids - on_disk.get(category, set())
+            # Filed under another spelling of its category, in a case-insensitive filesystem's folder: still there.
+            if not self.files.exists(EntryLocation(entry_id, category))
+        }
         added = [
             location
             for category, stems in on_disk.items()
@@ -402,7 +408,7 @@ class MemoryService:
                         moved.append(old)
             self.files.write_many(unique.values())
             for location in moved:
-                self.files.remove(location)
+                self.files.remove_moved(location, EntryLocation(location.entry_id, unique[location.entry_id].category))
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
         return replaced + len(entries) - len(unique)
@@ -477,7 +483,7 @@ class MemoryService:
             self.files.write(updated)
             moved = location.category != updated.category
             if moved:
-                self.files.remove(location)
+                self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
             self.index.upsert(updated)
             self._record([updated], [location] if moved else [])
         return updated
