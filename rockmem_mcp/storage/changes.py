@@ -71,8 +71,9 @@ class ChangeJournal:
             self._ensure_generation()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError, TypeError):
-            os.close(self._lock_fd)  # type: ignore[arg-type]
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
 
     def _path(self, generation: int) -> Path:
         return self.directory / f"changes-{generation:08d}.jsonl"

@@ -4,6 +4,9 @@ The home itself may be a link (a home kept on another disk): it is resolved once
 rockmem follows no link. A link planted where a store file should be is refused as if the file were
 unreadable, so a reader skips it with a warning and a writer replaces the link, never its target; a link
 planted where a store folder should be is refused before anything is written through it.
+
+Only regular files are opened: a FIFO, socket or device is refused the same way, without waiting on it. A
+write the filesystem refuses (a read-only mount, no permission) becomes ReadOnlyHomeError.
 """
 
 from __future__ import annotations
