@@ -122,6 +122,7 @@ async def test_a_server_on_a_read_only_home_answers_searches_and_refuses_writes(
                 ("save_to_working_memory", {"key": "shared/x", "data": "y"}),
                 ("add_triples", {"triples": [{"subject": "Ann", "predicate": "knows", "object": "Bob"}]}),
                 ("record_feedback", {"type": "Correction", "content": "the ferry is at ten"}),
+                ("delete_from_working_memory", {"key": "shared/plan"}),
             ):
                 message = await refused(tool, **arguments)
                 assert ": the home is read-only: cannot write" in message, (tool, message)
