@@ -22,8 +22,8 @@ from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.storage.no_follow import refuse_linked_store_folders
+from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError
+from rockmem_mcp.storage.no_follow import read_only_reason, refuse_linked_store_folders
 from rockmem_mcp.text import visible
 
 log = logging.getLogger("rockmem_mcp")
@@ -176,6 +176,12 @@ def _main(args: argparse.Namespace) -> int:
         return COMMANDS[command](settings, args)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a write the home refused (read-only) is said as one line; anything else is a bug
+        reason = read_only_reason(exc)
+        if reason is None or not Path(exc.filename or "/").is_relative_to(settings.home):
+            raise
+        print(f"rockmem-mcp: {ReadOnlyHomeError(exc.filename, reason)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

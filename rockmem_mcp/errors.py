@@ -41,15 +41,51 @@ class LLMError(RockmemError):
     """The language model endpoint could not produce a usable answer (unreachable, refused, malformed)."""
 
 
-class LinkRefusedError(RockmemError, OSError):
-    """A symbolic link inside the home where rockmem keeps a file or folder of its own. An OSError too, so a
-    reader that skips unreadable files skips it; a tool reports it like any other refusal."""
+class RefusedFileError(RockmemError, OSError):
+    """A file inside the home that rockmem will not open (a link, a FIFO, a socket, a device). An OSError too,
+    so a reader that skips unreadable files skips it; a tool reports it like any other refusal."""
+
+
+class LinkRefusedError(RefusedFileError):
+    """A symbolic link inside the home where rockmem keeps a file or folder of its own."""
 
     def __init__(self, path: object) -> None:
         super().__init__(
             errno.ELOOP,
             f"{path} is a symbolic link; rockmem follows no links inside its data home "
             "(put the file or folder itself there, or point ROCKMEM_HOME at the real location)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class SpecialFileError(RefusedFileError):
+    """A FIFO, socket or device where rockmem keeps a regular file: opening or reading it could block forever
+    (a FIFO without a writer) or never end (a device), so it is refused before any read."""
+
+    def __init__(self, path: object, kind: str) -> None:
+        super().__init__(
+            errno.EINVAL,
+            f"{path} is a {kind}, not a regular file; rockmem neither reads nor writes it "
+            "(`rockmem-mcp doctor --fix` moves it to quarantine/, or remove it by hand)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class ReadOnlyHomeError(RockmemError, OSError):
+    """The data home (or the part a write needs) cannot be written by this process: a read-only mount, or files
+    owned by another user. Reads go on working; an OSError too, so code that tolerates a failed write of
+    derived data tolerates this one."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            errno.EROFS,
+            f"the home is read-only: cannot write {path} ({reason}); searches and reads still work. Make the "
+            "home writable for this process, or point ROCKMEM_HOME at a writable copy",
         )
 
     def __str__(self) -> str:

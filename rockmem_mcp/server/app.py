@@ -104,7 +104,8 @@ def build_server(
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:
-                background.start_soon(sweep_working_memory, settings)
+                if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
+                    background.start_soon(sweep_working_memory, settings)
                 try:
                     yield opened
                 finally:

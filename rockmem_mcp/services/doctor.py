@@ -3,18 +3,21 @@
 Checks: memory, graph and working-memory files that do not parse or sit where they should not; leftover temp
 files of interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose
 memory is gone; graph triples whose entities are gone; expired working-memory entries; unreadable dream
-reports; symbolic links anywhere in the home (rockmem follows none). Fixing moves every bad user file to
-`quarantine/{time}/…` (same relative path) — it never deletes a user's data — and symbolic links too (the
-link, never its target); removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired
-working memory. A store folder that is a link is reported and nothing else is checked: the home does not
-open, and checking or fixing would go through the link. Run --fix with no server on the home (the server
-would re-create what it holds open).
+reports; symbolic links anywhere in the home (rockmem follows none); FIFOs, sockets and devices anywhere in
+the home (rockmem opens none). Fixing moves every bad user file to `quarantine/{time}/…` (same relative path)
+— it never deletes a user's data — and symbolic links and special files too (the link, never its target);
+removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired working memory. A store
+folder that is a link is reported and nothing else is checked: the home does not open, and checking or fixing
+would go through the link. Run --fix with no server on the home (the server would re-create what it holds
+open).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +29,8 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.home_claim import quarantine
-from rockmem_mcp.storage.no_follow import linked_folders, read_bytes
+from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
+from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
 
 QUARANTINE = "quarantine"
 DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
@@ -35,7 +39,7 @@ DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
 @dataclass
 class Finding:
     kind: str  # malformed, misplaced, temp-file, stale-index, orphaned-vector, orphaned-triple, expired-working,
-    # symlink, linked-folder
+    # symlink, linked-folder, special-file
     path: str  # relative to the home
     detail: str
     fixed: str = ""  # what --fix did
@@ -83,7 +87,7 @@ class Doctor:
             self._found(report, "linked-folder", folder, detail)
         if linked:
             return report  # checking or fixing would go through the link, out of the home
-        self._links(report, fix)
+        self._odd_files(report, fix)
         memory_ids = self._memory(report, fix)
         self._graph(report, fix)
         self._working(report, fix)
@@ -98,6 +102,7 @@ class Doctor:
     # ------------------------------------------------------------------ stores
     def _memory(self, report: DoctorReport, fix: bool) -> set[str]:
         root = self.settings.memory_dir
+        files = MemoryFiles(root)
         ids: set[str] = set()
         count = 0
         for path in _files(root):
@@ -114,7 +119,9 @@ class Doctor:
                 validate_entry_id(path.stem)
                 entry = MemoryEntry.model_validate_json(read_bytes(path))
                 ids.add(path.stem)
-                if entry.id != path.stem or entry.category != folder:
+                # On a case-insensitive filesystem a folder keeps its first spelling: the entry's case stands.
+                read_as = files.true_category(EntryLocation(path.stem, folder), entry.category)
+                if entry.id != path.stem or entry.category != read_as:
                     problem = (
                         "misplaced",
                         f"holds id {entry.id!r} / category {entry.category!r}; read as its place says",
@@ -265,19 +272,24 @@ class Doctor:
                 path.unlink(missing_ok=True)
                 finding.fixed = "removed: rebuilt from the files at the next start"
 
-    def _links(self, report: DoctorReport, fix: bool) -> None:
-        """Symbolic links anywhere in the home: rockmem skips or refuses each; --fix moves the link itself."""
+    def _odd_files(self, report: DoctorReport, fix: bool) -> None:
+        """Symbolic links, FIFOs, sockets and devices anywhere in the home: rockmem skips or refuses each (it
+        never opens a special file, so none can hang it); --fix moves each to quarantine (a link, not its
+        target)."""
         found, stack = [], [self.home]
-        while stack:  # scandir's entries say whether they are links without a stat each (100k files here)
+        while stack:  # scandir's entries tell links, folders and files apart without a stat each (100k files)
             folder = stack.pop()
             with os.scandir(folder) as items:
                 for item in items:
                     if item.is_symlink():
-                        found.append(Path(item.path))
-                    elif item.is_dir() and not (folder == self.home and item.name == QUARANTINE):
-                        stack.append(Path(item.path))
-        for path in sorted(found):
-            finding = self._found(report, "symlink", path, f"a symbolic link to {os.readlink(path)}: not followed")
+                        found.append((Path(item.path), "symlink", f"a symbolic link to {os.readlink(item.path)}"))
+                    elif item.is_dir(follow_symlinks=False):
+                        if not (folder == self.home and item.name == QUARANTINE):
+                            stack.append(Path(item.path))
+                    elif not item.is_file(follow_symlinks=False) and (kind := special_kind(item.path)):
+                        found.append((Path(item.path), "special-file", f"a {kind}, not a regular file"))
+        for path, kind, what in sorted(found):
+            finding = self._found(report, kind, path, f"{what}: {'not followed' if kind == 'symlink' else 'skipped'}")
             if fix:
                 finding.fixed = self._quarantine(path)
 
@@ -294,14 +306,16 @@ class Doctor:
 
 
 def _files(root: Path) -> list[Path]:
-    """Every file under `root` (symlinks neither followed nor listed as files); [] if it is absent."""
+    """Every regular file under `root` (links and special files are reported once, by _odd_files); [] if it is
+    absent."""
     found = []
     for directory, folders, names in os.walk(root, followlinks=False):
         folders[:] = [f for f in folders if f != QUARANTINE]
         for name in names:
             path = Path(directory) / name
-            if not path.is_symlink():
-                found.append(path)
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    found.append(path)
     return sorted(found)
 
 

@@ -46,7 +46,7 @@ from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.no_follow import open_fd, read_bytes
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
     import fcntl
@@ -163,7 +163,7 @@ class Dreamer:
     def locked(self) -> Iterator[None]:
         """Hold the home's dream lock, or raise DreamBusy at once if another dream holds it."""
         directory = self.settings.dream_reports_dir
-        directory.mkdir(parents=True, exist_ok=True)
+        make_folders(directory)
         fd = open_fd(directory / ".dream.lock", os.O_RDWR | os.O_CREAT)
         try:
             if fcntl is not None:

@@ -59,7 +59,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
-from rockmem_mcp.storage.no_follow import open_fd, refuse_linked_store_folders
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, refuse_linked_store_folders
 
 try:
     import fcntl
@@ -248,7 +248,7 @@ class GraphService:
         write fails, every record it touched is re-read from its file, so memory matches the disk again.
         """
         with self._lock:
-            self.settings.graph_dir.mkdir(parents=True, exist_ok=True)
+            make_folders(self.settings.graph_dir)
             fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
             try:
                 if fcntl is not None:

@@ -46,7 +46,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
-from rockmem_mcp.storage.home_claim import HomeClaim, quarantine
+from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,11 @@ class MemoryService:
         self._claim = HomeClaim(
             settings.home, settings.store_dirs
         )  # first store open on the home: crashed writes' temp files go
-        settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        self.read_only = self._claim.read_only  # why writes are refused, when the home is not writable
+        if self.read_only is None:
+            settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
@@ -211,7 +215,13 @@ class MemoryService:
             ]
             for entry in self._read_locations(rewritten):
                 index.upsert(entry)
-        gone = {entry_id for category, ids in known.items() for entry_id in ids - on_disk.get(category, set())}
+        gone = {
+            entry_id
+            for category, ids in known.items()
+            for entry_id in ids - on_disk.get(category, set())
+            # Filed under another spelling of its category, in a case-insensitive filesystem's folder: still there.
+            if not self.files.exists(EntryLocation(entry_id, category))
+        }
         added = [
             location
             for category, stems in on_disk.items()
@@ -288,6 +298,8 @@ class MemoryService:
         Arrays are gathered under the lock (copies, ~0.3 s at 100k entries); the file is written after
         releasing it, so tool calls wait only for the gathering.
         """
+        if self.read_only:
+            return
         with self._snapshot_write_lock:
             with self._lock:
                 self._sync()
@@ -299,6 +311,8 @@ class MemoryService:
             self._write_snapshot_file(arrays)
 
     def _write_snapshot_file(self, arrays: dict[str, Any]) -> None:
+        if self.read_only:
+            return  # derived data: rebuilt in memory at each start while the home is read-only
         try:
             MemoryIndex.write_snapshot(self._snapshot_path, arrays)
         except OSError as exc:  # derived data: failing to save it costs start-up time, nothing else
@@ -399,7 +413,7 @@ class MemoryService:
                         moved.append(old)
             self.files.write_many(unique.values())
             for location in moved:
-                self.files.remove(location)
+                self.files.remove_moved(location, EntryLocation(location.entry_id, unique[location.entry_id].category))
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
         return replaced + len(entries) - len(unique)
@@ -482,7 +496,7 @@ class MemoryService:
             self.files.write(updated)
             moved = location.category != updated.category
             if moved:
-                self.files.remove(location)
+                self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
             self.index.upsert(updated)
             self._record([updated], [location] if moved else [])
         return updated

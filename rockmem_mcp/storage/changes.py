@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rockmem_mcp.storage.no_follow import open_fd
+from rockmem_mcp.storage.no_follow import open_existing, open_fd, read_only_reason
 
 try:  # POSIX advisory locks; without them (Windows) appends and rotation are not coordinated.
     import fcntl
@@ -50,19 +50,30 @@ class JournalRead:
 
 
 class ChangeJournal:
+    read_only = False  # True: the home cannot be written by this process; append() then refuses
+
     def __init__(self, directory: Path, writer_id: str | None = None) -> None:
         self.directory = directory
         self.writer_id = writer_id or secrets.token_hex(6)
-        directory.mkdir(parents=True, exist_ok=True)
         self._thread_lock = threading.Lock()
-        self._lock_fd = open_fd(directory / "changes.lock", os.O_RDWR | os.O_CREAT)
         self._generation = 0
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock_fd: int | None = open_fd(directory / "changes.lock", os.O_RDWR | os.O_CREAT)
+        except OSError as exc:  # a home this process cannot write: it follows the others' changes, adds none
+            if read_only_reason(exc) is None:
+                raise
+            self.read_only = True
+            self._lock_fd = open_existing(directory / "changes.lock")
+            self._current_generation()
+            return
         with self._locked(exclusive=True):
             self._ensure_generation()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._lock_fd)
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
 
     def _path(self, generation: int) -> Path:
         return self.directory / f"changes-{generation:08d}.jsonl"
@@ -74,7 +85,7 @@ class ChangeJournal:
     def _ensure_generation(self) -> int:
         """The current generation, starting generation 1 (and the folder) if there is none."""
         generation = self._current_generation()
-        if generation == 0:  # first use, or the index folder was removed under us
+        if generation == 0 and not self.read_only:  # first use, or the index folder was removed under us
             self.directory.mkdir(parents=True, exist_ok=True)
             self._create(1)
             generation = 1
@@ -98,12 +109,12 @@ class ChangeJournal:
     @contextlib.contextmanager
     def _locked(self, exclusive: bool) -> Iterator[None]:
         with self._thread_lock:
-            if fcntl is not None:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            if fcntl is not None and self._lock_fd is not None:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX if exclusive and not self.read_only else fcntl.LOCK_SH)
             try:
                 yield
             finally:
-                if fcntl is not None:
+                if fcntl is not None and self._lock_fd is not None:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def append(self, records: list[dict[str, Any]]) -> None:
@@ -144,6 +155,8 @@ class ChangeJournal:
                         offset += len(complete)
                         records.extend(self._parse(complete))
             except FileNotFoundError:
+                if self.read_only and generation == 0:  # no journal in a home nobody may write: no changes
+                    return JournalRead([], position, gap=False)
                 return JournalRead([], self.end(), gap=True)
             if not sealed:
                 return JournalRead(records, JournalPosition(generation, offset), gap=False)

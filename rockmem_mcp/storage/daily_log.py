@@ -17,8 +17,8 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rockmem_mcp.errors import LinkRefusedError
-from rockmem_mcp.storage.no_follow import open_fd, read_bytes
+from rockmem_mcp.errors import RefusedFileError
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
     import fcntl
@@ -40,7 +40,7 @@ class DailyLog(Generic[Record]):
         return self.directory / f"{day.isoformat()}.jsonl"
 
     def append(self, record: Record, day: date) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_folders(self.directory)
         line = (record.model_dump_json() + "\n").encode("utf-8")
         fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
@@ -75,7 +75,7 @@ class DailyLog(Generic[Record]):
             lines = read_bytes(self.path(day)).splitlines()
         except FileNotFoundError:
             return []
-        except LinkRefusedError as exc:
+        except RefusedFileError as exc:  # a link, FIFO, socket or device there
             log.warning("skipped %s", exc)
             return []
         records, bad = [], 0

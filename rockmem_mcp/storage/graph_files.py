@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from rockmem_mcp.models import Entity, Triple, validate_entry_id
 from rockmem_mcp.storage.atomic import atomic_write, atomic_write_many, remove_durably
 from rockmem_mcp.storage.changes import JournalPosition
-from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.no_follow import read_bytes, writing
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +49,16 @@ class RecordFiles(Generic[Record]):
         return record.model_dump_json(indent=2).encode() + b"\n"
 
     def write(self, record: Record) -> None:
-        atomic_write(self.path(record.id), self.encode(record))
+        with writing(self.directory):
+            atomic_write(self.path(record.id), self.encode(record))
 
     def write_many(self, records: Iterable[Record]) -> int:
-        return atomic_write_many((self.path(r.id), self.encode(r)) for r in records)
+        with writing(self.directory):
+            return atomic_write_many((self.path(r.id), self.encode(r)) for r in records)
 
     def remove(self, record_id: str) -> bool:
-        return remove_durably(self.path(record_id))
+        with writing(self.directory):
+            return remove_durably(self.path(record_id))
 
     def read(self, record_id: str) -> Record | None:
         """The record, or None if its file is absent or unreadable (the latter warned once)."""

@@ -15,7 +15,13 @@ from datetime import datetime
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
-from rockmem_mcp.storage.no_follow import open_fd, real_folders, refuse_linked_store_folders
+from rockmem_mcp.storage.no_follow import (
+    open_existing,
+    open_fd,
+    read_only_reason,
+    real_folders,
+    refuse_linked_store_folders,
+)
 
 try:
     import fcntl
@@ -33,9 +39,19 @@ class HomeClaim:
         """Claim `home`; refuses (ConfigError) a home whose store folders include a symbolic link."""
         home.mkdir(parents=True, exist_ok=True)
         refuse_linked_store_folders(store_dirs)
-        self._fd = open_fd(home / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         self.cleaned = 0
-        if fcntl is None:
+        self.read_only: str | None = None  # why this process cannot write the home, when it cannot
+        try:
+            self._fd: int | None = open_fd(home / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            self.read_only = read_only_reason(exc)
+            if self.read_only is None:
+                raise
+            self._fd = open_existing(home / LOCK_NAME)  # still a shared lock: doctor --fix sees a reader
+        if fcntl is None or self._fd is None:
+            return
+        if self.read_only:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
             return
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -48,7 +64,17 @@ class HomeClaim:
         fcntl.flock(self._fd, fcntl.LOCK_SH)
 
     def close(self) -> None:
-        os.close(self._fd)  # closing releases the lock
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+
+
+def read_only_notice(home: Path, reason: str) -> str:
+    """The one line a process says when it opens a home it cannot write."""
+    return (
+        f"the data home {home} is read-only for this process ({reason}): searching, recall, get, stats and "
+        "export work; saving, updating and deleting memories, working memory, graph changes, feedback, the "
+        "conversation log and dreams are refused until it is writable"
+    )
 
 
 def remove_temp_files(home: Path) -> int:

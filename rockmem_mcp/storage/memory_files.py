@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
-from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders
+from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders, writing
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ class MemoryFiles:
         """Parse one entry; FileNotFoundError if absent, CorruptEntryError if unreadable.
 
         The path is the truth about where an entry lives: a file moved by hand into another folder takes
-        that folder as its category.
+        that folder as its category. The one exception is case: on a case-insensitive filesystem (macOS,
+        Windows) a folder keeps the case it was made with, so an entry whose category differs from its folder
+        only by case, and whose file its own spelling reaches, keeps the category it was saved with.
         """
         path = self._path_text(location.entry_id, location.category)
         self.check_folder(location.category)  # a linked folder is never listed, but a journal line can name it
@@ -63,8 +65,36 @@ class MemoryFiles:
                 f"{exc.errors()[0]['msg']}); fix or move it away — rockmem never deletes it"
             ) from None
         if entry.id != location.entry_id or entry.category != location.category:
-            entry = entry.model_copy(update={"id": location.entry_id, "category": location.category})
+            category = self.true_category(location, entry.category)
+            entry = entry.model_copy(update={"id": location.entry_id, "category": category})
         return entry
+
+    def true_category(self, location: EntryLocation, saved: str | None) -> str | None:
+        """The category of the entry file at `location` whose JSON says `saved` (see read)."""
+        if self.case_twins(location, EntryLocation(location.entry_id, saved)):
+            return saved  # a case-insensitive filesystem: the folder keeps the case of its first spelling
+        return location.category
+
+    def case_twins(self, one: EntryLocation, other: EntryLocation) -> bool:
+        """Whether two places whose categories differ only by case are one file (a case-insensitive
+        filesystem). Two lstats, only when the case differs."""
+        if not (one.category and other.category and one.category.lower() == other.category.lower()):
+            return False
+        try:
+            first = os.lstat(self._path_text(one.entry_id, one.category))
+            second = os.lstat(self._path_text(other.entry_id, other.category))
+        except OSError:
+            return False
+        return os.path.samestat(first, second)
+
+    def exists(self, location: EntryLocation) -> bool:
+        return os.path.lexists(self._path_text(location.entry_id, location.category))
+
+    def remove_moved(self, old: EntryLocation, new: EntryLocation) -> None:
+        """Remove the file an entry left when it moved to `new`, unless it is the new file itself (a category
+        changed only in case, on a case-insensitive filesystem: the write replaced the file in place)."""
+        if not self.case_twins(old, new):
+            self.remove(old)
 
     def warn_once(self, message: str) -> None:
         if message not in self._warned:
@@ -84,8 +114,9 @@ class MemoryFiles:
 
     def write(self, entry: MemoryEntry) -> None:
         path = self.path_for(entry.id, entry.category)
-        real_folders(self.root, path.parent)
-        atomic_write(path, self.encode(entry))
+        with writing(path):
+            real_folders(self.root, path.parent)
+            atomic_write(path, self.encode(entry))
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
         checked: set[str | None] = set()
@@ -96,12 +127,15 @@ class MemoryFiles:
                 checked.add(entry.category)
             return self._path_text(entry.id, entry.category), self.encode(entry)
 
-        return atomic_write_many(item(e) for e in entries)
+        with writing(self.root):
+            return atomic_write_many(item(e) for e in entries)
 
     def remove(self, location: EntryLocation) -> bool:
         if location.category:  # not the cached check of reads: a delete is rare, and must not go through a link
             check_folders(self._root_text, location.category)
-        return remove_durably(self.path_for(location.entry_id, location.category))
+        path = self.path_for(location.entry_id, location.category)
+        with writing(path):
+            return remove_durably(path)
 
     def walk(self) -> list[EntryLocation]:
         """Every entry file by name only (no reads, no stats); stale temp files from crashes are cleared."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.no_follow import open_fd, read_bytes
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
     import fcntl
@@ -73,7 +73,7 @@ class WorkingFiles:
     @contextlib.contextmanager
     def changing(self, root: str) -> Iterator[Entries]:
         """Hold `root`'s lock, yield its current entries to change in place, then write them back."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_folders(self.directory)
         fd = open_fd(self.directory / f".{root}.lock", os.O_RDWR | os.O_CREAT)
         try:
             if fcntl is not None:
