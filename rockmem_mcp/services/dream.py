@@ -38,8 +38,11 @@ from rockmem_mcp.models import (
     normalize_tags,
     utc_now,
 )
-from rockmem_mcp.search.tokenizer import STOPWORDS, tokenize
+from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.conversation import conversation_log
+from rockmem_mcp.services.dream_hooks import checkpoint
+from rockmem_mcp.services.dream_journal import MergeJournal, version
+from rockmem_mcp.services.fact_check import contradiction, contradictions, details, lost_facts
 from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.llm import ChatLLM
@@ -92,8 +95,6 @@ SENSITIVE = re.compile(
     r"salary|payment|money|invoice|budget|price|\$|€|£",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,:/]\d+)*(?!\w)")  # standalone: the 3 of "S3" is part of a name
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
 class DreamBusy(RockmemError):
@@ -102,25 +103,6 @@ class DreamBusy(RockmemError):
 
 def protected(entry: MemoryEntry) -> bool:
     return entry.importance >= PROTECTED_IMPORTANCE or entry.reinforcement_count >= PROTECTED_REINFORCEMENT
-
-
-def details(text: str) -> set[str]:
-    """What a merge must keep: numbers and proper nouns (capitalised words that are not common words)."""
-    found = {n.casefold() for n in _NUMBER.findall(text)}
-    found |= {w.casefold() for w in _WORD.findall(text) if w[0].isupper() and w.casefold() not in _COMMON}
-    return found
-
-
-def lost_details(sources: list[str], merged: str) -> list[str]:
-    kept = merged.casefold()
-    missing = set().union(*(details(s) for s in sources)) if sources else set()
-    return sorted(d for d in missing if not re.search(rf"(?<!\w){re.escape(d)}(?!\w)", kept))
-
-
-_COMMON = STOPWORDS | {
-    "user", "users", "the", "i", "we", "they", "he", "she", "it", "this", "that", "these", "those", "don't",
-    "do", "never", "always", "use", "prefer", "prefers", "likes", "wants", "instead", "when", "if", "for",
-}  # fmt: skip
 
 
 @dataclass
@@ -136,6 +118,9 @@ class _Run:
 
     def applied(self, action: str, ids: list[str], reason: str, result_id: str | None = None) -> None:
         self.report.applied.append(DreamAction(action=action, ids=ids, reason=reason, result_id=result_id))
+
+    def contradiction(self, ids: list[str], reason: str) -> None:
+        self.report.contradictions.append(DreamAction(action="contradiction", ids=ids, reason=reason))
 
     def live(self, entry_id: str) -> MemoryEntry | None:
         entry = self.entries.get(entry_id)
@@ -156,6 +141,7 @@ class Dreamer:
         self.settings = settings
         self.templates = templates
         self.feedback = FeedbackLog(settings, clock)
+        self.journal = MergeJournal(settings.dream_reports_dir)
         self._clock = clock
 
     # ------------------------------------------------------------------ the lock and the reports
@@ -193,9 +179,13 @@ class Dreamer:
         done = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "no changes"
         would = "would apply" if report.dry_run else "applied"
         report.summary = f"{report.dream_pass} ({report.mode}): {would} {done}; {len(report.rejected)} rejected"
+        if report.contradictions:
+            report.summary += f"; {len(report.contradictions)} contradictions to resolve"
         path = self.settings.dream_reports_dir / f"{report.id}.json"
         atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
         log.info("dream %s", report.summary)
+        if not report.dry_run:
+            self.journal.clear()  # every merge of this run is complete
         return report
 
     def reports(self) -> list[str]:
@@ -351,8 +341,8 @@ class Dreamer:
         run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock."""
         self._check_pass(dream_pass)
         with self.locked():
-            entries = {e.id: e for e in self.memory.iter_entries()}
-            run = _Run(self._new_report(dream_pass, mode, dry_run), entries, set())
+            run = self._start(self._new_report(dream_pass, mode, dry_run))
+            checkpoint("planned")
             for problem in problems or []:
                 run.reject("plan", [], problem)
             allowed = ALLOWED[dream_pass]
@@ -395,8 +385,11 @@ class Dreamer:
         sources = [run.entries[i] for i in ids]
         if kept := [e.id for e in sources if protected(e)]:
             return run.reject("merge", ids, f"protected memories are never merged away: {', '.join(kept)}")
-        if missing := lost_details([e.content for e in sources], content):
-            return run.reject("merge", ids, f"the merged text drops details of its sources: {', '.join(missing)}")
+        if clashes := contradictions({e.id: e.content for e in sources}):
+            a, b, why = clashes[0]
+            return run.reject("merge", ids, f"{a} and {b} contradict each other ({why}): keep both, or archive one")
+        if missing := lost_facts([e.content for e in sources], content):
+            return run.reject("merge", ids, f"the merged text drops facts of its sources: {', '.join(missing)}")
         try:
             merged = self.memory.prepare_entry(
                 {
@@ -413,12 +406,27 @@ class Dreamer:
         except RockmemError as exc:
             return run.reject("merge", ids, str(exc))
         run.touched.update(ids)
-        run.applied("merge", ids, reason, merged.id)
-        if not run.report.dry_run:
-            self.memory.save_many([merged])  # first: a crash between leaves a duplicate, never a loss
-            for entry_id in ids:
-                self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
+        if run.report.dry_run:
+            return run.applied("merge", ids, reason, merged.id)
+        with self._writing(run, "merge", ids) as unchanged:
+            if unchanged:
+                self.journal.add(merged.id, sources)  # first: a re-run after a kill finishes this merge
+                self.memory.save_many([merged])  # then: a crash between leaves a duplicate, never a loss
+                checkpoint("merged")
+                for entry_id in ids:
+                    self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
+                run.applied("merge", ids, reason, merged.id)
         return None
+
+    @contextlib.contextmanager
+    def _writing(self, run: _Run, action: str, ids: list[str]) -> Iterator[bool]:
+        """Hold the store's lock while `ids` are still as this run read them: yields False, and reports the
+        action as skipped, when one was changed (updated, archived, removed) by someone else since, so an
+        acknowledged write is never replaced with the older text the dream read."""
+        with self.memory.unchanged([run.entries[i] for i in ids]) as changed:
+            if changed:
+                run.reject(action, ids, f"changed since the dream read it, left as it is now: {', '.join(changed)}")
+            yield not changed
 
     def _archive(self, run: _Run, entry_id: str, reason: str) -> None:
         entry = run.live(entry_id)
@@ -429,9 +437,12 @@ class Dreamer:
         if protected(entry):
             return run.reject("archive", [entry_id], "protected memories are never pruned")
         run.touched.add(entry_id)
-        run.applied("archive", [entry_id], reason)
-        if not run.report.dry_run:
-            self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
+        if run.report.dry_run:
+            return run.applied("archive", [entry_id], reason)
+        with self._writing(run, "archive", [entry_id]) as unchanged:
+            if unchanged:
+                self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
+                run.applied("archive", [entry_id], reason)
         return None
 
     def _update(self, run: _Run, entry_id: str, category: str | None, tags: list[str] | None, reason: str) -> None:
@@ -447,12 +458,15 @@ class Dreamer:
         try:
             normalize_category(category)
             normalize_tags(tags, self.settings.max_tags)
-            if not run.report.dry_run:
-                self.memory.update(entry_id, category=category, tags=tags)
+            run.touched.add(entry_id)
+            if run.report.dry_run:
+                return run.applied("update", [entry_id], reason)
+            with self._writing(run, "update", [entry_id]) as unchanged:
+                if unchanged:
+                    self.memory.update(entry_id, category=category, tags=tags)
+                    run.applied("update", [entry_id], reason)
         except RockmemError as exc:
             return run.reject("update", [entry_id], str(exc))
-        run.touched.add(entry_id)
-        run.applied("update", [entry_id], reason)
         return None
 
     def _create(
@@ -557,18 +571,56 @@ class Dreamer:
             if day < today:  # today's file may still be written to
                 log_.remove(day)
 
+    def _start(self, report: DreamReport) -> _Run:
+        """A run over the entries as they are now, after finishing the merges a killed dream left half done."""
+        run = _Run(report, {}, set())
+        if not report.dry_run:
+            for pending in self.journal.pending():
+                self._finish_merge(run, pending.merged_id, pending.sources)
+            self.journal.clear()
+        run.entries = {e.id: e for e in self.memory.iter_entries()}
+        return run
+
+    def _finish_merge(self, run: _Run, merged_id: str, sources: dict[str, str]) -> None:
+        try:
+            merged = self.memory.get(merged_id)
+        except RockmemError:
+            return  # the merged memory was never written: its sources are as they were
+        left = []
+        for source_id, seen in sources.items():
+            try:
+                current = self.memory.get(source_id)
+            except RockmemError:
+                continue
+            if current.archived:
+                continue
+            with self.memory.unchanged([current]) as changed:
+                if changed or version(current) != seen:
+                    run.reject("merge", [source_id], f"changed since it was merged into {merged_id}; left as it is")
+                    continue
+                self.memory.delete(source_id, reason=f"merged into {merged_id}", superseded_by=merged.id)
+                left.append(source_id)
+        run.touched.add(merged_id)
+        if left:
+            run.applied("merge", left, "finished a merge that an interrupted dream left half done", merged_id)
+
     # ------------------------------------------------------------------ the deterministic pass
     def run_deterministic(self, dry_run: bool = False) -> DreamReport:
         """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
         >= 0.8 without), decay, purge of archives older than 90 days, and graph cleanup."""
         with self.locked():
-            entries = {e.id: e for e in self.memory.iter_entries()}
-            run = _Run(self._new_report("deterministic", "deterministic", dry_run), entries, set())
-            live = [e for e in entries.values() if not e.archived]
-            exact, near = self._duplicate_clusters(live)
+            run = self._start(self._new_report("deterministic", "deterministic", dry_run))
+            entries = run.entries
+            live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
+            exact, near = self._duplicate_clusters(live, run)
+            checkpoint("planned")
             for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
                 cluster = [i for i in cluster if i not in run.touched]
                 if len(cluster) < 2:
+                    continue
+                if why == "near-duplicates" and (clashes := contradictions({i: entries[i].content for i in cluster})):
+                    for a, b, reason in clashes:
+                        run.contradiction([a, b], reason)
                     continue
                 sources = [entries[i] for i in cluster]
                 best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
@@ -578,9 +630,10 @@ class Dreamer:
             self._graph_sweep(run)
             return self._finish(run.report)
 
-    def _duplicate_clusters(self, live: list[MemoryEntry]) -> tuple[list[list[str]], list[list[str]]]:
+    def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:
         """Groups of the same text (case, spacing and final punctuation aside), then groups of near-identical
-        memories among the rest; each group two or more ids, oldest first."""
+        memories among the rest; each group two or more ids, oldest first. Near-identical memories that
+        contradict each other ("is" / "is not allergic") are not grouped: the run reports them instead."""
         by_text: dict[str, list[MemoryEntry]] = {}
         for entry in live:
             by_text.setdefault(" ".join(entry.content.casefold().split()).rstrip(".!"), []).append(entry)
@@ -595,7 +648,11 @@ class Dreamer:
                 i = parent[i]
             return i
 
+        by_id = {e.id: e for e in rest}
         for a, b in self._similar_pairs(rest):
+            if (clash := contradiction(by_id[a].content, by_id[b].content)) is not None:
+                run.contradiction(sorted([a, b], key=lambda i: (by_id[i].created_at, i)), clash)  # oldest first
+                continue
             ra, rb = root(a), root(b)
             if ra != rb:
                 parent[rb] = ra
@@ -662,15 +719,26 @@ class Dreamer:
             decayed = min(decayed, entry.importance)  # decay lowers; the floor never lifts
             if abs(decayed - entry.importance) < 0.01:
                 continue
-            run.applied("decay", [entry.id], f"importance {entry.importance:.2f} -> {decayed:.2f}")
             changes[entry.id] = {"importance": decayed, "metadata": {**entry.metadata, DECAY_BASE_KEY: str(base)}}
             if len(changes) >= MAINTENANCE_BATCH:
                 self._adjust(run, changes)
         self._adjust(run, changes)
 
     def _adjust(self, run: _Run, changes: dict[str, dict[str, object]]) -> None:
-        if changes and not run.report.dry_run:
-            self.memory.adjust_many(changes)
+        """Decay a batch: each entry only if it is still as read (a concurrent update keeps its importance)."""
+        if not changes:
+            return
+        with contextlib.ExitStack() as stack:
+            seen = [run.entries[i] for i in changes]
+            changed = [] if run.report.dry_run else stack.enter_context(self.memory.unchanged(seen))
+            for entry_id in changed:
+                run.reject("decay", [entry_id], "changed since the dream read it, left as it is now")
+                del changes[entry_id]
+            for entry_id, fields in changes.items():
+                was = run.entries[entry_id].importance
+                run.applied("decay", [entry_id], f"importance {was:.2f} -> {fields['importance']:.2f}")
+            if changes and not run.report.dry_run:
+                self.memory.adjust_many(changes)
         changes.clear()
 
     def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:

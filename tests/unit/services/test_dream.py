@@ -29,12 +29,15 @@ from rockmem_mcp.models import (
     TripleInput,
 )
 from rockmem_mcp.services.conversation import conversation_log
-from rockmem_mcp.services.dream import DreamBusy, Dreamer, details, lost_details, protected
+from rockmem_mcp.services.dream import DreamBusy, Dreamer, protected
+from rockmem_mcp.services.embedding import Embedder
+from rockmem_mcp.services.fact_check import details
+from rockmem_mcp.services.fact_check import lost_facts as lost_details
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
 
-from .helpers import T0, FakeClock, Services
+from .helpers import T0, FakeClock, FakeProvider, Services
 
 PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
 ALLOWED = {
@@ -840,6 +843,67 @@ def test_near_duplicates_by_word_overlap_are_merged_and_different_memories_kept(
     assert set(merge.ids) == {a.id, b.id}
     assert not service.get(c.id).archived and not service.get(d.id).archived
     assert dropped_details([a.content, b.content], service.get(merge.result_id).content) == []
+
+
+CONTRADICTIONS = [
+    ("Bob is allergic to peanuts", "Bob is not allergic to peanuts"),
+    ("The user wants emails about releases", "The user never wants emails about releases"),
+]
+
+
+@pytest.mark.parametrize("embeddings", [False, True], ids=["word-overlap", "embeddings"])
+def test_contradicting_memories_are_reported_never_merged(
+    services: Services, graph: GraphService, settings: Settings, clock: FakeClock, embeddings: bool
+) -> None:
+    """Word sets drop "not" and "never" as stopwords and embeddings barely see them: without a check, each of
+    these pairs was a near-duplicate and merged into one text that kept only one of the two polarities."""
+    embedder = Embedder(settings.model_copy(update={"embedding_model": "given"}), opener=lambda _: FakeProvider())
+    service = services.open(clock=clock, embedder=embedder if embeddings else None, embed_in_background=False)
+    pairs = [(seed(service, a), seed(service, b)) for a, b in CONTRADICTIONS]
+    twins = (
+        seed(service, "the user drinks green tea every morning"),
+        seed(service, "every morning the user drinks green tea"),
+    )
+    if embeddings:
+        service.vector_worker.drain()
+        ids, matrix = service.vectors_for([e.id for pair in pairs for e in pair]) or ([], None)
+        assert len(ids) == 4 and all(float(matrix[i] @ matrix[i + 1]) >= 0.88 for i in (0, 2))  # near-duplicates
+    dreamer = Dreamer(service, graph, settings, Templates(settings.prompts_dir), clock)
+    report = dreamer.run_deterministic()
+    assert [x.ids for x in report.applied if x.action == "merge"] == [[e.id for e in twins]]
+    assert sorted(x.ids for x in report.contradictions) == sorted([a.id, b.id] for a, b in pairs)
+    assert {x.reason for x in report.contradictions} == {
+        "one negates what the other affirms: allerg",
+        "one negates what the other affirms: want",
+    }
+    assert "2 contradictions to resolve" in report.summary
+    assert report_file(settings, report).contradictions == report.contradictions
+    for a, b in pairs:
+        assert service.get(a.id) == a and service.get(b.id) == b
+
+
+def test_a_merge_that_drops_a_negation_a_date_or_a_name_is_refused(dreamer: Dreamer, service: MemoryService) -> None:
+    a = seed(service, "Bob is not allergic to peanuts")
+    b = seed(service, "Bob isn't allergic to peanuts; checked on Friday 2026-03-05")
+    c = seed(service, "Bob is allergic to peanuts")
+    plan = DreamPlan(
+        merges=[
+            PlanMerge(ids=[a.id, b.id], content="Bob is allergic to peanuts; checked on Friday 2026-03-05"),
+            PlanMerge(ids=[a.id, b.id], content="He is not allergic to peanuts; checked 2026-03"),
+            PlanMerge(ids=[a.id, c.id], content="Bob is not allergic to peanuts"),
+        ]
+    )
+    report = dreamer.apply(plan, "consolidation")
+    assert report.applied == []
+    assert [x.reason for x in report.rejected] == [
+        "the merged text drops facts of its sources: not allerg",
+        "the merged text drops facts of its sources: 05, bob, friday",
+        f"{a.id} and {c.id} contradict each other (one negates what the other affirms: allerg): keep both, or "
+        "archive one",
+    ]
+    assert not any(service.get(e.id).archived for e in (a, b, c))
+    kept = PlanMerge(ids=[a.id, b.id], content="Bob does not seem allergic to peanuts; checked on Friday 2026-03-05")
+    assert kinds(dreamer.apply(DreamPlan(merges=[kept]), "consolidation").applied) == ["merge"]
 
 
 def test_duplicates_with_a_protected_member_are_not_merged(
