@@ -251,7 +251,7 @@ class Dreamer:
             entries = sorted(self._live_entries(), key=lambda e: (e.category or "", e.created_at))
             items = [self._describe(e) for e in entries]
             names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
-            feedback = self._feedback_text(("Correction",))
+            feedback = self._feedback_text()
             return items, {"entities": names or "(none yet)", "feedback": feedback}
         if dream_pass == "preferences":
             log_ = conversation_log(self.settings)
@@ -275,12 +275,14 @@ class Dreamer:
         items += [f"[triple {f.id}] {f.line()[2:]}" for f in self.graph.weakest_facts(200)]
         return items, {}
 
-    def _feedback_text(self, types: tuple[str, ...]) -> str:
-        signals = self.feedback.recent(types=types)
+    def _feedback_text(self) -> str:
+        """Every kind of recent feedback (RockBot: the last 7 days, up to 50), for judging the memories."""
+        signals = self.feedback.recent()
         if not signals:
             return ""
-        lines = [f"- {' '.join(f.content.split())}" for f in signals]
-        return "Recent corrections from the user (memories that contradict them are stale):\n" + "\n".join(lines)
+        lines = [f"- {f.type}: {' '.join(f.content.split())}" for f in signals]
+        header = "Recent feedback (a Correction makes the memories it contradicts stale):\n"
+        return header + "\n".join(lines)
 
     @staticmethod
     def _describe(entry: MemoryEntry) -> str:
@@ -389,7 +391,7 @@ class Dreamer:
             a, b, why = clashes[0]
             return run.reject("merge", ids, f"{a} and {b} contradict each other ({why}): keep both, or archive one")
         if missing := lost_facts([e.content for e in sources], content):
-            return run.reject("merge", ids, f"the merged text drops facts of its sources: {', '.join(missing)}")
+            return run.reject("merge", ids, f"the merged text drops details of its sources: {', '.join(missing)}")
         try:
             merged = self.memory.prepare_entry(
                 {
@@ -494,6 +496,7 @@ class Dreamer:
         else:
             if not (category or "").startswith("anti-patterns/"):
                 category = "anti-patterns/general"
+            tags.append("anti-pattern")
             plain = content.replace("\u2019", "'")  # models often write the typographic apostrophe
             if not re.match(r"\s*(don't|do not|never)\b", plain, re.IGNORECASE) or "instead" not in plain.lower():
                 return run.reject("create", [], f'an anti-pattern reads "Don\'t X for Y — instead Z": {content[:80]!r}')

@@ -364,6 +364,7 @@ async def test_feedback_becomes_material_for_anti_patterns(stdio_server, home, s
         pip_id, retry_id = (a["result_id"] for a in report["applied"])
         pip = await call(client, "get_memory", id=pip_id)
         assert pip["category"] == "anti-patterns/python" and pip["metadata"] == {"source": "dream"}
+        assert pip["tags"] == ["anti-pattern"]
         assert (await call(client, "get_memory", id=retry_id))["category"] == "anti-patterns/general"
         assert [(a["action"], a["reason"]) for a in report["rejected"]] == [
             ("archives", "1 archives are not part of the anti-patterns pass"),
@@ -382,7 +383,8 @@ async def test_feedback_becomes_material_for_anti_patterns(stdio_server, home, s
         assert "- Don't use pip to install packages in this repo — instead use uv" in directive
         # The consolidation material carries the correction for judging stale memories.
         consolidation = (await call(client, "dream", mode="agent"))["material"]["directive"]
-        assert "Recent corrections from the user" in consolidation and "use uv" in consolidation
+        assert "Recent feedback (a Correction makes" in consolidation and "use uv" in consolidation
+        assert "- UserThumbsUp: Nice summary" in consolidation and "- ToolFailure: search_memory" in consolidation
     assert "Traceback" not in stdio_server.logs[0].read_text()
 
 

@@ -557,6 +557,16 @@ def test_an_anti_pattern_is_created_under_anti_patterns(
     [entry] = created(service, report)
     assert entry.category == expected and entry.content == content
     assert entry.metadata["source"] == "dream" and "inferred" not in entry.tags
+    assert entry.tags == ["anti-pattern"]  # RockBot's tag for them
+
+
+def test_an_anti_pattern_keeps_its_own_tags_and_gets_the_anti_pattern_tag(
+    dreamer: Dreamer, service: MemoryService
+) -> None:
+    content = "Don't run the full suite for a docs change — instead run the docs tests"
+    plan = DreamPlan(creates=[PlanCreate(content=content, tags=["testing", "Anti-Pattern"])])
+    [entry] = created(service, dreamer.apply(plan, "anti-patterns"))
+    assert entry.tags == ["testing", "Anti-Pattern"]  # already tagged (case aside): not twice
 
 
 @pytest.mark.parametrize(
@@ -896,8 +906,8 @@ def test_a_merge_that_drops_a_negation_a_date_or_a_name_is_refused(dreamer: Drea
     report = dreamer.apply(plan, "consolidation")
     assert report.applied == []
     assert [x.reason for x in report.rejected] == [
-        "the merged text drops facts of its sources: not allerg",
-        "the merged text drops facts of its sources: 05, bob, friday",
+        "the merged text drops details of its sources: not allerg",
+        "the merged text drops details of its sources: 05, bob, friday",
         f"{a.id} and {c.id} contradict each other (one negates what the other affirms: allerg): keep both, or "
         "archive one",
     ]
@@ -1062,14 +1072,24 @@ def test_consolidation_material_lists_live_memories_with_ids_and_flags(
     gone = seed(service, "archived note", archived_at=T0 - DAY)
     graph.add_entities([{"name": "Alice"}, {"name": "Falcon"}])
     dreamer.feedback.record("Correction", "No: the deploy day is Wednesday", "chat-1")
+    dreamer.feedback.record("ToolFailure", "search_memory timed out", "chat-1")
+    dreamer.feedback.record("SessionSummary", "planned the release", "chat-1")
     dreamer.feedback.record("UserThumbsUp", "nice answer", "chat-1")
+    dreamer.feedback.record("UserThumbsDown", "too long", "chat-1")
     material = dreamer.material("consolidation")
     assert material.dream_pass == "consolidation" and material.items == 2 and material.remaining == 0
     lines = material.material.splitlines()
     assert lines[0] == f"1. [{p.id}] (uncategorized) importance=0.90 reinforced=2 PROTECTED: {p.content}"
     assert lines[1] == f"2. [{a.id}] (user-preferences) #tea #drink importance=0.40 reinforced=1: the user drinks tea"
     assert gone.id not in material.material
-    assert "the deploy day is Wednesday" in material.directive and "nice answer" not in material.directive
+    feedback = material.directive.split("Recent feedback (a Correction makes the memories it contradicts stale):\n")[1]
+    assert feedback.splitlines() == [  # every kind of signal, as RockBot's consolidation reads them
+        "- Correction: No: the deploy day is Wednesday",
+        "- ToolFailure: search_memory timed out",
+        "- SessionSummary: planned the release",
+        "- UserThumbsUp: nice answer",
+        "- UserThumbsDown: too long",
+    ]
     assert "{{" not in material.directive
     assert set(material.plan_schema["properties"]) == set(FIELDS)
     entities = dreamer.material("entities")
