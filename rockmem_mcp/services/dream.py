@@ -39,7 +39,7 @@ from rockmem_mcp.models import (
     utc_now,
 )
 from rockmem_mcp.search.tokenizer import tokenize
-from rockmem_mcp.services.conversation import conversation_log
+from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.dream_hooks import checkpoint
 from rockmem_mcp.services.dream_journal import MergeJournal, version
 from rockmem_mcp.services.fact_check import contradiction, contradictions, details, lost_facts
@@ -231,13 +231,20 @@ class Dreamer:
     # ------------------------------------------------------------------ agent-driven material
     def material(self, dream_pass: str, offset: int = 0) -> DreamMaterial:
         """What an agent reads to dream: the directive, the numbered items, and the plan schema."""
+        found, through = self._material(dream_pass, offset)
+        if through is not None and found.remaining == 0:
+            remember_read(self.settings, through)  # the log shown to its end: the plan applied consumes it
+        return found
+
+    def _material(self, dream_pass: str, offset: int) -> tuple[DreamMaterial, LogMark | None]:
+        """The material, and for the preference pass the mark just past the last turn in it."""
         self._check_pass(dream_pass)
         batch = self.settings.dream_batch_size
-        items, values = self._items(dream_pass)
+        items, values, marks = self._items(dream_pass)
         chosen = items[offset : offset + batch]
         lines = [f"{offset + n}. {text}" for n, text in enumerate(chosen, start=1)]
         directive = self.templates.render(DIRECTIVES[dream_pass], **values)
-        return DreamMaterial(
+        found = DreamMaterial(
             dream_pass=dream_pass,
             directive=directive,
             material="\n".join(lines) or "(nothing to consider)",
@@ -245,26 +252,27 @@ class Dreamer:
             remaining=max(0, len(items) - offset - len(chosen)),
             plan_schema=DreamPlan.model_json_schema(),
         )
+        return found, marks[offset + len(chosen) - 1] if chosen and marks else None
 
-    def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str]]:
+    def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str], list[LogMark]]:
         if dream_pass in ("consolidation", "entities"):
             entries = sorted(self._live_entries(), key=lambda e: (e.category or "", e.created_at))
             items = [self._describe(e) for e in entries]
             names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
             feedback = self._feedback_text()
-            return items, {"entities": names or "(none yet)", "feedback": feedback}
+            return items, {"entities": names or "(none yet)", "feedback": feedback}, []
         if dream_pass == "preferences":
-            log_ = conversation_log(self.settings)
-            turns = [t for day in log_.days() for t in log_.read(day)]
-            items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t in turns]
+            turns = read_log(self.settings)
+            items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t, _ in turns]
             known = self.memory.search(category="user-preferences", limit=200).results
-            return items, {"preferences": "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"}
+            preferences = "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"
+            return items, {"preferences": preferences}, [mark for _, mark in turns]
         if dream_pass == "anti-patterns":
             signals = self.feedback.recent(types=("Correction", "ToolFailure"))
             items = [f"[{f.id}] {f.type} in {f.session_id}: {' '.join(f.content.split())}" for f in signals]
             known = self.memory.search(category="anti-patterns", limit=100).results
             existing = "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"
-            return items, {"feedback": f"Anti-patterns already known:\n{existing}"}
+            return items, {"feedback": f"Anti-patterns already known:\n{existing}"}, []
         # graph
         stats = self.graph.find_entities(limit=200).results
         items = [
@@ -273,7 +281,7 @@ class Dreamer:
             for h in stats
         ]
         items += [f"[triple {f.id}] {f.line()[2:]}" for f in self.graph.weakest_facts(200)]
-        return items, {}
+        return items, {}, []
 
     def _feedback_text(self) -> str:
         """Every kind of recent feedback (RockBot: the last 7 days, up to 50), for judging the memories."""
@@ -311,15 +319,16 @@ class Dreamer:
         are joined and applied through the safeguards. Stops at the token budget, or at a model failure (what
         was planned before it is still applied; the report says why it stopped)."""
         self._check_pass(dream_pass)
-        plan, problems, offset = DreamPlan(), [], 0
+        plan, problems, offset, read_through = DreamPlan(), [], 0, None
         while True:
             budget = self.settings.llm_token_budget
             if llm.tokens_used >= budget:
                 problems.append(f"stopped at the token budget ({llm.tokens_used} of {budget} tokens used)")
                 break
-            material = self.material(dream_pass, offset)
+            material, through = self._material(dream_pass, offset)
             if material.items == 0:
                 break
+            read_through = through or read_through  # sent to the model: consumed, whatever it answers
             try:
                 part = llm.complete_json(*self.prompt(material), DreamPlan)
             except RockmemError as exc:
@@ -329,7 +338,7 @@ class Dreamer:
             offset += material.items
             if not material.remaining:
                 break
-        return self.apply(plan, dream_pass, "llm", dry_run, problems)
+        return self.apply(plan, dream_pass, "llm", dry_run, problems, read_through)
 
     def apply(
         self,
@@ -338,9 +347,12 @@ class Dreamer:
         mode: str = "agent",
         dry_run: bool = False,
         problems: list[str] | None = None,
+        read_through: LogMark | None = None,
     ) -> DreamReport:
         """Validate every action of `plan` against the safeguards and apply those that pass (none on a dry
-        run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock."""
+        run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock.
+        A preference pass then consumes the conversation log: a model's pass what it read (`read_through`),
+        another what the agent was shown to its end (or the whole log when it fits one batch)."""
         self._check_pass(dream_pass)
         with self.locked():
             run = self._start(self._new_report(dream_pass, mode, dry_run))
@@ -370,8 +382,8 @@ class Dreamer:
                 self._graph_additions(run, plan)
             if dream_pass == "graph":
                 self._graph_cleanup(run, plan)
-            if dream_pass == "preferences" and not dry_run and not problems and self._log_fits_one_batch():
-                self._clear_conversation_log(run)
+            if dream_pass == "preferences" and not dry_run:
+                self._consume_conversation_log(read_through if mode == "llm" else self._agent_read_mark())
             return self._finish(run.report)
 
     def _merge(
@@ -561,18 +573,17 @@ class Dreamer:
                 continue
             run.applied("drop_triple", [triple_id], "dropped by the graph pass")
 
-    def _log_fits_one_batch(self) -> bool:
-        """Whether the plan can have seen the whole log: it fit in one batch of material (a larger log is
-        kept, to be read in batches by a model pass or cleared by a later run)."""
-        return self.material("preferences").remaining == 0
+    def _agent_read_mark(self) -> LogMark | None:
+        """How far the agent read the log: the mark its last batch left, else the whole log if it fits one
+        batch (any plan for the pass has seen it); None while batches are left to read."""
+        found, through = self._material("preferences", 0)
+        return take_read_mark(self.settings) or (through if found.remaining == 0 else None)
 
-    def _clear_conversation_log(self, run: _Run) -> None:
-        """The preference pass consumes the conversation log (as RockBot does): read days are removed."""
-        log_ = conversation_log(self.settings)
-        today = self._clock().date()
-        for day in log_.days():
-            if day < today:  # today's file may still be written to
-                log_.remove(day)
+    def _consume_conversation_log(self, through: LogMark | None) -> None:
+        """The preference pass consumes what it read of the conversation log, as RockBot's does."""
+        if through is not None:
+            consume_log(self.settings, through)
+            log.info("conversation log consumed through %s (offset %d)", through.day, through.end)
 
     def _start(self, report: DreamReport) -> _Run:
         """A run over the entries as they are now, after finishing the merges a killed dream left half done."""

@@ -527,7 +527,7 @@ def turn(day: date, text: str, role: str = "user") -> ConversationTurn:
     return ConversationTurn(session_id="chat-1", role=role, content=text, at=at)  # type: ignore[arg-type]
 
 
-def test_the_preferences_pass_clears_conversation_days_before_today_after_a_real_run(
+def test_the_preferences_pass_consumes_the_turns_it_read_today_included(
     dreamer: Dreamer, settings: Settings, clock: FakeClock
 ) -> None:
     log = conversation_log(settings)
@@ -540,8 +540,36 @@ def test_the_preferences_pass_clears_conversation_days_before_today_after_a_real
         dreamer.apply(DreamPlan(), other)
     assert log.days() == [older, yesterday, today]
     dreamer.apply(DreamPlan(), "preferences")
-    assert log.days() == [today]
-    assert [t.content for t in log.read(today)] == [f"turn on {today}"]
+    assert log.days() == []  # RockBot: cleared after the pass, whatever the model proposed (nothing here)
+
+
+def test_turns_logged_after_the_agent_read_the_log_are_kept_for_the_next_pass(
+    dreamer: Dreamer, settings: Settings
+) -> None:
+    log = conversation_log(settings)
+    today = T0.date()
+    log.append(turn(today, "No emojis, please"), today)
+    assert dreamer.material("preferences").items == 1  # the agent reads the log to its end
+    log.append(turn(today, "Answers in British English, please"), today)  # the user goes on meanwhile
+    dreamer.apply(DreamPlan(creates=[PlanCreate(content="The user wants no emojis")]), "preferences")
+    assert [t.content for t in log.read(today)] == ["Answers in British English, please"]
+    assert dreamer.material("preferences").material == "1. [chat-1] user: Answers in British English, please"
+
+
+def test_a_log_longer_than_a_batch_is_consumed_once_the_agent_has_read_every_batch(
+    service: MemoryService, graph: GraphService, settings: Settings, clock: FakeClock
+) -> None:
+    small = settings.model_copy(update={"dream_batch_size": 2})
+    dreamer = Dreamer(service, graph, small, Templates(small.prompts_dir), clock)
+    log = conversation_log(small)
+    for day, text in [(T0.date() - DAY, "one"), (T0.date() - DAY, "two"), (T0.date(), "three")]:
+        log.append(turn(day, text), day)
+    assert dreamer.material("preferences", 0).remaining == 1
+    dreamer.apply(DreamPlan(), "preferences")  # a plan for the first batch: the rest is still unread
+    assert [t.content for day in log.days() for t in log.read(day)] == ["one", "two", "three"]
+    assert dreamer.material("preferences", 2).items == 1
+    dreamer.apply(DreamPlan(), "preferences")
+    assert log.days() == []
 
 
 # ---------------------------------------------------------------------------------------------- anti-patterns
