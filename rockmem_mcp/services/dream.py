@@ -120,7 +120,8 @@ class _Run:
         self.report.applied.append(DreamAction(action=action, ids=ids, reason=reason, result_id=result_id))
 
     def contradiction(self, ids: list[str], reason: str) -> None:
-        self.report.contradictions.append(DreamAction(action="contradiction", ids=ids, reason=reason))
+        if all(set(found.ids) != set(ids) for found in self.report.contradictions):
+            self.report.contradictions.append(DreamAction(action="contradiction", ids=ids, reason=reason))
 
     def live(self, entry_id: str) -> MemoryEntry | None:
         entry = self.entries.get(entry_id)
@@ -576,8 +577,10 @@ class Dreamer:
     def _agent_read_mark(self) -> LogMark | None:
         """How far the agent read the log: the mark its last batch left, else the whole log if it fits one
         batch (any plan for the pass has seen it); None while batches are left to read."""
+        if (mark := take_read_mark(self.settings)) is not None:
+            return mark
         found, through = self._material("preferences", 0)
-        return take_read_mark(self.settings) or (through if found.remaining == 0 else None)
+        return through if found.remaining == 0 else None
 
     def _consume_conversation_log(self, through: LogMark | None) -> None:
         """The preference pass consumes what it read of the conversation log, as RockBot's does."""
