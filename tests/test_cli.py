@@ -702,6 +702,22 @@ def test_dream_while_another_dream_holds_the_lock_fails_cleanly(dream_home: Path
     assert "applied 1 decay, 2 merge, 1 purge" in ok("--home", dream_home, "dream").stderr  # free again
 
 
+def test_dream_lists_contradictions_and_merges_neither(home: Path, tmp_path: Path) -> None:
+    notes = [
+        {"id": "peanuts-yes", "content": "Bob is allergic to peanuts", "created_at": _ago(2)},
+        {"id": "peanuts-no", "content": "Bob is not allergic to peanuts", "created_at": _ago(1)},
+    ]
+    ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", notes))
+    before = memory_files(home)
+    result = ok("--home", home, "dream")
+    assert (
+        "  contradiction peanuts-yes, peanuts-no  one negates what the other affirms: allerg (both kept: resolve them)"
+        in result.stdout.splitlines()
+    )
+    assert "applied no changes; 0 rejected; 1 contradictions to resolve" in result.stderr
+    assert memory_files(home) == before
+
+
 def dream_outcome(home: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """What a dream left, whatever ids it chose for merged memories: the live memories (content, category,
     reinforcement, importance, times) and the archived ones (id, reason, the content that superseded it)."""

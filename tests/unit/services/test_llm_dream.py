@@ -187,3 +187,21 @@ def test_the_preference_pass_consumes_every_turn_it_sent_whatever_the_model_answ
     dreamer.run_llm("preferences", llm(settings))
     assert "1. [chat-1] user: Dark theme" in server.requests[-1][0]["messages"][1]["content"]
     assert log.days() == []
+
+
+def test_a_merge_from_the_server_model_that_inverts_a_fact_is_refused(home, server) -> None:
+    settings, memory, dreamer = home
+    a = memory.save("Bob is not allergic to peanuts", "people").id
+    b = memory.save("Bob isn't allergic to peanuts, says his doctor", "people").id
+    c = memory.save("Bob is allergic to peanuts", "people").id
+    merges = [
+        {"ids": [a, b], "content": "Bob is allergic to peanuts, says his doctor"},
+        {"ids": [a, c], "content": "Bob is not allergic to peanuts"},
+    ]
+    server.replies = [chat({"merges": merges})]
+    report = dreamer.run_llm("consolidation", llm(settings))
+    assert report.applied == [] and [x.reason for x in report.rejected] == [
+        "the merged text drops details of its sources: not allerg",
+        f"{a} and {c} contradict each other (one negates what the other affirms: allerg): keep both, or archive one",
+    ]
+    assert not any(e.archived for e in memory.iter_entries())
