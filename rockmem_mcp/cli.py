@@ -446,6 +446,8 @@ def _print_report(report: Any) -> None:
         print(f"  {action.action:<12} {ids}  {action.reason}".rstrip())
     for action in report.rejected:
         print(f"  rejected {action.action:<8} {', '.join(action.ids)}  {action.reason}".rstrip())
+    for action in report.contradictions:
+        print(f"  contradiction {', '.join(action.ids)}  {action.reason} (both kept: resolve them)")
     where = "" if report.dry_run else f" (report {report.id} in dream-reports/)"
     print(f"{report.summary}{where}", file=sys.stderr)
 

@@ -662,6 +662,9 @@ class DreamReport(BaseModel):
     finished_at: UtcDatetime | None = None
     applied: list[DreamAction] = Field(default_factory=list, description="What changed (or would, on a dry run)")
     rejected: list[DreamAction] = Field(default_factory=list, description="Proposals refused, with the reason")
+    contradictions: list[DreamAction] = Field(
+        default_factory=list, description="Memories that contradict each other, left as they are for you to resolve"
+    )
     summary: str = ""
 
 

@@ -702,6 +702,68 @@ def test_dream_while_another_dream_holds_the_lock_fails_cleanly(dream_home: Path
     assert "applied 1 decay, 2 merge, 1 purge" in ok("--home", dream_home, "dream").stderr  # free again
 
 
+def test_dream_lists_contradictions_and_merges_neither(home: Path, tmp_path: Path) -> None:
+    notes = [
+        {"id": "peanuts-yes", "content": "Bob is allergic to peanuts", "created_at": _ago(2)},
+        {"id": "peanuts-no", "content": "Bob is not allergic to peanuts", "created_at": _ago(1)},
+    ]
+    ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", notes))
+    before = memory_files(home)
+    result = ok("--home", home, "dream")
+    assert (
+        "  contradiction peanuts-yes, peanuts-no  one negates what the other affirms: allerg (both kept: resolve them)"
+        in result.stdout.splitlines()
+    )
+    assert "applied no changes; 0 rejected; 1 contradictions to resolve" in result.stderr
+    assert memory_files(home) == before
+
+
+def dream_outcome(home: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """What a dream left, whatever ids it chose for merged memories: the live memories (content, category,
+    reinforcement, importance, times) and the archived ones (id, reason, the content that superseded it)."""
+    entries = [json.loads(p.read_bytes()) for p in (home / "memory").rglob("*.json")]
+    by_id = {e["id"]: e for e in entries}
+    fields = ("content", "category", "reinforcement_count", "importance", "created_at", "last_seen_at")
+    live = sorted(tuple(e.get(f) for f in fields) for e in entries if not e.get("archived_at"))
+    archived = sorted(
+        (e["id"], e.get("archive_reason", "").split(" into ")[0], by_id[e["superseded_by"]]["content"])
+        for e in entries
+        if e.get("archived_at") and e.get("superseded_by")
+    )
+    return live, archived
+
+
+@pytest.mark.parametrize("killed_at", ["merged", "planned"])
+def test_a_dream_killed_midway_and_run_again_ends_like_one_clean_run(
+    home: Path, tmp_path: Path, killed_at: str
+) -> None:
+    """SIGKILL of a CLI dream right after it wrote a merged memory (its sources still live) or before any
+    write; run again, the home matches a clean run on a copy: one merged memory per group, reinforcement
+    summed once, every source archived and superseded by it."""
+    notes = dream_notes()
+    for note, count in zip(notes[:4], (2, 1, 1, 2), strict=True):  # dark-a, dark-b, tz-a, tz-b
+        note["reinforcement_count"] = count
+    ok("--home", home, "import", write_jsonl(tmp_path / "dream.jsonl", notes))
+    clean = tmp_path / "clean"
+    shutil.copytree(home, clean)
+
+    killed = rockmem("--home", home, "dream", env=clean_env(ROCKMEM_DREAM_HOOK=f"{killed_at}:kill"))
+    assert killed.returncode == -9 and dream_reports(home) == []
+    if killed_at == "merged":  # one merged memory written, its sources not yet archived
+        assert [row[2] for row in dream_outcome(home)[0] if "dark mode" in row[0]] == [2, 1, 3]  # a, b, merged
+    again = ok("--home", home, "dream")
+    ok("--home", clean, "dream")
+
+    assert dream_outcome(home) == dream_outcome(clean)
+    live = dream_outcome(home)[0]
+    assert [row[2] for row in live if "dark mode" in row[0]] == [3]
+    assert [row[2] for row in live if "Berlin office" in row[0]] == [3]
+    assert {row[0] for row in dream_outcome(home)[1]} == {"dark-a", "dark-b", "tz-a", "tz-b"}
+    assert not (home / "dream-reports" / ".merges.jsonl").exists()
+    if killed_at == "merged":
+        assert "finished a merge that an interrupted dream left half done" in again.stdout
+
+
 def test_dream_every_runs_as_a_sidecar_and_skips_while_the_last_dream_is_recent(dream_home: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "rockmem_mcp", "--home", str(dream_home), "dream", "--every", "0.2s"],

@@ -4,21 +4,30 @@ The window lives in this process (a session is one client's conversation with it
 `conversation_window` turns per session; a session idle for `conversation_idle_minutes` is forgotten, and
 so is the least recently used one beyond 1,000 sessions or 64 MB of windows. With `conversation_log` on,
 every turn is also appended, durably, to `conversations/{date}.jsonl`.
+
+The preference dream pass consumes the log, as RockBot's does: the turns it read are removed afterwards,
+whatever the model made of them (today's file too; turns logged since are kept). A reader notes how far it
+read as a `LogMark`; an agent reading the log in batches over several calls leaves the mark of its last batch
+in `conversations/.read-through.json` for the plan it applies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import get_args
+from datetime import date, datetime, timedelta
+from typing import NamedTuple, get_args
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Conversation, ConversationTurn, Role, check_text, utc_now, working_key_segments
 from rockmem_mcp.services.sessions import SessionTable
+from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.no_follow import make_folders, read_bytes
 
 ROLES: tuple[str, ...] = get_args(Role)
 MAX_LAST_N = 200
@@ -74,3 +83,58 @@ class ConversationMemory:
 def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
     """The durable conversation log the dream pass reads (written only with `conversation_log` on)."""
     return DailyLog(settings.conversations_dir, ConversationTurn)
+
+
+READ_MARK = ".read-through.json"
+
+
+class LogMark(NamedTuple):
+    """Where a read of the conversation log ended: the day file, the offset past the last turn read, and the
+    file's inode (offsets are only good for the file they were read from)."""
+
+    day: date
+    end: int
+    inode: int
+
+
+def read_log(settings: Settings) -> list[tuple[ConversationTurn, LogMark]]:
+    """Every logged turn, oldest day first, each with the mark just past it."""
+    log = conversation_log(settings)
+    found = []
+    for day in log.days():
+        records, inode = log.read_positions(day)
+        found += [(turn, LogMark(day, end, inode)) for turn, end in records]
+    return found
+
+
+def remember_read(settings: Settings, mark: LogMark) -> None:
+    """An agent has been shown the log through `mark` (its last batch): its plan consumes that much."""
+    record = {"day": mark.day.isoformat(), "end": mark.end, "inode": mark.inode}
+    make_folders(settings.conversations_dir)
+    atomic_write(settings.conversations_dir / READ_MARK, json.dumps(record).encode())
+
+
+def take_read_mark(settings: Settings) -> LogMark | None:
+    """The mark an agent's reading left (and forget it), or None."""
+    path = settings.conversations_dir / READ_MARK
+    try:
+        record = json.loads(read_bytes(path))
+        mark = LogMark(date.fromisoformat(record["day"]), int(record["end"]), int(record["inode"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        mark = None
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return mark
+
+
+def consume_log(settings: Settings, through: LogMark) -> None:
+    """Remove the turns logged up to `through`: earlier days' files and the part of its day's file that was
+    read; what was logged after the read stays for the next pass."""
+    log = conversation_log(settings)
+    for day in log.days():
+        if day < through.day:
+            log.consume(day)
+        elif day == through.day:
+            log.consume(day, through.end, through.inode)
+    with contextlib.suppress(OSError):
+        (settings.conversations_dir / READ_MARK).unlink()

@@ -38,8 +38,11 @@ from rockmem_mcp.models import (
     normalize_tags,
     utc_now,
 )
-from rockmem_mcp.search.tokenizer import STOPWORDS, tokenize
-from rockmem_mcp.services.conversation import conversation_log
+from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
+from rockmem_mcp.services.dream_hooks import checkpoint
+from rockmem_mcp.services.dream_journal import MergeJournal, version
+from rockmem_mcp.services.fact_check import contradiction, contradictions, details, lost_facts
 from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.llm import ChatLLM
@@ -92,8 +95,6 @@ SENSITIVE = re.compile(
     r"salary|payment|money|invoice|budget|price|\$|€|£",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,:/]\d+)*(?!\w)")  # standalone: the 3 of "S3" is part of a name
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
 class DreamBusy(RockmemError):
@@ -102,25 +103,6 @@ class DreamBusy(RockmemError):
 
 def protected(entry: MemoryEntry) -> bool:
     return entry.importance >= PROTECTED_IMPORTANCE or entry.reinforcement_count >= PROTECTED_REINFORCEMENT
-
-
-def details(text: str) -> set[str]:
-    """What a merge must keep: numbers and proper nouns (capitalised words that are not common words)."""
-    found = {n.casefold() for n in _NUMBER.findall(text)}
-    found |= {w.casefold() for w in _WORD.findall(text) if w[0].isupper() and w.casefold() not in _COMMON}
-    return found
-
-
-def lost_details(sources: list[str], merged: str) -> list[str]:
-    kept = merged.casefold()
-    missing = set().union(*(details(s) for s in sources)) if sources else set()
-    return sorted(d for d in missing if not re.search(rf"(?<!\w){re.escape(d)}(?!\w)", kept))
-
-
-_COMMON = STOPWORDS | {
-    "user", "users", "the", "i", "we", "they", "he", "she", "it", "this", "that", "these", "those", "don't",
-    "do", "never", "always", "use", "prefer", "prefers", "likes", "wants", "instead", "when", "if", "for",
-}  # fmt: skip
 
 
 @dataclass
@@ -136,6 +118,10 @@ class _Run:
 
     def applied(self, action: str, ids: list[str], reason: str, result_id: str | None = None) -> None:
         self.report.applied.append(DreamAction(action=action, ids=ids, reason=reason, result_id=result_id))
+
+    def contradiction(self, ids: list[str], reason: str) -> None:
+        if all(set(found.ids) != set(ids) for found in self.report.contradictions):
+            self.report.contradictions.append(DreamAction(action="contradiction", ids=ids, reason=reason))
 
     def live(self, entry_id: str) -> MemoryEntry | None:
         entry = self.entries.get(entry_id)
@@ -156,6 +142,7 @@ class Dreamer:
         self.settings = settings
         self.templates = templates
         self.feedback = FeedbackLog(settings, clock)
+        self.journal = MergeJournal(settings.dream_reports_dir)
         self._clock = clock
 
     # ------------------------------------------------------------------ the lock and the reports
@@ -193,9 +180,13 @@ class Dreamer:
         done = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "no changes"
         would = "would apply" if report.dry_run else "applied"
         report.summary = f"{report.dream_pass} ({report.mode}): {would} {done}; {len(report.rejected)} rejected"
+        if report.contradictions:
+            report.summary += f"; {len(report.contradictions)} contradictions to resolve"
         path = self.settings.dream_reports_dir / f"{report.id}.json"
         atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
         log.info("dream %s", report.summary)
+        if not report.dry_run:
+            self.journal.clear()  # every merge of this run is complete
         return report
 
     def reports(self) -> list[str]:
@@ -241,13 +232,20 @@ class Dreamer:
     # ------------------------------------------------------------------ agent-driven material
     def material(self, dream_pass: str, offset: int = 0) -> DreamMaterial:
         """What an agent reads to dream: the directive, the numbered items, and the plan schema."""
+        found, through = self._material(dream_pass, offset)
+        if through is not None and found.remaining == 0:
+            remember_read(self.settings, through)  # the log shown to its end: the plan applied consumes it
+        return found
+
+    def _material(self, dream_pass: str, offset: int) -> tuple[DreamMaterial, LogMark | None]:
+        """The material, and for the preference pass the mark just past the last turn in it."""
         self._check_pass(dream_pass)
         batch = self.settings.dream_batch_size
-        items, values = self._items(dream_pass)
+        items, values, marks = self._items(dream_pass)
         chosen = items[offset : offset + batch]
         lines = [f"{offset + n}. {text}" for n, text in enumerate(chosen, start=1)]
         directive = self.templates.render(DIRECTIVES[dream_pass], **values)
-        return DreamMaterial(
+        found = DreamMaterial(
             dream_pass=dream_pass,
             directive=directive,
             material="\n".join(lines) or "(nothing to consider)",
@@ -255,26 +253,27 @@ class Dreamer:
             remaining=max(0, len(items) - offset - len(chosen)),
             plan_schema=DreamPlan.model_json_schema(),
         )
+        return found, marks[offset + len(chosen) - 1] if chosen and marks else None
 
-    def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str]]:
+    def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str], list[LogMark]]:
         if dream_pass in ("consolidation", "entities"):
             entries = sorted(self._live_entries(), key=lambda e: (e.category or "", e.created_at))
             items = [self._describe(e) for e in entries]
             names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
-            feedback = self._feedback_text(("Correction",))
-            return items, {"entities": names or "(none yet)", "feedback": feedback}
+            feedback = self._feedback_text()
+            return items, {"entities": names or "(none yet)", "feedback": feedback}, []
         if dream_pass == "preferences":
-            log_ = conversation_log(self.settings)
-            turns = [t for day in log_.days() for t in log_.read(day)]
-            items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t in turns]
+            turns = read_log(self.settings)
+            items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t, _ in turns]
             known = self.memory.search(category="user-preferences", limit=200).results
-            return items, {"preferences": "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"}
+            preferences = "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"
+            return items, {"preferences": preferences}, [mark for _, mark in turns]
         if dream_pass == "anti-patterns":
             signals = self.feedback.recent(types=("Correction", "ToolFailure"))
             items = [f"[{f.id}] {f.type} in {f.session_id}: {' '.join(f.content.split())}" for f in signals]
             known = self.memory.search(category="anti-patterns", limit=100).results
             existing = "\n".join(f"- {h.entry.content}" for h in known) or "(none yet)"
-            return items, {"feedback": f"Anti-patterns already known:\n{existing}"}
+            return items, {"feedback": f"Anti-patterns already known:\n{existing}"}, []
         # graph
         stats = self.graph.find_entities(limit=200).results
         items = [
@@ -283,14 +282,16 @@ class Dreamer:
             for h in stats
         ]
         items += [f"[triple {f.id}] {f.line()[2:]}" for f in self.graph.weakest_facts(200)]
-        return items, {}
+        return items, {}, []
 
-    def _feedback_text(self, types: tuple[str, ...]) -> str:
-        signals = self.feedback.recent(types=types)
+    def _feedback_text(self) -> str:
+        """Every kind of recent feedback (RockBot: the last 7 days, up to 50), for judging the memories."""
+        signals = self.feedback.recent()
         if not signals:
             return ""
-        lines = [f"- {' '.join(f.content.split())}" for f in signals]
-        return "Recent corrections from the user (memories that contradict them are stale):\n" + "\n".join(lines)
+        lines = [f"- {f.type}: {' '.join(f.content.split())}" for f in signals]
+        header = "Recent feedback (a Correction makes the memories it contradicts stale):\n"
+        return header + "\n".join(lines)
 
     @staticmethod
     def _describe(entry: MemoryEntry) -> str:
@@ -319,15 +320,16 @@ class Dreamer:
         are joined and applied through the safeguards. Stops at the token budget, or at a model failure (what
         was planned before it is still applied; the report says why it stopped)."""
         self._check_pass(dream_pass)
-        plan, problems, offset = DreamPlan(), [], 0
+        plan, problems, offset, read_through = DreamPlan(), [], 0, None
         while True:
             budget = self.settings.llm_token_budget
             if llm.tokens_used >= budget:
                 problems.append(f"stopped at the token budget ({llm.tokens_used} of {budget} tokens used)")
                 break
-            material = self.material(dream_pass, offset)
+            material, through = self._material(dream_pass, offset)
             if material.items == 0:
                 break
+            read_through = through or read_through  # sent to the model: consumed, whatever it answers
             try:
                 part = llm.complete_json(*self.prompt(material), DreamPlan)
             except RockmemError as exc:
@@ -337,7 +339,7 @@ class Dreamer:
             offset += material.items
             if not material.remaining:
                 break
-        return self.apply(plan, dream_pass, "llm", dry_run, problems)
+        return self.apply(plan, dream_pass, "llm", dry_run, problems, read_through)
 
     def apply(
         self,
@@ -346,13 +348,16 @@ class Dreamer:
         mode: str = "agent",
         dry_run: bool = False,
         problems: list[str] | None = None,
+        read_through: LogMark | None = None,
     ) -> DreamReport:
         """Validate every action of `plan` against the safeguards and apply those that pass (none on a dry
-        run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock."""
+        run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock.
+        A preference pass then consumes the conversation log: a model's pass what it read (`read_through`),
+        another what the agent was shown to its end (or the whole log when it fits one batch)."""
         self._check_pass(dream_pass)
         with self.locked():
-            entries = {e.id: e for e in self.memory.iter_entries()}
-            run = _Run(self._new_report(dream_pass, mode, dry_run), entries, set())
+            run = self._start(self._new_report(dream_pass, mode, dry_run))
+            checkpoint("planned")
             for problem in problems or []:
                 run.reject("plan", [], problem)
             allowed = ALLOWED[dream_pass]
@@ -378,8 +383,8 @@ class Dreamer:
                 self._graph_additions(run, plan)
             if dream_pass == "graph":
                 self._graph_cleanup(run, plan)
-            if dream_pass == "preferences" and not dry_run and not problems and self._log_fits_one_batch():
-                self._clear_conversation_log(run)
+            if dream_pass == "preferences" and not dry_run:
+                self._consume_conversation_log(read_through if mode == "llm" else self._agent_read_mark())
             return self._finish(run.report)
 
     def _merge(
@@ -395,7 +400,10 @@ class Dreamer:
         sources = [run.entries[i] for i in ids]
         if kept := [e.id for e in sources if protected(e)]:
             return run.reject("merge", ids, f"protected memories are never merged away: {', '.join(kept)}")
-        if missing := lost_details([e.content for e in sources], content):
+        if clashes := contradictions({e.id: e.content for e in sources}):
+            a, b, why = clashes[0]
+            return run.reject("merge", ids, f"{a} and {b} contradict each other ({why}): keep both, or archive one")
+        if missing := lost_facts([e.content for e in sources], content):
             return run.reject("merge", ids, f"the merged text drops details of its sources: {', '.join(missing)}")
         try:
             merged = self.memory.prepare_entry(
@@ -413,12 +421,27 @@ class Dreamer:
         except RockmemError as exc:
             return run.reject("merge", ids, str(exc))
         run.touched.update(ids)
-        run.applied("merge", ids, reason, merged.id)
-        if not run.report.dry_run:
-            self.memory.save_many([merged])  # first: a crash between leaves a duplicate, never a loss
-            for entry_id in ids:
-                self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
+        if run.report.dry_run:
+            return run.applied("merge", ids, reason, merged.id)
+        with self._writing(run, "merge", ids) as unchanged:
+            if unchanged:
+                self.journal.add(merged.id, sources)  # first: a re-run after a kill finishes this merge
+                self.memory.save_many([merged])  # then: a crash between leaves a duplicate, never a loss
+                checkpoint("merged")
+                for entry_id in ids:
+                    self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
+                run.applied("merge", ids, reason, merged.id)
         return None
+
+    @contextlib.contextmanager
+    def _writing(self, run: _Run, action: str, ids: list[str]) -> Iterator[bool]:
+        """Hold the store's lock while `ids` are still as this run read them: yields False, and reports the
+        action as skipped, when one was changed (updated, archived, removed) by someone else since, so an
+        acknowledged write is never replaced with the older text the dream read."""
+        with self.memory.unchanged([run.entries[i] for i in ids]) as changed:
+            if changed:
+                run.reject(action, ids, f"changed since the dream read it, left as it is now: {', '.join(changed)}")
+            yield not changed
 
     def _archive(self, run: _Run, entry_id: str, reason: str) -> None:
         entry = run.live(entry_id)
@@ -429,9 +452,12 @@ class Dreamer:
         if protected(entry):
             return run.reject("archive", [entry_id], "protected memories are never pruned")
         run.touched.add(entry_id)
-        run.applied("archive", [entry_id], reason)
-        if not run.report.dry_run:
-            self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
+        if run.report.dry_run:
+            return run.applied("archive", [entry_id], reason)
+        with self._writing(run, "archive", [entry_id]) as unchanged:
+            if unchanged:
+                self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
+                run.applied("archive", [entry_id], reason)
         return None
 
     def _update(self, run: _Run, entry_id: str, category: str | None, tags: list[str] | None, reason: str) -> None:
@@ -447,12 +473,15 @@ class Dreamer:
         try:
             normalize_category(category)
             normalize_tags(tags, self.settings.max_tags)
-            if not run.report.dry_run:
-                self.memory.update(entry_id, category=category, tags=tags)
+            run.touched.add(entry_id)
+            if run.report.dry_run:
+                return run.applied("update", [entry_id], reason)
+            with self._writing(run, "update", [entry_id]) as unchanged:
+                if unchanged:
+                    self.memory.update(entry_id, category=category, tags=tags)
+                    run.applied("update", [entry_id], reason)
         except RockmemError as exc:
             return run.reject("update", [entry_id], str(exc))
-        run.touched.add(entry_id)
-        run.applied("update", [entry_id], reason)
         return None
 
     def _create(
@@ -480,6 +509,7 @@ class Dreamer:
         else:
             if not (category or "").startswith("anti-patterns/"):
                 category = "anti-patterns/general"
+            tags.append("anti-pattern")
             plain = content.replace("\u2019", "'")  # models often write the typographic apostrophe
             if not re.match(r"\s*(don't|do not|never)\b", plain, re.IGNORECASE) or "instead" not in plain.lower():
                 return run.reject("create", [], f'an anti-pattern reads "Don\'t X for Y — instead Z": {content[:80]!r}')
@@ -544,31 +574,70 @@ class Dreamer:
                 continue
             run.applied("drop_triple", [triple_id], "dropped by the graph pass")
 
-    def _log_fits_one_batch(self) -> bool:
-        """Whether the plan can have seen the whole log: it fit in one batch of material (a larger log is
-        kept, to be read in batches by a model pass or cleared by a later run)."""
-        return self.material("preferences").remaining == 0
+    def _agent_read_mark(self) -> LogMark | None:
+        """How far the agent read the log: the mark its last batch left, else the whole log if it fits one
+        batch (any plan for the pass has seen it); None while batches are left to read."""
+        if (mark := take_read_mark(self.settings)) is not None:
+            return mark
+        found, through = self._material("preferences", 0)
+        return through if found.remaining == 0 else None
 
-    def _clear_conversation_log(self, run: _Run) -> None:
-        """The preference pass consumes the conversation log (as RockBot does): read days are removed."""
-        log_ = conversation_log(self.settings)
-        today = self._clock().date()
-        for day in log_.days():
-            if day < today:  # today's file may still be written to
-                log_.remove(day)
+    def _consume_conversation_log(self, through: LogMark | None) -> None:
+        """The preference pass consumes what it read of the conversation log, as RockBot's does."""
+        if through is not None:
+            consume_log(self.settings, through)
+            log.info("conversation log consumed through %s (offset %d)", through.day, through.end)
+
+    def _start(self, report: DreamReport) -> _Run:
+        """A run over the entries as they are now, after finishing the merges a killed dream left half done."""
+        run = _Run(report, {}, set())
+        if not report.dry_run:
+            for pending in self.journal.pending():
+                self._finish_merge(run, pending.merged_id, pending.sources)
+            self.journal.clear()
+        run.entries = {e.id: e for e in self.memory.iter_entries()}
+        return run
+
+    def _finish_merge(self, run: _Run, merged_id: str, sources: dict[str, str]) -> None:
+        try:
+            merged = self.memory.get(merged_id)
+        except RockmemError:
+            return  # the merged memory was never written: its sources are as they were
+        left = []
+        for source_id, seen in sources.items():
+            try:
+                current = self.memory.get(source_id)
+            except RockmemError:
+                continue
+            if current.archived:
+                continue
+            with self.memory.unchanged([current]) as changed:
+                if changed or version(current) != seen:
+                    run.reject("merge", [source_id], f"changed since it was merged into {merged_id}; left as it is")
+                    continue
+                self.memory.delete(source_id, reason=f"merged into {merged_id}", superseded_by=merged.id)
+                left.append(source_id)
+        run.touched.add(merged_id)
+        if left:
+            run.applied("merge", left, "finished a merge that an interrupted dream left half done", merged_id)
 
     # ------------------------------------------------------------------ the deterministic pass
     def run_deterministic(self, dry_run: bool = False) -> DreamReport:
         """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
         >= 0.8 without), decay, purge of archives older than 90 days, and graph cleanup."""
         with self.locked():
-            entries = {e.id: e for e in self.memory.iter_entries()}
-            run = _Run(self._new_report("deterministic", "deterministic", dry_run), entries, set())
-            live = [e for e in entries.values() if not e.archived]
-            exact, near = self._duplicate_clusters(live)
+            run = self._start(self._new_report("deterministic", "deterministic", dry_run))
+            entries = run.entries
+            live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
+            exact, near = self._duplicate_clusters(live, run)
+            checkpoint("planned")
             for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
                 cluster = [i for i in cluster if i not in run.touched]
                 if len(cluster) < 2:
+                    continue
+                if why == "near-duplicates" and (clashes := contradictions({i: entries[i].content for i in cluster})):
+                    for a, b, reason in clashes:
+                        run.contradiction([a, b], reason)
                     continue
                 sources = [entries[i] for i in cluster]
                 best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
@@ -578,9 +647,10 @@ class Dreamer:
             self._graph_sweep(run)
             return self._finish(run.report)
 
-    def _duplicate_clusters(self, live: list[MemoryEntry]) -> tuple[list[list[str]], list[list[str]]]:
+    def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:
         """Groups of the same text (case, spacing and final punctuation aside), then groups of near-identical
-        memories among the rest; each group two or more ids, oldest first."""
+        memories among the rest; each group two or more ids, oldest first. Near-identical memories that
+        contradict each other ("is" / "is not allergic") are not grouped: the run reports them instead."""
         by_text: dict[str, list[MemoryEntry]] = {}
         for entry in live:
             by_text.setdefault(" ".join(entry.content.casefold().split()).rstrip(".!"), []).append(entry)
@@ -595,7 +665,11 @@ class Dreamer:
                 i = parent[i]
             return i
 
+        by_id = {e.id: e for e in rest}
         for a, b in self._similar_pairs(rest):
+            if (clash := contradiction(by_id[a].content, by_id[b].content)) is not None:
+                run.contradiction(sorted([a, b], key=lambda i: (by_id[i].created_at, i)), clash)  # oldest first
+                continue
             ra, rb = root(a), root(b)
             if ra != rb:
                 parent[rb] = ra
@@ -663,15 +737,26 @@ class Dreamer:
             decayed = min(decayed, entry.importance)  # decay lowers; the floor never lifts
             if abs(decayed - entry.importance) < 0.01:
                 continue
-            run.applied("decay", [entry.id], f"importance {entry.importance:.2f} -> {decayed:.2f}")
             changes[entry.id] = {"importance": decayed, "metadata": {**entry.metadata, DECAY_BASE_KEY: str(base)}}
             if len(changes) >= MAINTENANCE_BATCH:
                 self._adjust(run, changes)
         self._adjust(run, changes)
 
     def _adjust(self, run: _Run, changes: dict[str, dict[str, object]]) -> None:
-        if changes and not run.report.dry_run:
-            self.memory.adjust_many(changes)
+        """Decay a batch: each entry only if it is still as read (a concurrent update keeps its importance)."""
+        if not changes:
+            return
+        with contextlib.ExitStack() as stack:
+            seen = [run.entries[i] for i in changes]
+            changed = [] if run.report.dry_run else stack.enter_context(self.memory.unchanged(seen))
+            for entry_id in changed:
+                run.reject("decay", [entry_id], "changed since the dream read it, left as it is now")
+                del changes[entry_id]
+            for entry_id, fields in changes.items():
+                was = run.entries[entry_id].importance
+                run.applied("decay", [entry_id], f"importance {was:.2f} -> {fields['importance']:.2f}")
+            if changes and not run.report.dry_run:
+                self.memory.adjust_many(changes)
         changes.clear()
 
     def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:

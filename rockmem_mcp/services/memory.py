@@ -7,6 +7,7 @@ worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -450,6 +451,23 @@ class MemoryService:
             f"no memory with id {entry_id!r}; use an id from save_memory or search_memory results "
             "(search_memory with a few words of the content finds it)"
         )
+
+    @contextlib.contextmanager
+    def unchanged(self, seen: Iterable[MemoryEntry]) -> Iterator[list[str]]:
+        """Hold the store's lock, catch up with other processes and yield the ids of `seen` that are no longer
+        as seen (changed, archived or removed since they were read): a caller writes only when none is. For
+        background maintenance (the dream), so an acknowledged write is never replaced with older text."""
+        with self._lock:
+            self._sync()
+            changed = []
+            for entry in seen:
+                try:
+                    current: MemoryEntry | None = self._read_current(entry.id)[0]
+                except (NotFoundError, InvalidInputError):
+                    current = None
+                if current != entry:
+                    changed.append(entry.id)
+            yield changed
 
     def get(self, entry_id: str) -> MemoryEntry:
         with self._lock:

@@ -4,6 +4,9 @@ Used for the conversation log and the feedback log, which the dream pass reads. 
 `write` of one line to a file opened for appending, under an exclusive lock, then fsync'd: processes
 appending at once never interleave a line, a line torn by a crash does not swallow the next record, and an
 acknowledged record is on disk. Unreadable lines are skipped when read.
+
+A reader that has dealt with records consumes them (`consume`): under the same lock, the file is replaced by
+what was appended after them, or removed; an appender that opened the old file re-opens the new one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rockmem_mcp.errors import RefusedFileError
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
@@ -42,17 +46,21 @@ class DailyLog(Generic[Record]):
     def append(self, record: Record, day: date) -> None:
         make_folders(self.directory)
         line = (record.model_dump_json() + "\n").encode("utf-8")
-        fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
-        try:
-            if fcntl is not None:  # the torn-line check and the write happen as one, among processes
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a crash left a torn last line: ours starts on a line of its own
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        while True:
+            fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            try:
+                if fcntl is not None:  # the torn-line check and the write happen as one, among processes
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    if not _still_at(fd, self.path(day)):
+                        continue  # consumed while we waited for the lock: append to the file there now
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a crash left a torn last line: ours starts on a line of its own
+                os.write(fd, line)
+                os.fsync(fd)
+                return
+            finally:
+                os.close(fd)
 
     def days(self) -> list[date]:
         """The days that have a log, oldest first."""
@@ -71,22 +79,69 @@ class DailyLog(Generic[Record]):
 
     def read(self, day: date) -> list[Record]:
         """The records logged on `day`, in order; unreadable lines are skipped (with one warning per file)."""
+        return [record for record, _ in self.read_positions(day)[0]]
+
+    def read_positions(self, day: date) -> tuple[list[tuple[Record, int]], int]:
+        """The records logged on `day`, each with the offset just past its line, and the file's identity (its
+        inode), for `consume` to drop exactly what was read."""
+        path = self.path(day)
         try:
-            lines = read_bytes(self.path(day)).splitlines()
+            while True:
+                inode = os.lstat(path).st_ino
+                data = read_bytes(path)
+                if os.lstat(path).st_ino == inode:
+                    break  # not consumed (replaced) while we read it
         except FileNotFoundError:
-            return []
+            return [], 0
         except RefusedFileError as exc:  # a link, FIFO, socket or device there
             log.warning("skipped %s", exc)
-            return []
-        records, bad = [], 0
-        for line in lines:
+            return [], 0
+        records, bad, end = [], 0, 0
+        for line in data.splitlines(keepends=True):
+            end += len(line)
+            if not line.strip():
+                continue
             try:
-                records.append(self.model.model_validate_json(line))
+                records.append((self.model.model_validate_json(line), end))
             except (ValidationError, ValueError):
+                if not line.endswith(b"\n"):
+                    break  # the last line, being written: left for a later read (and never consumed)
                 bad += 1
         if bad:
             log.warning("skipped %d unreadable line(s) in %s", bad, self.path(day))
-        return records
+        return records, inode
+
+    def consume(self, day: date, through: int | None = None, inode: int | None = None) -> None:
+        """Drop the records of `day` up to offset `through` (all of them when None), keeping what was appended
+        after; with `inode`, only if the file is still the one those offsets were read from."""
+        path = self.path(day)
+        try:
+            fd = open_fd(path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _still_at(fd, path):
+                    return  # consumed by another reader meanwhile
+            stat = os.fstat(fd)
+            if inode is not None and stat.st_ino != inode:
+                return
+            keep = os.pread(fd, stat.st_size, through) if through is not None and through < stat.st_size else b""
+            if keep.strip():
+                atomic_write(path, keep)  # appenders waiting for the lock find the new file and re-open it
+            else:
+                remove_durably(path)
+        finally:
+            os.close(fd)
 
     def remove(self, day: date) -> None:
-        self.path(day).unlink(missing_ok=True)
+        self.consume(day)
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the file at `path` (not replaced or removed since it was opened)."""
+    try:
+        return os.lstat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False

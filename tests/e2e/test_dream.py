@@ -364,6 +364,7 @@ async def test_feedback_becomes_material_for_anti_patterns(stdio_server, home, s
         pip_id, retry_id = (a["result_id"] for a in report["applied"])
         pip = await call(client, "get_memory", id=pip_id)
         assert pip["category"] == "anti-patterns/python" and pip["metadata"] == {"source": "dream"}
+        assert pip["tags"] == ["anti-pattern"]
         assert (await call(client, "get_memory", id=retry_id))["category"] == "anti-patterns/general"
         assert [(a["action"], a["reason"]) for a in report["rejected"]] == [
             ("archives", "1 archives are not part of the anti-patterns pass"),
@@ -382,7 +383,8 @@ async def test_feedback_becomes_material_for_anti_patterns(stdio_server, home, s
         assert "- Don't use pip to install packages in this repo — instead use uv" in directive
         # The consolidation material carries the correction for judging stale memories.
         consolidation = (await call(client, "dream", mode="agent"))["material"]["directive"]
-        assert "Recent corrections from the user" in consolidation and "use uv" in consolidation
+        assert "Recent feedback (a Correction makes" in consolidation and "use uv" in consolidation
+        assert "- UserThumbsUp: Nice summary" in consolidation and "- ToolFailure: search_memory" in consolidation
     assert "Traceback" not in stdio_server.logs[0].read_text()
 
 
@@ -451,6 +453,7 @@ async def test_preference_pass_reads_the_conversation_log(stdio_server, home, ca
         assert budget["metadata"] == {"source": "inferred", "requires_user_permission": "true"}
         assert dark["category"] == "user-preferences/ui" and dark["tags"] == ["ui", "inferred"]
         assert "requires_user_permission" not in dark["metadata"]
+        assert list((home / "conversations").glob("*.jsonl")) == []  # consumed, today's file included
 
         # Known preferences are listed for the next pass, so it does not repeat them.
         directive = (await call(client, "dream", dream_pass="preferences", mode="agent"))["material"]["directive"]
@@ -504,6 +507,13 @@ async def test_applying_one_preference_batch_keeps_the_turns_of_the_next_batches
         assert (await call(client, "apply_dream", plan=plan, dream_pass="preferences"))["applied"]
         second = (await call(client, "dream", dream_pass="preferences", mode="agent", offset=2))["material"]
         assert second["material"] == "3. [chat-1] user: Answers in British English, please"
+        # The user goes on talking while the agent thinks: that turn is not consumed with the ones it read.
+        await call(client, "record_turn", role="user", content="Short answers, please", session_id="chat-2")
+        plan = {"creates": [{"content": "The user writes British English"}]}
+        assert (await call(client, "apply_dream", plan=plan, dream_pass="preferences"))["applied"]
+        rest = (await call(client, "dream", dream_pass="preferences", mode="agent"))["material"]
+        assert rest["material"] == "1. [chat-2] user: Short answers, please"
+        assert not log.exists()  # yesterday's file worked through and removed
 
 
 async def test_an_anti_pattern_with_a_typographic_apostrophe_is_in_the_form(client, call) -> None:

@@ -81,3 +81,25 @@ async def test_sampling_over_stdio(stdio_server, home, call) -> None:
         assert result["mode"] == "sampling" and result["report"]["dry_run"] is True
         assert [(x["action"], x["ids"]) for x in result["report"]["applied"]] == [("archive", [b])]
         assert all(not h["entry"]["archived_at"] for h in (await call(c, "search_memory"))["results"])
+
+
+async def test_a_merge_from_the_clients_model_that_drops_a_negation_or_a_date_is_refused(settings_for, call) -> None:
+    model = ClientModel("")
+    async with Client(build_server(settings_for()), sampling_callback=model) as client:
+        a = (await call(client, "save_memory", content="The user never wants emails on Fridays"))["id"]
+        b = (await call(client, "save_memory", content="On Fridays the user never wants emails"))["id"]
+        c = (await call(client, "save_memory", content="The dentist appointment is on 2026-03-05"))["id"]
+        d = (await call(client, "save_memory", content="Dentist appointment: 2026-03-05, 9:30"))["id"]
+        merges = [
+            {"ids": [a, b], "content": "The user wants emails on Fridays"},
+            {"ids": [c, d], "content": "The dentist appointment is in March"},
+        ]
+        model.answers = [json.dumps({"merges": merges})]
+        report = (await call(client, "dream"))["report"]
+        assert report["mode"] == "sampling" and report["applied"] == []
+        assert [x["reason"] for x in report["rejected"]] == [
+            "the merged text drops details of its sources: not want",
+            "the merged text drops details of its sources: 03, 05, 2026, 9:30",
+        ]
+        for entry_id in (a, b, c, d):
+            assert (await call(client, "get_memory", id=entry_id))["archived_at"] is None

@@ -69,6 +69,16 @@ def test_dream_harness_runs_at_tiny_size(tmp_path: Path) -> None:
     assert not (tmp_path / "dream-400").exists()
 
 
+def test_dream_harness_merges_large_near_duplicates(tmp_path: Path) -> None:
+    """Five ~100 KB near-duplicates, every name, number and date in common: merged into one (the time it
+    takes is the benchmark's figure, not asserted here)."""
+    from benchmarks import dream
+
+    report = dream.run_large(5, tmp_path)
+    assert report["entry_bytes"] > 90_000 and report["applied"] == ["merge"] and report["rejected"] == []
+    assert not (tmp_path / "dream-large-5").exists()
+
+
 def test_writers_harness_runs_three_writers_and_finds_every_save(tmp_path: Path) -> None:
     report = writers.run(300, saves=15, root=tmp_path, delay_s=1.0)
     assert report["one_writer"]["saves"] == 15 and report["three_writers"]["saves"] == 45

@@ -123,9 +123,10 @@ def register(server: MCPServer) -> None:
         dream_pass: Annotated[DreamPass, Field(description="The pass the plan answers")] = "consolidation",
         dry_run: Annotated[bool, Field(description="Report what would change, change nothing")] = False,
     ) -> DreamReport:
-        """Apply a dream plan. Every action is checked: unknown ids, protected memories, merges that drop a name
-        or number of their sources, and actions outside the pass are refused and listed in `rejected` with the
-        reason; merge sources are archived (superseded by the merged memory), never deleted."""
+        """Apply a dream plan. Every action is checked: unknown ids, protected memories, merges of memories that
+        contradict each other or that drop a name, number, date or negation of their sources, memories changed
+        since you read them, and actions outside the pass are refused and listed in `rejected` with the reason;
+        merge sources are archived (superseded by the merged memory), never deleted."""
         return services(ctx).dreamer().apply(plan, dream_pass, mode="agent", dry_run=dry_run)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))

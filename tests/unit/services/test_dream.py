@@ -29,12 +29,15 @@ from rockmem_mcp.models import (
     TripleInput,
 )
 from rockmem_mcp.services.conversation import conversation_log
-from rockmem_mcp.services.dream import DreamBusy, Dreamer, details, lost_details, protected
+from rockmem_mcp.services.dream import DreamBusy, Dreamer, protected
+from rockmem_mcp.services.embedding import Embedder
+from rockmem_mcp.services.fact_check import details
+from rockmem_mcp.services.fact_check import lost_facts as lost_details
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
 
-from .helpers import T0, FakeClock, Services
+from .helpers import T0, FakeClock, FakeProvider, Services
 
 PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
 ALLOWED = {
@@ -524,7 +527,7 @@ def turn(day: date, text: str, role: str = "user") -> ConversationTurn:
     return ConversationTurn(session_id="chat-1", role=role, content=text, at=at)  # type: ignore[arg-type]
 
 
-def test_the_preferences_pass_clears_conversation_days_before_today_after_a_real_run(
+def test_the_preferences_pass_consumes_the_turns_it_read_today_included(
     dreamer: Dreamer, settings: Settings, clock: FakeClock
 ) -> None:
     log = conversation_log(settings)
@@ -537,8 +540,36 @@ def test_the_preferences_pass_clears_conversation_days_before_today_after_a_real
         dreamer.apply(DreamPlan(), other)
     assert log.days() == [older, yesterday, today]
     dreamer.apply(DreamPlan(), "preferences")
-    assert log.days() == [today]
-    assert [t.content for t in log.read(today)] == [f"turn on {today}"]
+    assert log.days() == []  # RockBot: cleared after the pass, whatever the model proposed (nothing here)
+
+
+def test_turns_logged_after_the_agent_read_the_log_are_kept_for_the_next_pass(
+    dreamer: Dreamer, settings: Settings
+) -> None:
+    log = conversation_log(settings)
+    today = T0.date()
+    log.append(turn(today, "No emojis, please"), today)
+    assert dreamer.material("preferences").items == 1  # the agent reads the log to its end
+    log.append(turn(today, "Answers in British English, please"), today)  # the user goes on meanwhile
+    dreamer.apply(DreamPlan(creates=[PlanCreate(content="The user wants no emojis")]), "preferences")
+    assert [t.content for t in log.read(today)] == ["Answers in British English, please"]
+    assert dreamer.material("preferences").material == "1. [chat-1] user: Answers in British English, please"
+
+
+def test_a_log_longer_than_a_batch_is_consumed_once_the_agent_has_read_every_batch(
+    service: MemoryService, graph: GraphService, settings: Settings, clock: FakeClock
+) -> None:
+    small = settings.model_copy(update={"dream_batch_size": 2})
+    dreamer = Dreamer(service, graph, small, Templates(small.prompts_dir), clock)
+    log = conversation_log(small)
+    for day, text in [(T0.date() - DAY, "one"), (T0.date() - DAY, "two"), (T0.date(), "three")]:
+        log.append(turn(day, text), day)
+    assert dreamer.material("preferences", 0).remaining == 1
+    dreamer.apply(DreamPlan(), "preferences")  # a plan for the first batch: the rest is still unread
+    assert [t.content for day in log.days() for t in log.read(day)] == ["one", "two", "three"]
+    assert dreamer.material("preferences", 2).items == 1
+    dreamer.apply(DreamPlan(), "preferences")
+    assert log.days() == []
 
 
 # ---------------------------------------------------------------------------------------------- anti-patterns
@@ -554,6 +585,16 @@ def test_an_anti_pattern_is_created_under_anti_patterns(
     [entry] = created(service, report)
     assert entry.category == expected and entry.content == content
     assert entry.metadata["source"] == "dream" and "inferred" not in entry.tags
+    assert entry.tags == ["anti-pattern"]  # RockBot's tag for them
+
+
+def test_an_anti_pattern_keeps_its_own_tags_and_gets_the_anti_pattern_tag(
+    dreamer: Dreamer, service: MemoryService
+) -> None:
+    content = "Don't run the full suite for a docs change — instead run the docs tests"
+    plan = DreamPlan(creates=[PlanCreate(content=content, tags=["testing", "Anti-Pattern"])])
+    [entry] = created(service, dreamer.apply(plan, "anti-patterns"))
+    assert entry.tags == ["testing", "Anti-Pattern"]  # already tagged (case aside): not twice
 
 
 @pytest.mark.parametrize(
@@ -842,6 +883,67 @@ def test_near_duplicates_by_word_overlap_are_merged_and_different_memories_kept(
     assert dropped_details([a.content, b.content], service.get(merge.result_id).content) == []
 
 
+CONTRADICTIONS = [
+    ("Bob is allergic to peanuts", "Bob is not allergic to peanuts"),
+    ("The user wants emails about releases", "The user never wants emails about releases"),
+]
+
+
+@pytest.mark.parametrize("embeddings", [False, True], ids=["word-overlap", "embeddings"])
+def test_contradicting_memories_are_reported_never_merged(
+    services: Services, graph: GraphService, settings: Settings, clock: FakeClock, embeddings: bool
+) -> None:
+    """Word sets drop "not" and "never" as stopwords and embeddings barely see them: without a check, each of
+    these pairs was a near-duplicate and merged into one text that kept only one of the two polarities."""
+    embedder = Embedder(settings.model_copy(update={"embedding_model": "given"}), opener=lambda _: FakeProvider())
+    service = services.open(clock=clock, embedder=embedder if embeddings else None, embed_in_background=False)
+    pairs = [(seed(service, a), seed(service, b)) for a, b in CONTRADICTIONS]
+    twins = (
+        seed(service, "the user drinks green tea every morning"),
+        seed(service, "every morning the user drinks green tea"),
+    )
+    if embeddings:
+        service.vector_worker.drain()
+        ids, matrix = service.vectors_for([e.id for pair in pairs for e in pair]) or ([], None)
+        assert len(ids) == 4 and all(float(matrix[i] @ matrix[i + 1]) >= 0.88 for i in (0, 2))  # near-duplicates
+    dreamer = Dreamer(service, graph, settings, Templates(settings.prompts_dir), clock)
+    report = dreamer.run_deterministic()
+    assert [x.ids for x in report.applied if x.action == "merge"] == [[e.id for e in twins]]
+    assert sorted(x.ids for x in report.contradictions) == sorted([a.id, b.id] for a, b in pairs)
+    assert {x.reason for x in report.contradictions} == {
+        "one negates what the other affirms: allerg",
+        "one negates what the other affirms: want",
+    }
+    assert "2 contradictions to resolve" in report.summary
+    assert report_file(settings, report).contradictions == report.contradictions
+    for a, b in pairs:
+        assert service.get(a.id) == a and service.get(b.id) == b
+
+
+def test_a_merge_that_drops_a_negation_a_date_or_a_name_is_refused(dreamer: Dreamer, service: MemoryService) -> None:
+    a = seed(service, "Bob is not allergic to peanuts")
+    b = seed(service, "Bob isn't allergic to peanuts; checked on Friday 2026-03-05")
+    c = seed(service, "Bob is allergic to peanuts")
+    plan = DreamPlan(
+        merges=[
+            PlanMerge(ids=[a.id, b.id], content="Bob is allergic to peanuts; checked on Friday 2026-03-05"),
+            PlanMerge(ids=[a.id, b.id], content="He is not allergic to peanuts; checked 2026-03"),
+            PlanMerge(ids=[a.id, c.id], content="Bob is not allergic to peanuts"),
+        ]
+    )
+    report = dreamer.apply(plan, "consolidation")
+    assert report.applied == []
+    assert [x.reason for x in report.rejected] == [
+        "the merged text drops details of its sources: not allerg",
+        "the merged text drops details of its sources: 05, bob, friday",
+        f"{a.id} and {c.id} contradict each other (one negates what the other affirms: allerg): keep both, or "
+        "archive one",
+    ]
+    assert not any(service.get(e.id).archived for e in (a, b, c))
+    kept = PlanMerge(ids=[a.id, b.id], content="Bob does not seem allergic to peanuts; checked on Friday 2026-03-05")
+    assert kinds(dreamer.apply(DreamPlan(merges=[kept]), "consolidation").applied) == ["merge"]
+
+
 def test_duplicates_with_a_protected_member_are_not_merged(
     dreamer: Dreamer, service: MemoryService, settings: Settings
 ) -> None:
@@ -998,14 +1100,24 @@ def test_consolidation_material_lists_live_memories_with_ids_and_flags(
     gone = seed(service, "archived note", archived_at=T0 - DAY)
     graph.add_entities([{"name": "Alice"}, {"name": "Falcon"}])
     dreamer.feedback.record("Correction", "No: the deploy day is Wednesday", "chat-1")
+    dreamer.feedback.record("ToolFailure", "search_memory timed out", "chat-1")
+    dreamer.feedback.record("SessionSummary", "planned the release", "chat-1")
     dreamer.feedback.record("UserThumbsUp", "nice answer", "chat-1")
+    dreamer.feedback.record("UserThumbsDown", "too long", "chat-1")
     material = dreamer.material("consolidation")
     assert material.dream_pass == "consolidation" and material.items == 2 and material.remaining == 0
     lines = material.material.splitlines()
     assert lines[0] == f"1. [{p.id}] (uncategorized) importance=0.90 reinforced=2 PROTECTED: {p.content}"
     assert lines[1] == f"2. [{a.id}] (user-preferences) #tea #drink importance=0.40 reinforced=1: the user drinks tea"
     assert gone.id not in material.material
-    assert "the deploy day is Wednesday" in material.directive and "nice answer" not in material.directive
+    feedback = material.directive.split("Recent feedback (a Correction makes the memories it contradicts stale):\n")[1]
+    assert feedback.splitlines() == [  # every kind of signal, as RockBot's consolidation reads them
+        "- Correction: No: the deploy day is Wednesday",
+        "- ToolFailure: search_memory timed out",
+        "- SessionSummary: planned the release",
+        "- UserThumbsUp: nice answer",
+        "- UserThumbsDown: too long",
+    ]
     assert "{{" not in material.directive
     assert set(material.plan_schema["properties"]) == set(FIELDS)
     entities = dreamer.material("entities")

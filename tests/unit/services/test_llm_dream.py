@@ -11,6 +11,7 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import LLMError
+from rockmem_mcp.services.conversation import ConversationMemory, conversation_log
 from rockmem_mcp.services.dream import Dreamer
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.llm import ChatLLM
@@ -162,3 +163,45 @@ def test_the_entities_pass_fills_the_graph(home, server) -> None:
     report = dreamer.run_llm("entities", llm(settings))
     assert [x.action for x in report.applied] == ["entity", "entity", "triple"]
     assert [f.line() for f in dreamer.graph.traverse("alice").facts] == ["- Alice --leads--> Falcon (confidence=0.90)"]
+
+
+def test_the_preference_pass_consumes_every_turn_it_sent_whatever_the_model_answered(home, server) -> None:
+    """RockBot clears the log after the pass "regardless of LLM success or failure": the turns sent to the
+    model are consumed even when it fails on them; the turns it never saw (after the failure) are the next
+    run's, so a long log is worked through instead of restarting from its first turn every time."""
+    settings, memory, dreamer = home
+    settings = settings.model_copy(update={"dream_batch_size": 2, "conversation_log": True})
+    dreamer = Dreamer(memory, dreamer.graph, settings, dreamer.templates)
+    log = conversation_log(settings)
+    texts = ["No emojis, please", "I said no emojis!", "Use metric units", "Metric, please", "Dark theme"]
+    for text in texts:
+        ConversationMemory(settings).record("chat-1", "user", text)
+    emojis = {"creates": [{"content": "The user wants answers without emojis"}]}
+    server.replies = [chat(emojis), chat("not JSON"), chat("still not JSON")]
+    report = dreamer.run_llm("preferences", llm(settings))
+    assert [x.action for x in report.applied] == ["create"]  # the first batch's plan
+    assert "gave no valid answer" in report.rejected[0].reason  # the second batch failed
+    assert [t.content for day in log.days() for t in log.read(day)] == ["Dark theme"]  # never sent: kept
+
+    server.replies = [chat({})]  # the next run reads on from there and nothing is left after it
+    dreamer.run_llm("preferences", llm(settings))
+    assert "1. [chat-1] user: Dark theme" in server.requests[-1][0]["messages"][1]["content"]
+    assert log.days() == []
+
+
+def test_a_merge_from_the_server_model_that_inverts_a_fact_is_refused(home, server) -> None:
+    settings, memory, dreamer = home
+    a = memory.save("Bob is not allergic to peanuts", "people").id
+    b = memory.save("Bob isn't allergic to peanuts, says his doctor", "people").id
+    c = memory.save("Bob is allergic to peanuts", "people").id
+    merges = [
+        {"ids": [a, b], "content": "Bob is allergic to peanuts, says his doctor"},
+        {"ids": [a, c], "content": "Bob is not allergic to peanuts"},
+    ]
+    server.replies = [chat({"merges": merges})]
+    report = dreamer.run_llm("consolidation", llm(settings))
+    assert report.applied == [] and [x.reason for x in report.rejected] == [
+        "the merged text drops details of its sources: not allerg",
+        f"{a} and {c} contradict each other (one negates what the other affirms: allerg): keep both, or archive one",
+    ]
+    assert not any(e.archived for e in memory.iter_entries())

@@ -215,3 +215,55 @@ def test_days_are_dates_not_datetimes(log: DailyLog[Note]) -> None:
     log.append(Note(writer="a", n=0), D1)
     [day] = log.days()
     assert type(day) is date and not isinstance(day, datetime)
+
+
+def test_consume_drops_what_was_read_and_keeps_what_was_appended_since(log: DailyLog[Note], directory: Path) -> None:
+    for n in range(3):
+        log.append(Note(writer="a", n=n), D1)
+    read, inode = log.read_positions(D1)
+    assert [r.n for r, _ in read] == [0, 1, 2] and read[-1][1] == (directory / "2024-05-01.jsonl").stat().st_size
+    log.append(Note(writer="a", n=3), D1)
+    log.consume(D1, read[1][1], inode=inode + 1)  # offsets of another file: nothing happens
+    assert [r.n for r in log.read(D1)] == [0, 1, 2, 3]
+    log.consume(D1, read[1][1], inode=inode)
+    assert [r.n for r in log.read(D1)] == [2, 3]
+    log.consume(D1, read[1][1], inode=inode)  # the file was replaced: those offsets are stale
+    assert [r.n for r in log.read(D1)] == [2, 3]
+    log.append(Note(writer="a", n=4), D1)  # appends go on in the new file
+    records, inode = log.read_positions(D1)
+    log.consume(D1, records[-1][1], inode)
+    assert log.days() == [] and list(directory.iterdir()) == []
+
+
+def test_a_line_being_written_is_neither_read_nor_consumed(log: DailyLog[Note], directory: Path) -> None:
+    log.append(Note(writer="a", n=0), D1)
+    with (directory / "2024-05-01.jsonl").open("ab") as f:
+        f.write(b'{"writer": "b", "n"')  # half of a line another process is writing
+    read, inode = log.read_positions(D1)
+    assert [r.n for r, _ in read] == [0]
+    log.consume(D1, read[-1][1], inode)
+    assert (directory / "2024-05-01.jsonl").read_bytes() == b'{"writer": "b", "n"'
+
+
+def test_writers_in_other_processes_lose_nothing_while_a_reader_consumes(directory: Path) -> None:
+    """Every record appended is either read before it is consumed or still in the file: an appender that
+    opened the file a consumer then replaced re-opens the new one instead of writing into the old."""
+    context = multiprocessing.get_context("fork")
+    start = context.Event()
+    count = 60
+    writers = [context.Process(target=_write, args=(str(directory), w, count, start)) for w in "ab"]
+    for process in writers:
+        process.start()
+    log = DailyLog(directory, Note)
+    consumed: list[Note] = []
+    start.set()
+    while any(process.is_alive() for process in writers) or log.days():
+        records, inode = log.read_positions(D1)
+        if records:
+            consumed += [r for r, _ in records]
+            log.consume(D1, records[-1][1], inode)
+    for process in writers:
+        process.join(60)
+        assert process.exitcode == 0
+    for writer in "ab":
+        assert [r.n for r in consumed if r.writer == writer] == list(range(count))
