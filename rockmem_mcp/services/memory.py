@@ -46,6 +46,7 @@ from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine
+from rockmem_mcp.storage.id_locks import IdLocks
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class MemoryService:
         settings.memory_dir.mkdir(parents=True, exist_ok=True)
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
+        self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
         self._changes_since_snapshot = 0
         self._vectors_since_snapshot = 0
@@ -172,21 +174,27 @@ class MemoryService:
         for category, stems in on_disk.items():
             for stem in stems:
                 folders.setdefault(stem, []).append(category)
-        for stem, categories in folders.items():
-            if len(categories) < 2:
+        for stem, listed in folders.items():
+            if len(listed) < 2:
                 continue
-            paths = {c: self.files.path_for(stem, c) for c in categories}
-            indexed = index.location(stem) if index is not None and stem in index else None
-            if indexed is not None and indexed.category in paths:
-                newest = indexed.category
-            else:
-                newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
-            for category in categories:
-                if category != newest:
-                    moved = quarantine(self.settings.home, paths[category], self._clock())
-                    log.warning("memory %s was in two folders; kept %s, moved the other to %s", stem,
-                                paths[newest], moved)  # fmt: skip
-                    on_disk[category].discard(stem)
+            with self._id_locks.hold([stem]):  # a move in flight holds it: its old file is about to go
+                categories = [c for c in listed if self.files.path_for(stem, c).exists()]
+                for category in set(listed) - set(categories):
+                    on_disk[category].discard(stem)  # gone since the listing: a move finished
+                if len(categories) < 2:
+                    continue
+                paths = {c: self.files.path_for(stem, c) for c in categories}
+                indexed = index.location(stem) if index is not None and stem in index else None
+                if indexed is not None and indexed.category in paths:
+                    newest = indexed.category
+                else:
+                    newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
+                for category in categories:
+                    if category != newest:
+                        moved = quarantine(self.settings.home, paths[category], self._clock())
+                        log.warning("memory %s was in two folders; kept %s, moved the other to %s", stem,
+                                    paths[newest], moved)  # fmt: skip
+                        on_disk[category].discard(stem)
 
     def _reconcile_with_files(self, index: MemoryIndex, since_ns: int = 0) -> None:
         """Catch files added, moved, removed or rewritten behind the journal's back (by hand, or a crash
@@ -382,7 +390,7 @@ class MemoryService:
         for entry in entries:
             unique.pop(entry.id, None)
             unique[entry.id] = entry  # last one wins, in order
-        with self._lock:
+        with self._lock, self._id_locks.hold(unique):
             self._sync()
             moved = []
             replaced = 0
@@ -405,7 +413,7 @@ class MemoryService:
         background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
         if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
             raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
-        with self._lock:
+        with self._lock, self._id_locks.hold(changes):
             self._sync()
             updated = []
             for entry_id, fields in changes.items():
@@ -462,8 +470,8 @@ class MemoryService:
             raise InvalidInputError(
                 "nothing to update: pass at least one of content, category, tags, metadata, importance"
             )
-        with self._lock:
-            self._sync()
+        with self._lock, self._id_locks.hold([validate_entry_id(entry_id)]):
+            self._sync()  # under the id's lock: a delete, archive or move another process finished is seen
             current, location = self._read_current(entry_id)
             updated = current.model_copy(update={**changes, "updated_at": self._clock()})
             self.files.write(updated)
@@ -479,7 +487,7 @@ class MemoryService:
     ) -> DeleteResult:
         """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
         names the entry that replaces an archived one (a dream merge)."""
-        with self._lock:
+        with self._lock, self._id_locks.hold([validate_entry_id(entry_id)]):
             self._sync()
             current, location = self._read_current(entry_id)
             if permanent:
