@@ -54,7 +54,7 @@ class IdLocks:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    log.debug("waiting for another process's write (%d id(s), lock %s-%02d)", len(wanted), self.prefix, stripe)
+                    log.debug("waiting for another process's write (lock %s-%02d)", self.prefix, stripe)
                     fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
