@@ -412,6 +412,8 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{report.home}: {verdict} (checked {checked or 'nothing: no home yet'})", file=sys.stderr)
         if report.quarantine:
             print(f"bad files moved to {report.quarantine}/ (nothing deleted)", file=sys.stderr)
+        if report.in_use_by:
+            print(f"in use by {', '.join(report.in_use_by)}: a write in flight may show here", file=sys.stderr)
         if report.findings and not args.fix:
             print("run with --fix to repair (stop servers on this home first)", file=sys.stderr)
     unfixed = [f for f in report.findings if not f.fixed]

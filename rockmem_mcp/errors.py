@@ -24,6 +24,10 @@ class NotFoundError(RockmemError, LookupError):
     """No entry with the given id."""
 
 
+class HomeInUseError(RockmemError):
+    """An operation that needs the data home to itself (doctor --fix) found other processes using it."""
+
+
 class CorruptEntryError(RockmemError):
     """An entry file exists but cannot be parsed."""
 
