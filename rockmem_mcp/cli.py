@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.errors import RockmemError, reporting_io_errors
 from rockmem_mcp.storage.no_follow import refuse_linked_store_folders
 
 log = logging.getLogger("rockmem_mcp")
@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             refuse_linked_store_folders(settings.store_dirs)
         if command == "serve":
             return _serve(settings, args)
-        return COMMANDS[command](settings, args)
+        with reporting_io_errors(f"running {command}"):
+            return COMMANDS[command](settings, args)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 1

@@ -5,7 +5,9 @@ They become MCP error results in one place (the tool boundary) and CLI error lin
 
 from __future__ import annotations
 
+import contextlib
 import errno
+from collections.abc import Iterator
 
 
 class RockmemError(Exception):
@@ -43,6 +45,34 @@ class EmbeddingRefused(EmbeddingError):
 
 class LLMError(RockmemError):
     """The language model endpoint could not produce a usable answer (unreachable, refused, malformed)."""
+
+
+class StorageError(RockmemError):
+    """The disk refused a read or write (full, read-only, failing): the message says which and while doing what."""
+
+    @classmethod
+    def of(cls, exc: OSError, doing: str) -> StorageError:
+        """The one mapping of an OSError to what a user or model is told."""
+        where = f" ({exc.filename})" if exc.filename else ""
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cls(f"disk full while {doing}{where}: {reason}; free space and try again")
+        if exc.errno == errno.EROFS:
+            return cls(f"read-only filesystem while {doing}{where}: {reason}")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return cls(f"permission denied while {doing}{where}: {reason}; check the data home's owner and mode")
+        return cls(f"I/O error while {doing}{where}: {reason}")
+
+
+@contextlib.contextmanager
+def reporting_io_errors(doing: str) -> Iterator[None]:
+    """Turn an OSError from the body into a StorageError saying what was being done (domain errors pass)."""
+    try:
+        yield
+    except RockmemError:
+        raise
+    except OSError as exc:
+        raise StorageError.of(exc, doing) from exc
 
 
 class LinkRefusedError(RockmemError, OSError):

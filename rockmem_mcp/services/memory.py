@@ -7,6 +7,7 @@ worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -22,7 +23,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, reporting_io_errors
 from rockmem_mcp.models import (
     CategoryCount,
     CategoryTree,
@@ -371,15 +372,38 @@ class MemoryService:
         entry = self.prepare_entry(
             {"content": content, "category": category, "tags": tags, "metadata": metadata, "importance": importance}
         )
-        with self._lock:
+        with self._lock, reporting_io_errors("saving memory"):
             # No catch-up with other processes first: a new id touches nothing they wrote, and the next read
             # catches up on all of it at once (a write storm from several processes indexes in batches).
             while entry.id in self.index or self.files.path_for(entry.id, entry.category).exists():
                 entry = entry.model_copy(update={"id": new_entry_id()})
             self.files.write(entry)
-            self.index.upsert(entry)
-            self._record([entry])
+            with self._undone_on_error(None, entry):
+                self.index.upsert(entry)
+                self._record([entry])
         return entry
+
+    @contextlib.contextmanager
+    def _undone_on_error(self, before: MemoryEntry | None, after: MemoryEntry | None) -> Iterator[None]:
+        """Once an entry's file changed from `before` to `after` (None: no file), a failure of the steps
+        that follow (the journal append: a full disk) puts `before` back, so a write that reports an error
+        leaves nothing behind and a retry makes no duplicate. Caller holds the lock."""
+        try:
+            yield
+        except BaseException:
+            try:
+                if before is not None:
+                    self.files.write(before)
+                if after is not None and (before is None or before.category != after.category):
+                    self.files.remove(EntryLocation(after.id, after.category))
+            except OSError as exc:
+                entry_id = before.id if before is not None else after.id if after is not None else "?"
+                log.warning("could not undo a failed write of memory %s: %s", entry_id, exc)
+            if before is not None:
+                self.index.upsert(before)
+            elif after is not None:
+                self.index.remove(after.id)
+            raise
 
     def save_many(self, entries: list[MemoryEntry]) -> int:
         """Write a batch (import): one durable flush for all files; ids already present are replaced.
@@ -470,16 +494,18 @@ class MemoryService:
             raise InvalidInputError(
                 "nothing to update: pass at least one of content, category, tags, metadata, importance"
             )
-        with self._lock, self._id_locks.hold([validate_entry_id(entry_id)]):
+        validate_entry_id(entry_id)
+        with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"updating memory {entry_id}"):
             self._sync()  # under the id's lock: a delete, archive or move another process finished is seen
             current, location = self._read_current(entry_id)
             updated = current.model_copy(update={**changes, "updated_at": self._clock()})
             self.files.write(updated)
-            moved = location.category != updated.category
-            if moved:
-                self.files.remove(location)
-            self.index.upsert(updated)
-            self._record([updated], [location] if moved else [])
+            with self._undone_on_error(current, updated):
+                moved = location.category != updated.category
+                if moved:
+                    self.files.remove(location)
+                self.index.upsert(updated)
+                self._record([updated], [location] if moved else [])
         return updated
 
     def delete(
@@ -487,14 +513,16 @@ class MemoryService:
     ) -> DeleteResult:
         """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
         names the entry that replaces an archived one (a dream merge)."""
-        with self._lock, self._id_locks.hold([validate_entry_id(entry_id)]):
+        validate_entry_id(entry_id)
+        with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"deleting memory {entry_id}"):
             self._sync()
             current, location = self._read_current(entry_id)
             if permanent:
                 self.files.remove(location)
-                self.index.remove(entry_id)
-                self.vector_files.remove(entry_id)
-                self._record(removed=[location])
+                with self._undone_on_error(current, None):
+                    self.index.remove(entry_id)
+                    self._record(removed=[location])
+                self.vector_files.remove(entry_id)  # derived: after the delete is published
                 return DeleteResult(id=entry_id, permanent=True, entry=None)
             if current.archived:
                 return DeleteResult(id=entry_id, permanent=False, entry=current)
@@ -506,8 +534,9 @@ class MemoryService:
                 }
             )
             self.files.write(archived)
-            self.index.bm25.set_archived(entry_id, True)
-            self._record([archived])
+            with self._undone_on_error(current, archived):
+                self.index.bm25.set_archived(entry_id, True)
+                self._record([archived])
             return DeleteResult(id=entry_id, permanent=False, entry=archived)
 
     def search(
