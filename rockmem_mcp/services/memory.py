@@ -178,7 +178,9 @@ class MemoryService:
         for stem, listed in folders.items():
             if len(listed) < 2:
                 continue
-            with self._id_locks.hold([stem]):  # a move in flight holds it: its old file is about to go
+            with self._id_locks.hold([stem], wait=False) as alone:  # a move in flight holds it
+                if not alone:
+                    continue  # its old file is about to go; the index takes the newer copy meanwhile
                 categories = [c for c in listed if self.files.path_for(stem, c).exists()]
                 for category in set(listed) - set(categories):
                     on_disk[category].discard(stem)  # gone since the listing: a move finished

@@ -13,6 +13,8 @@ import pytest
 
 from rockmem_mcp.errors import NotFoundError
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.id_locks import IdLocks
+from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 from .helpers import Services, entry_files
 
@@ -109,3 +111,25 @@ def test_two_racing_moves_of_one_memory_leave_exactly_one_file(services: Service
     final = services.open().get(entry.id)
     assert files == [f"{final.category}/{entry.id}.json"]
     assert a.get(entry.id).category == b.get(entry.id).category == final.category
+
+
+def test_a_move_in_flight_in_another_process_is_not_taken_for_a_duplicate(services: Services) -> None:
+    """A store opening between a move's write of the new file and its removal of the old one (the mover holds
+    the id's lock) leaves both files alone; two files with nobody holding the lock (a crash) are settled."""
+    a = services.open()
+    entry = a.save("The build server is ci-3", category="infra")
+    services.close(a)
+    settings = services.settings
+    moved = entry.model_copy(update={"category": "ops"})
+    mover = MemoryFiles(settings.memory_dir)
+    with IdLocks(settings.index_dir, "memory").hold([entry.id]):
+        mover.write(moved)  # the other process is half-way through update(category="ops")
+        services.close(services.open())
+        assert not (settings.home / "quarantine").exists()
+        mover.remove(EntryLocation(entry.id, "infra"))
+    assert entry_files(settings) == [f"ops/{entry.id}.json"]
+    assert services.open().get(entry.id).category == "ops"
+
+    mover.write(entry)  # now a copy nobody is moving: settled at the next open
+    services.open()
+    assert len(entry_files(settings)) == 1 and (settings.home / "quarantine").exists()
