@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError
+from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError, reporting_io_errors
 from rockmem_mcp.storage.no_follow import read_only_reason, refuse_linked_store_folders
 from rockmem_mcp.text import visible
 
@@ -173,7 +173,8 @@ def _main(args: argparse.Namespace) -> int:
             refuse_linked_store_folders(settings.store_dirs)
         if command == "serve":
             return _serve(settings, args)
-        return COMMANDS[command](settings, args)
+        with reporting_io_errors(f"running {command}"):
+            return COMMANDS[command](settings, args)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 1
@@ -467,6 +468,8 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{report.home}: {verdict} (checked {checked or 'nothing: no home yet'})", file=sys.stderr)
         if report.quarantine:
             print(f"bad files moved to {report.quarantine}/ (nothing deleted)", file=sys.stderr)
+        if report.in_use_by:
+            print(f"in use by {', '.join(report.in_use_by)}: a write in flight may show here", file=sys.stderr)
         if report.findings and not args.fix:
             print("run with --fix to repair (stop servers on this home first)", file=sys.stderr)
     unfixed = [f for f in report.findings if not f.fixed]

@@ -5,7 +5,9 @@ They become MCP error results in one place (the tool boundary) and CLI error lin
 
 from __future__ import annotations
 
+import contextlib
 import errno
+from collections.abc import Iterator
 
 
 class RockmemError(Exception):
@@ -22,6 +24,10 @@ class InvalidInputError(RockmemError, ValueError):
 
 class NotFoundError(RockmemError, LookupError):
     """No entry with the given id."""
+
+
+class HomeInUseError(RockmemError):
+    """An operation that needs the data home to itself (doctor --fix) found other processes using it."""
 
 
 class CorruptEntryError(RockmemError):
@@ -44,6 +50,36 @@ class LLMError(RockmemError):
 class RefusedFileError(RockmemError, OSError):
     """A file inside the home that rockmem will not open (a link, a FIFO, a socket, a device). An OSError too,
     so a reader that skips unreadable files skips it; a tool reports it like any other refusal."""
+
+
+# The filesystem refusing a write: a read-only mount, or files this process may not write.
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class StorageError(RockmemError):
+    """The disk refused a read or write (full, read-only, failing): the message says which and while doing what."""
+
+    @classmethod
+    def of(cls, exc: OSError, doing: str) -> StorageError:
+        """The one mapping of an OSError to what a user or model is told."""
+        where = f" ({exc.filename})" if exc.filename else ""
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cls(f"disk full while {doing}{where}: {reason}; free space and try again")
+        if exc.errno in READ_ONLY_ERRNOS:  # one wording with the stores' own refusals
+            return ReadOnlyHomeError(exc.filename or "the data home", f"{reason}, while {doing}")
+        return cls(f"I/O error while {doing}{where}: {reason}")
+
+
+@contextlib.contextmanager
+def reporting_io_errors(doing: str) -> Iterator[None]:
+    """Turn an OSError from the body into a StorageError saying what was being done (domain errors pass)."""
+    try:
+        yield
+    except RockmemError:
+        raise
+    except OSError as exc:
+        raise StorageError.of(exc, doing) from exc
 
 
 class LinkRefusedError(RefusedFileError):
@@ -75,7 +111,7 @@ class SpecialFileError(RefusedFileError):
         return str(self.strerror)
 
 
-class ReadOnlyHomeError(RockmemError, OSError):
+class ReadOnlyHomeError(StorageError, OSError):
     """The data home (or the part a write needs) cannot be written by this process: a read-only mount, or files
     owned by another user. Reads go on working; an OSError too, so code that tolerates a failed write of
     derived data tolerates this one."""

@@ -8,8 +8,9 @@ the home (rockmem opens none). Fixing moves every bad user file to `quarantine/{
 — it never deletes a user's data — and symbolic links and special files too (the link, never its target);
 removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired working memory. A store
 folder that is a link is reported and nothing else is checked: the home does not open, and checking or fixing
-would go through the link. Run --fix with no server on the home (the server would re-create what it holds
-open).
+would go through the link. --fix needs the home to itself: it refuses, naming them, while servers or commands
+have it open (a write in flight could look broken), and a store opened during the repair waits for it. Without
+--fix the report says who has the home open.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
-from rockmem_mcp.storage.home_claim import quarantine
+from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
 
@@ -51,6 +52,7 @@ class DoctorReport:
     findings: list[Finding] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
     quarantine: str | None = None
+    in_use_by: list[str] = field(default_factory=list)  # processes with the home open (a report-only run)
 
     @property
     def healthy(self) -> bool:
@@ -63,6 +65,7 @@ class DoctorReport:
                 "healthy": self.healthy,
                 "checked": self.checked,
                 "quarantine": self.quarantine,
+                "in_use_by": self.in_use_by,
                 "findings": [f.__dict__ for f in self.findings],
             },
             indent=2,
@@ -77,10 +80,18 @@ class Doctor:
         self._quarantine_dir: Path | None = None
 
     def run(self, fix: bool = False) -> DoctorReport:
+        """Check the home; with `fix`, repair it, holding it exclusively (HomeInUseError while it is open)."""
         report = DoctorReport(home=str(self.home))
         self._started = self._clock()
         if not self.home.exists():
             return report
+        if not fix:
+            report.in_use_by = home_users(self.home)
+            return self._run(report, fix)
+        with home_to_itself(self.home):
+            return self._run(report, fix)
+
+    def _run(self, report: DoctorReport, fix: bool) -> DoctorReport:
         linked = linked_folders(self.settings.store_dirs)
         for folder in linked:
             detail = f"a symbolic link to {os.readlink(folder)}: the home does not open; move the folder itself here"

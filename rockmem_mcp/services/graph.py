@@ -59,6 +59,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
+from rockmem_mcp.storage.home_claim import HomeClaim
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, refuse_linked_store_folders
 
 try:
@@ -81,6 +82,7 @@ class GraphService:
     def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
         refuse_linked_store_folders(settings.store_dirs)  # also when opened without a memory store (CLI)
+        self._claim = HomeClaim(settings.home)  # the home is in use (doctor --fix waits for it to close)
         self.files = GraphFiles(settings.graph_dir)
         self.journal = ChangeJournal(settings.index_dir / "graph")
         self._clock = clock
@@ -99,6 +101,7 @@ class GraphService:
             log.warning("could not write the graph snapshot (%s)", exc)
         finally:
             self.journal.close()
+            self._claim.close()
 
     # ------------------------------------------------------------------ in-memory index
     def _load(self) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, reporting_io_errors
 from rockmem_mcp.models import (
     CategoryCount,
     CategoryTree,
@@ -48,6 +48,7 @@ from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
+from rockmem_mcp.storage.id_locks import IdLocks
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class MemoryService:
             log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
         self.journal = ChangeJournal(settings.index_dir)
+        self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
         self._changes_since_snapshot = 0
         self._vectors_since_snapshot = 0
@@ -178,21 +180,29 @@ class MemoryService:
         for category, stems in on_disk.items():
             for stem in stems:
                 folders.setdefault(stem, []).append(category)
-        for stem, categories in folders.items():
-            if len(categories) < 2:
+        for stem, listed in folders.items():
+            if len(listed) < 2:
                 continue
-            paths = {c: self.files.path_for(stem, c) for c in categories}
-            indexed = index.location(stem) if index is not None and stem in index else None
-            if indexed is not None and indexed.category in paths:
-                newest = indexed.category
-            else:
-                newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
-            for category in categories:
-                if category != newest:
-                    moved = quarantine(self.settings.home, paths[category], self._clock())
-                    log.warning("memory %s was in two folders; kept %s, moved the other to %s", stem,
-                                paths[newest], moved)  # fmt: skip
-                    on_disk[category].discard(stem)
+            with self._id_locks.hold([stem], wait=False) as alone:  # a move in flight holds it
+                if not alone:
+                    continue  # its old file is about to go; the index takes the newer copy meanwhile
+                categories = [c for c in listed if self.files.path_for(stem, c).exists()]
+                for category in set(listed) - set(categories):
+                    on_disk[category].discard(stem)  # gone since the listing: a move finished
+                if len(categories) < 2:
+                    continue
+                paths = {c: self.files.path_for(stem, c) for c in categories}
+                indexed = index.location(stem) if index is not None and stem in index else None
+                if indexed is not None and indexed.category in paths:
+                    newest = indexed.category
+                else:
+                    newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
+                for category in categories:
+                    if category != newest:
+                        moved = quarantine(self.settings.home, paths[category], self._clock())
+                        log.warning("memory %s was in two folders; kept %s, moved the other to %s", stem,
+                                    paths[newest], moved)  # fmt: skip
+                        on_disk[category].discard(stem)
 
     def _reconcile_with_files(self, index: MemoryIndex, since_ns: int = 0) -> None:
         """Catch files added, moved, removed or rewritten behind the journal's back (by hand, or a crash
@@ -383,15 +393,38 @@ class MemoryService:
         entry = self.prepare_entry(
             {"content": content, "category": category, "tags": tags, "metadata": metadata, "importance": importance}
         )
-        with self._lock:
+        with self._lock, reporting_io_errors("saving memory"):
             # No catch-up with other processes first: a new id touches nothing they wrote, and the next read
             # catches up on all of it at once (a write storm from several processes indexes in batches).
             while entry.id in self.index or self.files.path_for(entry.id, entry.category).exists():
                 entry = entry.model_copy(update={"id": new_entry_id()})
             self.files.write(entry)
-            self.index.upsert(entry)
-            self._record([entry])
+            with self._undone_on_error(None, entry):
+                self.index.upsert(entry)
+                self._record([entry])
         return entry
+
+    @contextlib.contextmanager
+    def _undone_on_error(self, before: MemoryEntry | None, after: MemoryEntry | None) -> Iterator[None]:
+        """Once an entry's file changed from `before` to `after` (None: no file), a failure of the steps
+        that follow (the journal append: a full disk) puts `before` back, so a write that reports an error
+        leaves nothing behind and a retry makes no duplicate. Caller holds the lock."""
+        try:
+            yield
+        except BaseException:
+            try:
+                if before is not None:
+                    self.files.write(before)
+                if after is not None and (before is None or before.category != after.category):
+                    self.files.remove(EntryLocation(after.id, after.category))
+            except OSError as exc:
+                entry_id = before.id if before is not None else after.id if after is not None else "?"
+                log.warning("could not undo a failed write of memory %s: %s", entry_id, exc)
+            if before is not None:
+                self.index.upsert(before)
+            elif after is not None:
+                self.index.remove(after.id)
+            raise
 
     def save_many(self, entries: list[MemoryEntry]) -> int:
         """Write a batch (import): one durable flush for all files; ids already present are replaced.
@@ -402,7 +435,7 @@ class MemoryService:
         for entry in entries:
             unique.pop(entry.id, None)
             unique[entry.id] = entry  # last one wins, in order
-        with self._lock:
+        with self._lock, self._id_locks.hold(unique):
             self._sync()
             moved = []
             replaced = 0
@@ -425,7 +458,7 @@ class MemoryService:
         background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
         if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
             raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
-        with self._lock:
+        with self._lock, self._id_locks.hold(changes):
             self._sync()
             updated = []
             for entry_id, fields in changes.items():
@@ -456,8 +489,10 @@ class MemoryService:
     def unchanged(self, seen: Iterable[MemoryEntry]) -> Iterator[list[str]]:
         """Hold the store's lock, catch up with other processes and yield the ids of `seen` that are no longer
         as seen (changed, archived or removed since they were read): a caller writes only when none is. For
-        background maintenance (the dream), so an acknowledged write is never replaced with older text."""
-        with self._lock:
+        background maintenance (the dream), so an acknowledged write is never replaced with older text. The
+        ids' write locks are held too, so no other process can change them between this check and the write."""
+        seen = list(seen)
+        with self._lock, self._id_locks.hold([entry.id for entry in seen]):
             self._sync()
             changed = []
             for entry in seen:
@@ -503,8 +538,9 @@ class MemoryService:
             raise InvalidInputError(
                 "nothing to update: pass at least one of content, category, tags, metadata, importance, restore"
             )
-        with self._lock:
-            self._sync()
+        validate_entry_id(entry_id)
+        with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"updating memory {entry_id}"):
+            self._sync()  # under the id's lock: a delete, archive or move another process finished is seen
             current, location = self._read_current(entry_id)
             if current.archived:
                 changes.update(_restored(current, restore))
@@ -512,11 +548,12 @@ class MemoryService:
                 return current
             updated = current.model_copy(update={**changes, "updated_at": self._clock()})
             self.files.write(updated)
-            moved = location.category != updated.category
-            if moved:
-                self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
-            self.index.upsert(updated)
-            self._record([updated], [location] if moved else [])
+            with self._undone_on_error(current, updated):
+                moved = location.category != updated.category
+                if moved:
+                    self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
+                self.index.upsert(updated)
+                self._record([updated], [location] if moved else [])
         return updated
 
     def delete(
@@ -526,14 +563,16 @@ class MemoryService:
         names the entry that replaces an archived one (a dream merge)."""
         if reason is not None:
             check_reason(reason)
-        with self._lock:
+        validate_entry_id(entry_id)
+        with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"deleting memory {entry_id}"):
             self._sync()
             current, location = self._read_current(entry_id)
             if permanent:
                 self.files.remove(location)
-                self.index.remove(entry_id)
-                self.vector_files.remove(entry_id)
-                self._record(removed=[location])
+                with self._undone_on_error(current, None):
+                    self.index.remove(entry_id)
+                    self._record(removed=[location])
+                self.vector_files.remove(entry_id)  # derived: after the delete is published
                 return DeleteResult(id=entry_id, permanent=True, entry=None)
             if current.archived:
                 return DeleteResult(id=entry_id, permanent=False, entry=current)
@@ -545,8 +584,9 @@ class MemoryService:
                 }
             )
             self.files.write(archived)
-            self.index.bm25.set_archived(entry_id, True)
-            self._record([archived])
+            with self._undone_on_error(current, archived):
+                self.index.bm25.set_archived(entry_id, True)
+                self._record([archived])
             return DeleteResult(id=entry_id, permanent=False, entry=archived)
 
     def search(

@@ -8,11 +8,16 @@ Rotation starts generation g+1 under an exclusive lock, so once g+1 exists nobod
 and a reader can finish g and move on. Generations before g are deleted at rotation; a reader that
 fell that far behind is told there is a gap and reloads from an index snapshot. The journal is derived
 data: the entry files are always the truth.
+
+A write cut short (a full disk, a crash) leaves a torn line, and the next append is glued to its end. A
+reader takes the record that starts after the torn part (records hold only ids and category names, so `{"w":`
+starts a record and nothing else), so a torn line never hides a record written after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -122,12 +127,14 @@ class ChangeJournal:
             return
         data = "".join(json.dumps({"w": self.writer_id, **r}, separators=(",", ":")) + "\n" for r in records).encode()
         with self._locked(exclusive=False):
-            generation = self._ensure_generation()
-            fd = open_fd(self._path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            path = self._path(self._ensure_generation())
+            fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
-                os.write(fd, data)
+                written = os.write(fd, data)
             finally:
                 os.close(fd)
+        if written < len(data):  # a regular file takes less only when it cannot grow: the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device (a journal write was cut short)", str(path))
 
     def end(self) -> JournalPosition:
         generation = self._ensure_generation()
@@ -167,8 +174,10 @@ class ChangeJournal:
             try:
                 record = json.loads(line)
             except ValueError:
-                log.warning("skipping an unreadable line in the change journal in %s", self.directory)
-                continue
+                record = _after_torn_start(line)
+                if record is None:
+                    log.warning("skipping an unreadable line in the change journal in %s", self.directory)
+                    continue
             if isinstance(record, dict) and record.get("w") != self.writer_id:
                 yield record
 
@@ -183,3 +192,14 @@ class ChangeJournal:
                     with contextlib.suppress(OSError):
                         os.unlink(self.directory / name)
             return JournalPosition(current + 1, 0)
+
+
+def _after_torn_start(line: bytes) -> Any:
+    """The record glued to the end of a torn one, or None."""
+    start = line.rfind(b'{"w":', 1)
+    if start <= 0:
+        return None
+    try:
+        return json.loads(line[start:])
+    except ValueError:
+        return None

@@ -4,16 +4,20 @@ Every open memory store holds a shared lock on `{home}/.rockmem.lock`. A store t
 exclusive lock instead is alone on the home, so no other process can be half-way through a write: it
 first removes the temp files that interrupted writes left anywhere in the home (they were never
 acknowledged: the rename that publishes a write had not happened), then keeps a shared lock like the rest.
+A repair that moves files (doctor --fix) takes the lock exclusively for its whole run: it refuses while any
+store is open, naming the processes, and a store opened meanwhile waits until the repair is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+from rockmem_mcp.errors import HomeInUseError
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.no_follow import (
     open_existing,
@@ -61,7 +65,11 @@ class HomeClaim:
             self.cleaned = remove_temp_files(home)
             if self.cleaned:
                 log.info("removed %d temp file(s) left by interrupted writes in %s", self.cleaned, home)
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for %s: another process has it to itself (doctor --fix, or a start clearing up)", home)
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -75,6 +83,49 @@ def read_only_notice(home: Path, reason: str) -> str:
         "export work; saving, updating and deleting memories, working memory, graph changes, feedback, the "
         "conversation log and dreams are refused until it is writable"
     )
+
+
+@contextlib.contextmanager
+def home_to_itself(home: Path) -> Iterator[None]:
+    """Hold the home exclusively for the body; HomeInUseError, naming the processes, while any store is open."""
+    fd = open_fd(home / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holders = ", ".join(home_users(home)) or "another process"
+                raise HomeInUseError(
+                    f"{home} is in use by {holders}: stop it (the server, or a command still running) and run "
+                    "this again; doctor without --fix only reports and can run beside it"
+                ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def home_users(home: Path) -> list[str]:
+    """The processes holding the home's lock, as 'pid N (command line)', from /proc/locks (Linux; [] elsewhere)."""
+    try:
+        info = os.stat(home / LOCK_NAME)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    pids = sorted({int(p[4]) for line in lines if len(p := line.split()) > 5 and p[1] == "FLOCK" and p[5] == wanted})
+    return [f"pid {pid}{_command(pid)}" for pid in pids if pid != os.getpid()]
+
+
+def _command(pid: int) -> str:
+    """The process's command line, printable, cut at 400 characters (enough for a deep --home path)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+    except OSError:
+        return ""
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(w.decode(errors="replace") for w in words if w))
+    return f" ({text[:400]})" if text else ""
 
 
 def remove_temp_files(home: Path) -> int:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rockmem_mcp.errors import ConfigError, LinkRefusedError, ReadOnlyHomeError, SpecialFileError
+from rockmem_mcp.errors import READ_ONLY_ERRNOS, ConfigError, LinkRefusedError, ReadOnlyHomeError, SpecialFileError
 
 # O_NOFOLLOW refuses a link as the last part of the path; the folders above it are checked by real_folders.
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -28,7 +28,6 @@ NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 # How a filesystem says "not by you": a read-only mount, or files and folders this user may not change.
-READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:

@@ -9,7 +9,7 @@ from typing import ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.errors import RockmemError, reporting_io_errors
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -22,7 +22,8 @@ def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]],
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
-                return fn(*args, **kwargs)
+                with reporting_io_errors(f"running {fn.__name__}"):  # never a bare "Error executing tool"
+                    return fn(*args, **kwargs)
             except RockmemError as exc:
                 raise error(str(exc)) from exc
 

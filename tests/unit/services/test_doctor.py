@@ -7,7 +7,10 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import HomeInUseError
 from rockmem_mcp.services.doctor import Doctor, Finding
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
@@ -155,3 +158,16 @@ def test_a_memory_index_snapshot_that_disagrees_with_the_files_is_stale(settings
     assert {hit.entry.id for hit in reopened.search(category="notes").results} == {kept.id, "0000aaaa0001"}
     reopened.close()
     assert Doctor(settings).run().healthy
+
+
+def test_fix_is_refused_while_a_store_has_the_home_open_and_report_only_runs(settings: Settings) -> None:
+    stores = damaged_home(settings)
+    for opened in (lambda: MemoryService(settings), lambda: GraphService(settings)):  # a graph alone, too (CLI)
+        store = opened()
+        with pytest.raises(HomeInUseError, match="in use by"):
+            Doctor(settings).run(fix=True)
+        assert not (settings.home / "quarantine").exists()
+        assert Doctor(settings).run().findings  # the report still runs
+        store.close()
+    assert all((settings.home / relative).exists() for relative in stores)
+    assert Doctor(settings).run(fix=True).quarantine  # alone now: repaired

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from rockmem_mcp.storage import changes
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 
 
@@ -180,3 +183,41 @@ def test_removing_the_whole_journal_folder_gives_a_gap_not_an_exception(
     assert b.read_since(position).gap
     a.append([{"n": 2}])  # recreates the folder and a first generation
     assert generation_file(journal_dir, 1).exists()
+
+
+def _cut_short(monkeypatch: pytest.MonkeyPatch, keep: int) -> None:
+    """The next journal write stores only `keep` bytes, as a filesystem that ran out of space does."""
+    real_write = os.write
+
+    def short_write(fd: int, data: bytes) -> int:
+        monkeypatch.setattr(changes.os, "write", real_write)
+        return real_write(fd, data[:keep])
+
+    monkeypatch.setattr(changes.os, "write", short_write)
+
+
+def test_a_write_cut_short_is_a_disk_full_error_and_hides_no_later_record(
+    pair: tuple[ChangeJournal, ChangeJournal], journal_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = pair
+    start = b.end()
+    a.append([{"n": 1}])
+    _cut_short(monkeypatch, keep=12)
+    with pytest.raises(OSError) as raised:
+        a.append([{"n": 2}, {"n": 3}])
+    assert raised.value.errno == errno.ENOSPC
+    assert not generation_file(journal_dir, 1).read_bytes().endswith(b"\n")  # the torn line is on disk
+    a.append([{"n": 4}])  # glued to the torn line
+    a.append([{"n": 5}])
+    assert payloads(b.read_since(start).records) == [1, 4, 5]
+
+
+def test_a_torn_line_from_a_crash_does_not_hide_the_next_record(
+    pair: tuple[ChangeJournal, ChangeJournal], journal_dir: Path
+) -> None:
+    a, b = pair
+    start = b.end()
+    with generation_file(journal_dir, 1).open("ab") as f:
+        f.write(b'{"w":"writer-c","s":"memory","op":"put","id":"ab')  # a process died mid-write
+    a.append([{"n": 1}, {"n": 2}])
+    assert payloads(b.read_since(start).records) == [1, 2]

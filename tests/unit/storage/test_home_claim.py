@@ -1,10 +1,14 @@
-"""Temp files of interrupted writes are removed by the first store to open a home, never under another."""
+"""Temp files of interrupted writes are removed by the first store to open a home, never under another; a
+repair that needs the home to itself is refused while a store has it open."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rockmem_mcp.storage.home_claim import HomeClaim
+import pytest
+
+from rockmem_mcp.errors import HomeInUseError
+from rockmem_mcp.storage.home_claim import HomeClaim, home_to_itself, home_users
 
 
 def plant(home: Path) -> list[Path]:
@@ -39,3 +43,13 @@ def test_a_claim_beside_another_leaves_temp_files_alone(tmp_path: Path) -> None:
     third = HomeClaim(home)  # alone again
     assert third.cleaned == 2
     third.close()
+
+
+def test_the_home_to_itself_is_refused_while_a_store_has_it_open(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    claim = HomeClaim(home)
+    with pytest.raises(HomeInUseError, match=r"in use by another process"), home_to_itself(home):
+        pass  # (this process is not named)
+    claim.close()
+    with home_to_itself(home):  # alone: granted
+        assert home_users(home) == []
