@@ -66,8 +66,10 @@ class StorageError(RockmemError):
         reason = exc.strerror or str(exc) or type(exc).__name__
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return cls(f"disk full while {doing}{where}: {reason}; free space and try again")
-        if exc.errno in READ_ONLY_ERRNOS:  # one wording with the stores' own refusals
+        if exc.errno == errno.EROFS:  # one wording with the stores' own refusals of a write
             return ReadOnlyHomeError(exc.filename or "the data home", f"{reason}, while {doing}")
+        if exc.errno in (errno.EACCES, errno.EPERM):  # a read too: not necessarily a read-only home
+            return cls(f"permission denied while {doing}{where}: {reason}; check the data home's owner and mode")
         return cls(f"I/O error while {doing}{where}: {reason}")
 
 

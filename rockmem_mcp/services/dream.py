@@ -423,7 +423,7 @@ class Dreamer:
         run.touched.update(ids)
         if run.report.dry_run:
             return run.applied("merge", ids, reason, merged.id)
-        with self._writing(run, "merge", ids) as unchanged:
+        with self._writing(run, "merge", ids, new_id=merged.id) as unchanged:
             if unchanged:
                 self.journal.add(merged.id, sources)  # first: a re-run after a kill finishes this merge
                 self.memory.save_many([merged])  # then: a crash between leaves a duplicate, never a loss
@@ -434,11 +434,12 @@ class Dreamer:
         return None
 
     @contextlib.contextmanager
-    def _writing(self, run: _Run, action: str, ids: list[str]) -> Iterator[bool]:
+    def _writing(self, run: _Run, action: str, ids: list[str], new_id: str | None = None) -> Iterator[bool]:
         """Hold the store's lock while `ids` are still as this run read them: yields False, and reports the
         action as skipped, when one was changed (updated, archived, removed) by someone else since, so an
-        acknowledged write is never replaced with the older text the dream read."""
-        with self.memory.unchanged([run.entries[i] for i in ids]) as changed:
+        acknowledged write is never replaced with the older text the dream read. `new_id`: an entry the action
+        creates, locked together with `ids`."""
+        with self.memory.unchanged([run.entries[i] for i in ids], [new_id] if new_id else []) as changed:
             if changed:
                 run.reject(action, ids, f"changed since the dream read it, left as it is now: {', '.join(changed)}")
             yield not changed
@@ -763,9 +764,15 @@ class Dreamer:
         cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)
         for entry in archived:
             if entry.archived_at is not None and entry.archived_at < cutoff:
-                run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
-                if not run.report.dry_run:
-                    self.memory.delete(entry.id, permanent=True)
+                if run.report.dry_run:
+                    run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
+                    continue
+                with self.memory.unchanged([entry]) as changed:  # restored or changed meanwhile: it stays
+                    if changed:
+                        run.reject("purge", [entry.id], "changed since the dream read it (restored?), left as it is")
+                    else:
+                        self.memory.delete(entry.id, permanent=True)
+                        run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
 
     def _graph_sweep(self, run: _Run) -> None:
         """Weak old triples (confidence < 0.4, older than 14 days) and orphans (entities with no triple, not

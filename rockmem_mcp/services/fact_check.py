@@ -9,8 +9,10 @@ apply_dream, a CLI plan file). The facts of a text are:
   negates "want" (stemmed, so "does not want" keeps it).
 A merged text keeps a source's facts when each of them is in it, a negation reaching the same word again
 ("does not seem allergic" keeps "not allergic"; "allergic to peanuts, not shellfish" does not).
-Two texts contradict when they are about the same thing (most of their content words shared) and one negates
-a word the other affirms.
+A merged text that negates a word a source affirms (and affirms it nowhere) inverts that source's fact.
+Two texts contradict when they are about the same thing (most of their content words shared, or most of the
+shorter one's: "Bob is allergic" against "Bob is not allergic, his doctor confirmed") and one negates a word
+the other affirms.
 
 Every check is linear in the size of the texts: word sets, no search of one text per fact of another (a
 merge of five 100 KB near-duplicates used to take seconds in a regular-expression search per detail).
@@ -37,6 +39,7 @@ _DATE_WORDS = frozenset(
 _NEGATIONS = frozenset("not no never cannot nor neither none nobody nothing nowhere without".split())
 NEGATION_SCOPE = 3  # a negation reaches the next three words and negates the first content word among them
 SAME_SUBJECT = 0.6  # content-word Jaccard from which two texts are about the same thing
+SAME_SUBJECT_SHORTER = 0.75  # or share of the shorter text's content words (padding lowers the Jaccard)
 
 
 @dataclass(frozen=True)
@@ -89,13 +92,16 @@ def details(text: str) -> set[str]:
 
 
 def lost_facts(sources: list[str], merged: str) -> list[str]:
-    """The facts of `sources` that `merged` no longer carries: details by name, negations as "not <word>"."""
+    """The facts of `sources` that `merged` no longer carries: details by name, negations as "not <word>",
+    words a source affirms that `merged` only negates as "<word> now negated"."""
     kept = facts(merged)
+    inverted = kept.negated - kept.affirmed
     missing: set[str] = set()
     for source in sources:
         found = facts(source)
         missing |= found.details - kept.words
         missing |= {f"not {w}" if w != "not" else "a negation" for w in found.negated - kept.in_scope}
+        missing |= {f"{w} now negated" for w in found.affirmed & inverted}
     return sorted(missing)
 
 
@@ -104,9 +110,10 @@ def contradiction(a: str, b: str) -> str | None:
     affirms. (Different numbers are not a contradiction here: "note 1" and "note 2" are two notes; a merge
     that drops one is refused by `lost_facts`.)"""
     fa, fb = facts(a), facts(b)
-    content_a, content_b = fa.affirmed | fa.negated, fb.affirmed | fb.negated
-    union = content_a | content_b
-    if not union or len(content_a & content_b) / len(union) < SAME_SUBJECT:
+    content_a, content_b = fa.affirmed | fa.in_scope, fb.affirmed | fb.in_scope
+    shared, union = len(content_a & content_b), len(content_a | content_b)
+    shorter = min(len(content_a), len(content_b))
+    if not shorter or (shared / union < SAME_SUBJECT and shared / shorter < SAME_SUBJECT_SHORTER):
         return None
     flipped = sorted((fa.negated & (fb.affirmed - fb.in_scope)) | (fb.negated & (fa.affirmed - fa.in_scope)))
     return f"one negates what the other affirms: {', '.join(flipped)}" if flipped else None

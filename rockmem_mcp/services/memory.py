@@ -486,13 +486,15 @@ class MemoryService:
         )
 
     @contextlib.contextmanager
-    def unchanged(self, seen: Iterable[MemoryEntry]) -> Iterator[list[str]]:
+    def unchanged(self, seen: Iterable[MemoryEntry], new_ids: Iterable[str] = ()) -> Iterator[list[str]]:
         """Hold the store's lock, catch up with other processes and yield the ids of `seen` that are no longer
         as seen (changed, archived or removed since they were read): a caller writes only when none is. For
         background maintenance (the dream), so an acknowledged write is never replaced with older text. The
-        ids' write locks are held too, so no other process can change them between this check and the write."""
+        ids' write locks are held too, so no other process can change them between this check and the write;
+        `new_ids` (an entry the caller will create meanwhile) are locked in the same sorted acquisition, since
+        taking another id's lock later, out of order, could deadlock with a process locking in order."""
         seen = list(seen)
-        with self._lock, self._id_locks.hold([entry.id for entry in seen]):
+        with self._lock, self._id_locks.hold([*(entry.id for entry in seen), *new_ids]):
             self._sync()
             changed = []
             for entry in seen:

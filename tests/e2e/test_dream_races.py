@@ -33,6 +33,13 @@ NOTES = [
         "last_seen_at": NOW - timedelta(days=120),
     },
     {"id": "noise", "content": "Build 812 is running", "created_at": NOW - timedelta(days=1)},
+    {  # archived over 90 days ago: the deterministic pass purges it, unless restored meanwhile
+        "id": "kept",
+        "content": "The user's first laptop was a ThinkPad T42",
+        "created_at": NOW - timedelta(days=300),
+        "archived_at": NOW - timedelta(days=120),
+        "archive_reason": "stale",
+    },
     {"id": "filed", "content": "The VPN config lives in the ops wiki", "created_at": NOW - timedelta(days=1)},
 ]
 PLAN = {
@@ -88,6 +95,9 @@ async def test_an_update_acknowledged_during_a_cli_dream_survives_it(
                 }
             for entry_id, fields in written.items():
                 await call(client, "update_memory", id=entry_id, **fields)
+            if how == "deterministic":  # a restore acknowledged while the dream waits to purge that archive
+                await call(client, "update_memory", id="kept", restore=True)
+                written["kept"] = {"content": "The user's first laptop was a ThinkPad T42"}
         finally:
             report = resumed(dream, home)
         for entry_id, fields in written.items():

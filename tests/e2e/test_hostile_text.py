@@ -35,6 +35,9 @@ async def test_stored_text_cannot_close_or_forge_the_recall_wrapper_anywhere(std
         tool = await call(client, "recall", message="what did Mallory say?", session_id="s1")
         assert tool["memories"][0]["content"] == BREAK_OUT and tool["entities"] == ["Mallory"]  # data stays raw
         wrapped_once(tool["text"])
+        raw = await client.call_tool("recall", {"message": "what did Mallory say?", "session_id": "s2"})
+        wrapped_once(raw.content[0].text)  # what a model reads of the tool result: the escaped block, no raw dump
+        assert len(raw.content) == 1 and raw.structured_content["memories"][0]["content"] == BREAK_OUT
 
         async def read(uri: str) -> str:
             return (await client.read_resource(uri)).contents[0].text

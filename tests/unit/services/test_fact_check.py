@@ -50,6 +50,31 @@ def test_a_merge_must_keep_every_negation_name_number_and_date() -> None:
     assert lost_facts(["The user never wants emails"], "The user wants emails") == ["not want"]
 
 
+@pytest.mark.parametrize(
+    ("affirmed", "negated", "word"),
+    [
+        ("Bob is allergic to peanuts", "Bob is not allergic to peanuts, his doctor confirmed", "allerg"),
+        ("The user prefers dark mode", "The user does not prefer dark mode at all", "prefer"),
+    ],
+)
+def test_a_padded_negation_is_a_contradiction_and_no_merge_into_it_keeps_the_fact(
+    affirmed: str, negated: str, word: str
+) -> None:
+    """Extra words lower the Jaccard below SAME_SUBJECT; the shorter text is still all in the longer one."""
+    assert contradiction(affirmed, negated) == f"one negates what the other affirms: {word}"
+    assert contradiction(negated, affirmed) is not None
+    assert lost_facts([affirmed, negated], negated) == [f"{word} now negated"]
+    assert lost_facts([affirmed], negated) == [f"{word} now negated"]
+    assert lost_facts([negated, affirmed], affirmed) == [f"not {word}"]
+
+
+def test_a_merge_may_negate_a_word_it_also_affirms() -> None:
+    sources = ["The user uses vim", "The user does not use emacs"]
+    assert lost_facts(sources, "The user uses vim and does not use emacs") == []
+    assert lost_facts(["Bob likes tea"], "Bob likes tea, not coffee") == []
+    assert lost_facts(["Bob likes tea"], "Bob does not like tea") == ["like now negated"]
+
+
 def test_lower_case_date_words_are_details_but_may_and_march_are_not() -> None:
     assert {"friday", "june"} <= details("standup moves to friday, the review to june")
     assert details("we may march on") == set()

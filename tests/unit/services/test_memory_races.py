@@ -133,3 +133,20 @@ def test_a_move_in_flight_in_another_process_is_not_taken_for_a_duplicate(servic
     mover.write(entry)  # now a copy nobody is moving: settled at the next open
     services.open()
     assert len(entry_files(settings)) == 1 and (settings.home / "quarantine").exists()
+
+
+def test_an_entry_to_be_created_is_locked_with_the_ones_checked_unchanged(services: Services) -> None:
+    """The dream's merge checks its sources unchanged and writes the merged entry under one sorted acquisition
+    of their locks: taking the new id's lock later, out of order, could deadlock with an import locking in order."""
+    service = services.open()
+    source = service.save("The user prefers dark mode")
+    other_process = IdLocks(services.settings.index_dir, "memory")
+    new_id = next(
+        f"{n:012x}" for n in range(1, 10_000) if other_process._stripe(f"{n:012x}") != other_process._stripe(source.id)
+    )
+    with service.unchanged([source], [new_id]) as changed:
+        assert changed == []
+        with other_process.hold([new_id], wait=False) as got:
+            assert not got  # already held: the merged entry's lock came with the sources'
+    with other_process.hold([new_id], wait=False) as got:
+        assert got
