@@ -19,11 +19,16 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Zero-width space/non-joiner/joiner, word joiner, BOM (zero-width no-break space), LRM/RLM, bidi
-# embeddings and overrides (U+202A-U+202E) and isolates (U+2066-U+2069).
-INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+# Zero-width space/non-joiner/joiner, word joiner, BOM (zero-width no-break space), LRM/RLM, the Arabic letter
+# mark, bidi embeddings and overrides (U+202A-U+202E) and isolates (U+2066-U+2069); soft hyphen, combining
+# grapheme joiner, Mongolian vowel separator, invisible operators (U+2061-U+2064), Hangul fillers; and the
+# tag characters (U+E0000-U+E007F).
+INVISIBLE = (
+    "\u200b\u200c\u200d\u2060\ufeff\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069"
+    "\u00ad\u034f\u180e\u2061-\u2064\u115f\u1160\u3164\uffa0\U000e0000-\U000e007f"
+)
 _INVISIBLE = re.compile(f"[{INVISIBLE}]")
-_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def clean(text: str) -> str:

@@ -67,9 +67,9 @@ class BearerToken:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            scheme, given = [*dict(scope["headers"]).get(b"authorization", b"").split(None, 1), b"", b""][:2]
             # constant time: no guessing by timing (the scheme is public, the token is not)
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.lstrip(b" "), self._expected):
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._expected):
                 await _refuse(send)
                 return
         await self.app(scope, receive, send)

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rockmem_mcp.storage.no_follow import open_fd
+from rockmem_mcp.storage.no_follow import make_folders, open_fd
 
 try:
     import fcntl
@@ -36,6 +36,7 @@ class IdLocks:
         self.folder = folder
         self.prefix = prefix
         self._held: set[int] = set()
+        self._folder_made = False
 
     def _stripe(self, entry_id: str) -> int:
         return zlib.crc32(entry_id.encode()) % STRIPES
@@ -48,8 +49,9 @@ class IdLocks:
         fds: list[int] = []
         got = False
         try:
-            if stripes:
-                self.folder.mkdir(parents=True, exist_ok=True)
+            if stripes and not self._folder_made:
+                make_folders(self.folder)  # once: a read-only or linked home refuses as every store write does
+                self._folder_made = True
             for stripe in stripes:
                 fd = open_fd(self.folder / f"{self.prefix}-{stripe:02d}.lock", os.O_RDWR | os.O_CREAT)
                 fds.append(fd)

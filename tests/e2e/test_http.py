@@ -142,7 +142,7 @@ async def test_a_token_guards_every_request(home: Path, tmp_path: Path, call) ->
 
 async def test_the_bearer_scheme_is_case_insensitive(home: Path, tmp_path: Path, call) -> None:
     with serving(home, tmp_path / "server.log", ROCKMEM_AUTH_TOKEN=TOKEN) as url:
-        for scheme in ("bearer", "BEARER", "bEaReR"):  # RFC 6750: the scheme is case-insensitive
+        for scheme in ("bearer", "BEARER", "bEaReR", "Bearer\t"):  # RFC 6750: any case; any whitespace after
             async with authorised(url, TOKEN, scheme) as client:
                 assert (await call(client, "save_memory", content=f"reached with {scheme}"))["id"]
         tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
