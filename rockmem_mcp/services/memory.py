@@ -415,8 +415,13 @@ class MemoryService:
             try:
                 if before is not None:
                     self.files.write(before)
-                if after is not None and (before is None or before.category != after.category):
+                if after is not None and before is None:
                     self.files.remove(EntryLocation(after.id, after.category))
+                elif after is not None and before is not None and before.category != after.category:
+                    # not the file just put back (a case-only move on a case-insensitive filesystem)
+                    self.files.remove_moved(
+                        EntryLocation(after.id, after.category), EntryLocation(before.id, before.category)
+                    )
             except OSError as exc:
                 entry_id = before.id if before is not None else after.id if after is not None else "?"
                 log.warning("could not undo a failed write of memory %s: %s", entry_id, exc)

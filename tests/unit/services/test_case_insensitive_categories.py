@@ -10,6 +10,7 @@ any filesystem) that happen to share a folder.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import StorageError
 from rockmem_mcp.services.doctor import Doctor
 from rockmem_mcp.services.memory import SNAPSHOT_NAME, MemoryService
+from rockmem_mcp.storage.changes import ChangeJournal
 
 from .case_folding import case_insensitive_folder
 
@@ -87,3 +90,24 @@ def test_changing_only_the_case_of_a_category_keeps_the_memory_and_its_case(fold
     assert sorted(os.listdir(folder)) == sorted([f"{standup.id}.json", f"{budget.id}.json"])
     assert os.listdir(folded_settings.memory_dir / "travel") == [f"{later.id}.json"]
     assert Doctor(folded_settings).run().healthy  # no entry reported as misplaced
+
+
+def test_a_case_only_move_refused_by_a_full_disk_keeps_the_memory(
+    folded_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The undo of a failed move must not remove the file it just put back (one file under both spellings)."""
+    service = MemoryService(folded_settings)
+    entry = service.save("Review the ferry budget", category="Work/Notes")
+
+    def disk_full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ChangeJournal, "append", disk_full)
+        with pytest.raises(StorageError, match=r"^disk full while updating memory"):
+            service.update(entry.id, category="work/notes")
+    assert service.get(entry.id) == entry
+    service.close()
+    reopened = MemoryService(folded_settings)
+    assert reopened.get(entry.id) == entry
+    reopened.close()
