@@ -767,10 +767,8 @@ class Dreamer:
                 if run.report.dry_run:
                     run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
                     continue
-                with self.memory.unchanged([entry]) as changed:  # restored or changed meanwhile: it stays
-                    if changed:
-                        run.reject("purge", [entry.id], "changed since the dream read it (restored?), left as it is")
-                    else:
+                with self._writing(run, "purge", [entry.id]) as unchanged:  # restored meanwhile: it stays
+                    if unchanged:
                         self.memory.delete(entry.id, permanent=True)
                         run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
 
