@@ -93,6 +93,18 @@ class Settings(BaseModel):
     # Dream: how many items an agent-driven or LLM dream considers per call (prompt).
     dream_batch_size: int = Field(200, ge=1, le=1000, description="Items per dream prompt (at most 1,000)")
 
+    # Salience (seed 004 §9): decay per day since last use, and how it shapes ranking and recall.
+    salience: bool = Field(True, description="Salience shapes ranking and hides dormant memories (off: relevance only)")
+    salience_lambda: float = Field(
+        0.03, ge=0, le=10, description="Decay rate per day since last use (0.03: ~23-day half-life)"
+    )
+    salience_floor: float = Field(0.4, ge=0, le=1, description="Lowest ranking factor salience can give a match")
+    # Reinforcement is kept in memory at once and written to meta/access/ in batches this often.
+    salience_flush_s: float = Field(2.0, gt=0, description="Seconds between writes of reinforcement")
+    reinforce_interval_s: float = Field(
+        60.0, ge=0, description="An item is reinforced at most once per this many seconds"
+    )
+
     @field_validator("allowed_hosts", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
@@ -139,6 +151,15 @@ class Settings(BaseModel):
         return self.home / "dream-reports"
 
     @property
+    def meta_dir(self) -> Path:
+        return self.home / "meta"
+
+    @property
+    def access_dir(self) -> Path:
+        """The access log: reinforcement of memories, entities and triples (salience's input)."""
+        return self.meta_dir / "access"
+
+    @property
     def prompts_dir(self) -> Path:
         """Same-named markdown files here override the shipped prompt templates and directives."""
         return self.home / "prompts"
@@ -159,6 +180,8 @@ class Settings(BaseModel):
             self.feedback_dir,
             self.dream_reports_dir,
             self.prompts_dir,
+            self.meta_dir,
+            self.access_dir,
             self.home / "quarantine",
         )
 

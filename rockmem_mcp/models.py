@@ -204,9 +204,12 @@ class MemoryEntry(BaseModel):
     created_at: UtcDatetime
     updated_at: UtcDatetime | None = None
     metadata: dict[str, str] = Field(default_factory=dict, description="Free key/value strings")
-    importance: float = Field(0.5, ge=0.0, le=1.0)
-    last_seen_at: UtcDatetime | None = None
-    reinforcement_count: int = Field(1, ge=1)
+    importance: float = Field(
+        0.7, ge=0.0, le=1.0, description="Salience base: 1 asked by the user, 0.7 agent, 0.5 derived"
+    )
+    last_seen_at: UtcDatetime | None = Field(None, description="Last use (save, recall, read, search hit)")
+    reinforcement_count: int = Field(1, ge=1, description="Times used, the save included")
+    pinned: bool = Field(False, description="In the vault: never decays, never changed by a dream")
     superseded_by: str | None = None
     archived_at: UtcDatetime | None = None
     archive_reason: str | None = None
@@ -226,6 +229,8 @@ class MemoryEntry(BaseModel):
 class ScoredEntry(BaseModel):
     entry: MemoryEntry
     score: float | None = Field(description="Relevance (higher is better; scale depends on mode); null when listing")
+    salience: float | None = Field(None, description="0 to 1: how alive the memory is (use, age, pin)")
+    tier: str | None = Field(None, description="active, fading, dormant or archive_candidate")
 
 
 class SearchResults(BaseModel):

@@ -318,7 +318,7 @@ def test_search_json_output_is_one_json_object_per_line(seeded: Path) -> None:
     result = ok("--home", seeded, "search", "deploy", "--json")
     hits = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(hits) == 4
-    assert all(set(hit) == {"entry", "score"} and hit["score"] > 0 for hit in hits)
+    assert all(set(hit) == {"entry", "score", "salience", "tier"} and hit["score"] > 0 for hit in hits)
     assert {hit["entry"]["id"] for hit in hits} == {"note-jan", "note-feb", "note-mar", "note-apr"}
     scores = [hit["score"] for hit in hits]
     assert scores == sorted(scores, reverse=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,9 +18,12 @@ import numpy as np
 from rockmem_mcp.models import MemoryEntry, tag_key
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.rank import Ranking, rank
+from rockmem_mcp.search.rank import Ranking, Weigh, rank
+from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
+from rockmem_mcp.search.salience import salience as salience_values
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
+from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.memory_files import EntryLocation
@@ -28,7 +31,7 @@ from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5  # 5: salience columns
 _NO_CATEGORY = -1
 
 
@@ -41,12 +44,29 @@ class SearchFilter:
     include_archived: bool = False
 
 
+@dataclass(frozen=True)
+class SalienceView:
+    """How salience enters one search: the model's settings and the moment it is computed for."""
+
+    now: float  # seconds since the epoch
+    lam: float
+    floor: float
+    include_dormant: bool = False
+
+
 class MemoryIndex:
     def __init__(self, bm25: BM25Index | None = None) -> None:
         self.bm25 = bm25 or BM25Index()
         self.vectors = VectorTable(rows=self.bm25.slot_count)  # a row per slot, filled in the background
         self.category_code = Column(np.int32)
         self.created = Column(np.float64)
+        # Salience inputs per slot: base (importance), pinned, uses and last use (file fields merged with the
+        # access log's, through `accesses`).
+        self.base = Column(np.float32)
+        self.pinned = Column(np.bool_)
+        self.access_count = Column(np.int32)
+        self.last_access = Column(np.float64)
+        self.accesses: Mapping[str, Access] = {}
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
         self.tag_owner = Column(np.int32)
         self.categories: list[str] = []
@@ -71,6 +91,11 @@ class MemoryIndex:
         self.vectors.match_slots(self.bm25.slot_count)
         self.category_code.extend(np.array([self._category_id(e.category) for e in entries], dtype=np.int32))
         self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))
+        self.base.extend(np.array([e.importance for e in entries], dtype=np.float32))
+        self.pinned.extend(np.array([e.pinned for e in entries], dtype=np.bool_))
+        uses = [self._access_of(e) for e in entries]
+        self.access_count.extend(np.array([a.count for a in uses], dtype=np.int32))
+        self.last_access.extend(np.array([a.last for a in uses], dtype=np.float64))
         for slot, entry in zip(slots, entries, strict=True):
             for tag in entry.tags:
                 self.tag_codes.append(self._tag_id(tag_key(tag)))
@@ -78,6 +103,29 @@ class MemoryIndex:
 
     def remove(self, entry_id: str) -> bool:
         return self.bm25.remove(entry_id)
+
+    def _access_of(self, entry: MemoryEntry) -> Access:
+        own = Access(entry.reinforcement_count, (entry.last_seen_at or entry.created_at).timestamp())
+        return own.merged(self.accesses.get(entry.id))
+
+    def set_access(self, entry_id: str, access: Access) -> None:
+        """A use recorded since the entry was indexed (this process's or another's)."""
+        slot = self.bm25.slot_of.get(entry_id)
+        if slot is not None:
+            self.access_count[slot] = max(int(self.access_count.view[slot]), access.count)
+            self.last_access[slot] = max(float(self.last_access.view[slot]), access.last)
+
+    def access(self, entry_id: str) -> Access | None:
+        slot = self.bm25.slot_of.get(entry_id)
+        if slot is None:
+            return None
+        return Access(int(self.access_count.view[slot]), float(self.last_access.view[slot]))
+
+    def salience(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
+        return salience_values(
+            self.base.view[slots], self.last_access.view[slots], self.access_count.view[slots],
+            self.pinned.view[slots], view.now, view.lam,
+        )  # fmt: skip
 
     def _category_id(self, category: str | None) -> int:
         if category is None:
@@ -149,24 +197,55 @@ class MemoryIndex:
         limit: int,
         ranking: Ranking | None = None,
         query_vector: np.ndarray | None = None,
+        salience: SalienceView | None = None,
     ) -> Hits:
         """Ranked hits for `query` (BM25 unless `query_vector` is given for another mode), or the newest
-        matching entries when there is no query."""
+        matching entries when there is no query. With `salience` (not in rockbot mode): relevance times the
+        salience factor, dormant entries left out unless it includes them."""
+        if ranking is not None and ranking.mode == "rockbot":
+            salience = None  # RockBot's ranking, exactly
         allowed = self._allowed(flt)
         tokens = tokenize(query) if query else []
+        weigh: Weigh | None = None
+        if salience is not None:
+            view = salience
+            weigh = lambda slots: self._factor(slots, view)  # noqa: E731
         if ranking is not None and query_vector is not None and query and query.strip():
             lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
             with_vector = self._eligible(allowed, flt.include_archived) & self.vectors.present.view
             similarity = self.vectors.similarities(query_vector)
-            return rank(ranking, lexical, similarity, with_vector, limit)
+            return rank(ranking, lexical, similarity, with_vector, limit, weigh)
         if tokens:
-            return self.bm25.search(tokens, allowed, flt.include_archived, limit)
+            if weigh is None:
+                return self.bm25.search(tokens, allowed, flt.include_archived, limit)
+            lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
+            return rank(Ranking("bm25"), lexical, None, lexical > 0, limit, weigh)
         if query and query.strip():
             # Words were given but none is searchable (all shorter than three characters).
             return _NO_HITS
         slots = np.flatnonzero(self._eligible(allowed, flt.include_archived))
+        if weigh is not None:
+            slots = slots[weigh(slots) > 0]
         newest = top_k(slots, self.created.view[slots], limit)
         return Hits(slots[newest], np.full(len(newest), np.nan), len(slots))
+
+    def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
+        """The ranking factor of candidate slots; 0 (left out) for dormant ones unless the view includes them.
+        Computed for candidates only: a search pays for the entries it matched, not for the whole index."""
+        values = self.salience(slots, view)
+        factor = ranking_factor(values, view.floor)
+        if not view.include_dormant:
+            factor[values < FADING_MIN] = 0.0
+        return factor
+
+    def most_salient(self, limit: int, view: SalienceView) -> Hits:
+        """Active (not archived) entries by salience, pinned ones first (they are 1), then the newest."""
+        slots = np.flatnonzero(self.bm25.state.view == ACTIVE)
+        values = self.salience(slots, view)
+        keep = values >= FADING_MIN if not view.include_dormant else np.ones(len(slots), dtype=bool)
+        slots, values = slots[keep], values[keep]
+        best = top_k(slots, values, limit)
+        return Hits(slots[best], values[best], len(slots))
 
     def _eligible(self, allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:
         state = self.bm25.state.view
@@ -203,6 +282,10 @@ class MemoryIndex:
         arrays.update(
             category_code=self.category_code.view[live],
             created=self.created.view[live],
+            base=self.base.view[live],
+            pinned=self.pinned.view[live],
+            access_count=self.access_count.view[live],
+            last_access=self.last_access.view[live],
             tag_owner=new_owner[order].astype(np.int32),
             tag_codes=self.tag_codes.view[tag_keep][order],
             **self.vectors.export(live),
@@ -242,6 +325,10 @@ class MemoryIndex:
             index = cls(bm25)
             index.category_code = Column(np.int32, data=arrays["category_code"])
             index.created = Column(np.float64, data=arrays["created"])
+            index.base = Column(np.float32, data=arrays["base"])
+            index.pinned = Column(np.bool_, data=arrays["pinned"])
+            index.access_count = Column(np.int32, data=arrays["access_count"])
+            index.last_access = Column(np.float64, data=arrays["last_access"])
             index.tag_owner = Column(np.int32, data=arrays["tag_owner"])
             index.tag_codes = Column(np.int32, data=arrays["tag_codes"])
             index.vectors = VectorTable.from_arrays(arrays, count)
@@ -249,7 +336,9 @@ class MemoryIndex:
             index._category_ids = {c: i for i, c in enumerate(index.categories)}
             index.tags = _unpack(arrays["tags"])
             index._tag_ids = {t: i for i, t in enumerate(index.tags)}
-            if not (len(keys) == count == len(index.category_code) == len(index.created)):
+            columns = (index.category_code, index.created, index.base, index.pinned, index.access_count,
+                       index.last_access)  # fmt: skip
+            if not all(len(keys) == count == len(column) for column in columns):
                 raise ValueError("document columns disagree")
         except Exception as exc:  # derived data: whatever is wrong with it, rebuild it
             # (a damaged zip alone can raise BadZipFile, NotImplementedError, EOFError, OSError, ...)

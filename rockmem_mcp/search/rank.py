@@ -10,12 +10,16 @@ Modes:
   cosine >= `min_similarity`, so a query does not drag in unrelated memories. Chosen on LoCoMo dev by
   leave-one-conversation-out over nine fusion families; BENCHMARKS.md lists every variant tried.
 
+Every mode but rockbot may be given `weigh`: a factor per candidate slot (salience, search/salience.py) that
+multiplies the fused score before the cut; a factor of 0 leaves the candidate out.
+
 A store passes the BM25 score of every slot, the cosine of every slot (or None without embeddings) and
 which slots may be returned by similarity (live, filtered, holding a vector).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -35,6 +39,9 @@ HYBRID_VECTOR_WEIGHT = 3.0
 HYBRID_MIN_SIMILARITY = 0.3
 
 
+Weigh = Callable[[np.ndarray], np.ndarray]  # candidate slots -> a factor for each
+
+
 def uses_vectors(mode: str) -> bool:
     return mode != "bm25"
 
@@ -49,15 +56,20 @@ class Ranking:
 
 
 def rank(
-    ranking: Ranking, lexical: np.ndarray, similarity: np.ndarray | None, with_vector: np.ndarray, limit: int
+    ranking: Ranking,
+    lexical: np.ndarray,
+    similarity: np.ndarray | None,
+    with_vector: np.ndarray,
+    limit: int,
+    weigh: Weigh | None = None,
 ) -> Hits:
     """The best `limit` slots; without similarities (no embeddings) every mode ranks by BM25."""
     matched = lexical > 0
     mode = ranking.mode
     if similarity is None or mode == "bm25":
-        return _best(matched, lexical, limit)
+        return _best(matched, lexical, limit, weigh)
     if mode == "vector":
-        return _best(with_vector, similarity, limit)
+        return _best(with_vector, similarity, limit, weigh)
     top = lexical.max(initial=0.0)
     normalised = lexical / top if top > 0 else lexical
     if mode == "rockbot":
@@ -66,10 +78,15 @@ def rank(
         fused = np.where(matched & dense, (normalised + dense_score) / 2, normalised + dense_score)
         return _best(matched | dense, fused, limit)
     fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
-    return _best(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, limit)
+    return _best(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, limit, weigh)
 
 
-def _best(candidates: np.ndarray, scores: np.ndarray, limit: int) -> Hits:
+def _best(candidates: np.ndarray, scores: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
     slots = np.flatnonzero(candidates)
-    order = top_k(slots, scores[slots], limit)
-    return Hits(slots[order], scores[slots][order], len(slots))
+    values = scores[slots]
+    if weigh is not None:  # a factor of 0 leaves a candidate out
+        factor = weigh(slots)
+        kept = factor > 0
+        slots, values = slots[kept], values[kept] * factor[kept]
+    order = top_k(slots, values, limit)
+    return Hits(slots[order], values[order], len(slots))

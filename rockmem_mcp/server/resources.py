@@ -20,7 +20,7 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @server.resource("rockmem://recall", mime_type="text/markdown", title="Session-start context")
     @reports_resource_errors
     def session_start() -> str:
-        """What to know at the start of a session: the newest memories, the categories, working memory."""
+        """What to know at the start of a session: pinned and most salient memories, categories, working memory."""
         svc = current()
         return svc.recall.session_start(svc.working(None))
 

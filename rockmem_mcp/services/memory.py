@@ -15,7 +15,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,13 @@ from rockmem_mcp.models import (
     validate_entry_id,
 )
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD
-from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
+from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
+from rockmem_mcp.search.salience import BASE_AGENT, tier
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
+from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer
+from rockmem_mcp.storage.access_log import Access, AccessLog
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
@@ -98,6 +101,7 @@ class MemoryService:
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.embedder = embedder or Embedder(settings)
+        self.reinforcer = Reinforcer(settings, _open_access_log(settings), clock)
         self.index, self._position = self._open_index()
         self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
@@ -105,11 +109,14 @@ class MemoryService:
         self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
+        if embed_in_background:  # one-shot commands write reinforcement once, at close
+            self.reinforcer.start()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Stop the vector worker, wait for a background snapshot, write a final one if anything changed."""
         self.vector_worker.stop()
+        self.reinforcer.close()
         thread = self._snapshot_thread
         if thread is not None:
             thread.join()
@@ -126,6 +133,9 @@ class MemoryService:
         loaded = MemoryIndex.load(self._snapshot_path, with_vectors=self.embedder.configured)
         if loaded is not None:
             index, position = loaded
+            index.accesses = self.reinforcer.accesses(MEMORY)
+            for entry_id, access in index.accesses.items():  # uses since the snapshot was written
+                index.set_access(entry_id, access)
             read = self.journal.read_since(position)
             if not read.gap:
                 self._apply(index, read.records)
@@ -139,6 +149,7 @@ class MemoryService:
 
     def _build_from_files(self) -> MemoryIndex:
         index = MemoryIndex()
+        index.accesses = self.reinforcer.accesses(MEMORY)
         self._settle_duplicates(self.files.listing())
         entries = self._read_locations(self.files.walk())
         while batch := list(itertools.islice(entries, REBUILD_BATCH)):
@@ -286,6 +297,9 @@ class MemoryService:
         self._position = read.position
         if read.records:
             self.vector_worker.wake()
+        for (kind, entry_id), access in self.reinforcer.catch_up().items():
+            if kind == MEMORY:
+                self.index.set_access(entry_id, access)
 
     def _record(
         self, entries: Iterable[MemoryEntry] = (), removed: Iterable[EntryLocation] = (), bulk: bool = False
@@ -365,7 +379,7 @@ class MemoryService:
         data["category"] = normalize_category(data.get("category"))
         data["tags"] = normalize_tags(data.get("tags"), self.settings.max_tags)
         data["metadata"] = check_metadata(data.get("metadata"), self.settings.max_metadata_bytes)
-        data["importance"] = self._check_importance(data.get("importance"), 0.5)
+        data["importance"] = self._check_importance(data.get("importance"), BASE_AGENT)
         data["id"] = validate_entry_id(data["id"]) if data.get("id") is not None else new_entry_id()
         if data.get("archive_reason") is not None:  # an imported archived memory
             check_reason(data["archive_reason"], "archive_reason")
@@ -374,7 +388,10 @@ class MemoryService:
         data.setdefault("created_at", now)
         if data["created_at"] is None:
             data["created_at"] = now
-        data.setdefault("last_seen_at", data["created_at"])
+        # Last use: an imported memory that does not say starts its life here now (not at its creation, which
+        # may be years back: it would arrive dormant).
+        if data.get("last_seen_at") is None:
+            data["last_seen_at"] = now
         try:
             return MemoryEntry.model_validate(data)
         except ValidationError as exc:
@@ -511,10 +528,14 @@ class MemoryService:
                     changed.append(entry.id)
             yield changed
 
-    def get(self, entry_id: str) -> MemoryEntry:
+    def get(self, entry_id: str, reinforce: bool = False) -> MemoryEntry:
+        """One entry, archived or dormant alike, with its uses; `reinforce`: this read is a use."""
         with self._lock:
             self._sync()
-            return self._read_current(entry_id)[0]
+            entry = self._read_current(entry_id)[0]
+            if reinforce and not entry.archived:
+                self._reinforce([entry_id])
+            return self.with_uses(entry)
 
     def update(
         self,
@@ -540,7 +561,7 @@ class MemoryService:
         if metadata is not None:
             changes["metadata"] = check_metadata(metadata, self.settings.max_metadata_bytes)
         if importance is not None:
-            changes["importance"] = self._check_importance(importance, 0.5)
+            changes["importance"] = self._check_importance(importance, BASE_AGENT)
         if not changes and not restore:
             raise InvalidInputError(
                 "nothing to update: pass at least one of content, category, tags, metadata, importance, restore"
@@ -606,9 +627,12 @@ class MemoryService:
         created_before: datetime | None = None,
         include_archived: bool = False,
         mode: str | None = None,
+        include_dormant: bool = False,
+        reinforce: bool = False,
     ) -> SearchResults:
-        """Best matches for `query` ranked by `mode` (default: the settings' search_mode); without a query,
-        the newest entries. Filters narrow both."""
+        """Best matches for `query` ranked by `mode` (default: the settings' search_mode) and salience; without
+        a query, the newest entries. Filters narrow both. Dormant memories are left out unless
+        `include_dormant`; `reinforce`: the results of a query are a use of them."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         flt = SearchFilter(
@@ -635,18 +659,73 @@ class MemoryService:
                 )
             used = mode if query_vector is not None else "bm25"
             ranking = Ranking(used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
-            hits = self.index.search(query, flt, limit, ranking, query_vector)
+            view = self.salience_view(include_dormant or include_archived)
+            hits = self.index.search(query, flt, limit, ranking, query_vector, view)
             results: list[ScoredEntry] = []
-            for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
+            values = self.index.salience(hits.slots, view or self._always_view()).tolist()
+            for slot, score, value in zip(hits.slots.tolist(), hits.scores.tolist(), values, strict=True):
                 entry = self._hydrate(self.index.bm25.keys[slot])
                 if entry is not None:
-                    results.append(ScoredEntry(entry=entry, score=None if score != score else round(score, 6)))
+                    score = None if score != score else round(score, 6)
+                    results.append(self._scored(entry, score, value))
+            if reinforce and query and query.strip():
+                self._reinforce([r.entry.id for r in results if not r.entry.archived])
             return SearchResults(
                 results=results,
                 total_matches=hits.total,
                 mode=used if query and query.strip() else "newest",
                 unembedded=self.missing_vector_count() if self.embedder.configured else 0,
             )
+
+    # ------------------------------------------------------------------ salience
+    def salience_view(self, include_dormant: bool = False) -> SalienceView | None:
+        """How salience enters a search now; None when it is switched off (`ROCKMEM_SALIENCE=false`)."""
+        return self._always_view(include_dormant) if self.settings.salience else None
+
+    def _reinforce(self, entry_ids: list[str]) -> None:
+        """A use of these entries (caller holds the lock): counted in memory now, written in the background."""
+        current = {i: a for i in entry_ids if (a := self.index.access(i)) is not None}
+        for entry_id, access in self.reinforcer.use(MEMORY, current).items():
+            self.index.set_access(entry_id, access)
+
+    def reinforce(self, entry_ids: list[str]) -> None:
+        """Count a use of these entries (recall's injected memories; a link from a new item)."""
+        with self._lock:
+            self._sync()
+            self._reinforce([i for i in entry_ids if i in self.index])
+
+    def with_uses(self, entry: MemoryEntry) -> MemoryEntry:
+        """`entry` with its uses as known now (its file holds those up to its last write; the access log the
+        rest)."""
+        own = Access(entry.reinforcement_count, (entry.last_seen_at or entry.created_at).timestamp())
+        known = own.merged(self.index.access(entry.id))
+        if known == own:
+            return entry
+        return entry.model_copy(
+            update={"reinforcement_count": known.count, "last_seen_at": datetime.fromtimestamp(known.last, UTC)}
+        )
+
+    def most_salient(self, limit: int, include_dormant: bool = False) -> list[ScoredEntry]:
+        """Active memories by salience (pinned first), for the session start; with `include_dormant`, all of
+        them (the `stats` listing of least and most salient uses the index directly)."""
+        view = self._always_view(include_dormant)
+        with self._lock:
+            self._sync()
+            hits = self.index.most_salient(limit, view)
+            results = []
+            for slot, value in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
+                entry = self._hydrate(self.index.bm25.keys[slot])
+                if entry is not None:
+                    results.append(self._scored(entry, None, value))
+            return results
+
+    def _always_view(self, include_dormant: bool = True) -> SalienceView:
+        """Salience as of now, whether or not it shapes ranking (it is still shown)."""
+        s = self.settings
+        return SalienceView(self._clock().timestamp(), s.salience_lambda, s.salience_floor, include_dormant)
+
+    def _scored(self, entry: MemoryEntry, score: float | None, value: float) -> ScoredEntry:
+        return ScoredEntry(entry=self.with_uses(entry), score=score, salience=round(value, 4), tier=tier(value))
 
     def _check_mode(self, mode: str | None) -> str:
         if mode is None:
@@ -787,6 +866,14 @@ class MemoryService:
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
             )
+
+
+def _open_access_log(settings: Settings) -> AccessLog | None:
+    try:
+        return AccessLog(settings.access_dir)
+    except OSError as exc:  # a read-only home from before salience: no log to follow
+        log.info("no access log in %s (%s); salience uses this process's reinforcement only", settings.home, exc)
+        return None
 
 
 def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:

@@ -1,13 +1,15 @@
 """Per-turn recall: the context block a client puts before its model for each user message.
 
-Long-term memory searched with the message (top 8), or on a session's first turn with no match the 5 newest
-entries; of those, an id already injected in the session is left out (delta injection, as RockBot: the same
-message twice injects nothing new) until `reset(session_id)`. Then the caller's working-memory inventory
-(never values); for a user session (`session/…`) also patrol findings (keys, time left, category, tags —
-never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the message names
-(whole words, names of 3+ characters) and up to 15 triples within 2 hops of them. The block is wrapped in
-a tag that marks it as recalled data, not instructions; every line inside goes through `wrap`, which
-escapes `&` and `<` and flattens line breaks, so no stored text (content, names, predicates, keys, tags,
+Long-term memory searched with the message (top 8; salience shapes the order and dormant memories stay out),
+or on a session's first turn with no match the 5 most salient (pinned first; RockBot took the 5 newest); of
+those, an id already injected in the session is left out (delta injection, as RockBot: the same message twice
+injects nothing new) until `reset(session_id)`. Memories injected for the message are reinforced (a use); the
+first-turn fallback is not, or the same five would stay alive whatever is used. Then the caller's working-
+memory inventory (never values); for a user session (`session/…`) also patrol findings (keys, time left,
+category, tags — never values) and sub-agent `-index` outlines; with a knowledge graph, the entities the
+message names (whole words, names of 3+ characters) and up to 15 triples within 2 hops of them. The block is
+wrapped in a tag that marks it as recalled data, not instructions; every line inside goes through `wrap`,
+which escapes `&` and `<` and flattens line breaks, so no stored text (content, names, predicates, keys, tags,
 previews) can close the wrapper, open a forged one or start a line of its own.
 """
 
@@ -68,11 +70,13 @@ class Recall:
             seen = self._injected.open(session_id, set) if delta else set()
             fallback = first_turn and not hits and delta
             if fallback:
-                hits = self.memory.search(None, limit=FIRST_TURN_FALLBACK).results
+                hits = self.memory.most_salient(FIRST_TURN_FALLBACK)
             already = sum(1 for h in hits if h.entry.id in seen)
             fresh = [h for h in hits if h.entry.id not in seen]
             seen.update(h.entry.id for h in fresh)
             self._injected.resized(session_id)
+        if not fallback and fresh:
+            self.memory.reinforce([h.entry.id for h in fresh])
         memories = [
             RecalledMemory(id=h.entry.id, category=h.entry.category, content=h.entry.content, score=h.score)
             for h in fresh
@@ -103,12 +107,14 @@ class Recall:
         return RecallReset(session_id=session_id, forgotten=len(forgotten))
 
     def session_start(self, working: WorkingMemory) -> str:
-        """Session-start context (the `rockmem://recall` resource): the newest memories, the top-level
-        categories and the recall block without a message, all in one wrapper as the recall tool gives it."""
+        """Session-start context (the `rockmem://recall` resource): pinned and the most salient memories, the
+        top-level categories and the recall block without a message, all in one wrapper as the recall tool
+        gives it."""
         block = self.build("", working.namespace.replace("/", ":"), working, delta=False)
-        newest = self.memory.search(None, limit=SESSION_START_MEMORIES).results
+        salient = self.memory.most_salient(SESSION_START_MEMORIES)
         tree = self.memory.categories()
-        before = ["Newest memories:", *(_memory_line(h.entry.id, h.entry.category, h.entry.content) for h in newest)]
+        before = ["Pinned and most salient memories:"]
+        before += [_memory_line(h.entry.id, h.entry.category, h.entry.content, h.entry.pinned) for h in salient]
         before.append(f"Categories ({tree.total} memories):")
         before += [f"- {c.category} ({c.total})" for c in tree.categories if "/" not in c.category]
         return "# rockmem: session-start context\n\n" + render(block, working.namespace, before)
@@ -119,7 +125,7 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
     lines = list(before)
     if block.memories:
         lines.append(
-            "Recent long-term memories (nothing matched this message):"
+            "Most salient long-term memories (nothing matched this message):"
             if block.first_turn_fallback
             else "Recalled from long-term memory (relevant to this message):"
         )
@@ -149,8 +155,8 @@ def wrap(lines: Sequence[str]) -> str:
     return "\n".join([OPEN_TAG, *inert, CLOSE_TAG])
 
 
-def _memory_line(entry_id: str, category: str | None, content: str) -> str:
-    return f"- [{entry_id}] ({category or 'uncategorized'}): {_cut(content)}"
+def _memory_line(entry_id: str, category: str | None, content: str, pinned: bool = False) -> str:
+    return f"- [{entry_id}] ({category or 'uncategorized'}){' (pinned)' if pinned else ''}: {_cut(content)}"
 
 
 def _inventory_line(info: WorkingInfo) -> str:

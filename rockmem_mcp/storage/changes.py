@@ -24,7 +24,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,7 +122,8 @@ class ChangeJournal:
                 if fcntl is not None and self._lock_fd is not None:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def append(self, records: list[dict[str, Any]]) -> None:
+    def append(self, records: list[dict[str, Any]], durable: bool = False) -> None:
+        """Append records; `durable` also flushes them to disk (for a journal that is itself the truth)."""
         if not records:
             return
         data = "".join(json.dumps({"w": self.writer_id, **r}, separators=(",", ":")) + "\n" for r in records).encode()
@@ -131,6 +132,8 @@ class ChangeJournal:
             fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             try:
                 written = os.write(fd, data)
+                if durable and written == len(data):
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         if written < len(data):  # a regular file takes less only when it cannot grow: the disk is full
@@ -181,9 +184,12 @@ class ChangeJournal:
             if isinstance(record, dict) and record.get("w") != self.writer_id:
                 yield record
 
-    def rotate(self) -> JournalPosition:
-        """Start a new generation and drop those before the previous one."""
+    def rotate(self, before: Callable[[], None] | None = None) -> JournalPosition:
+        """Start a new generation and drop those before the previous one; `before` runs first under the same
+        exclusive lock (no append meanwhile), e.g. to write a durable summary of what is about to go."""
         with self._locked(exclusive=True):
+            if before is not None:
+                before()
             current = self._ensure_generation()
             self._create(current + 1)
             for name in os.listdir(self.directory):

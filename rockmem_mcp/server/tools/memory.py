@@ -21,7 +21,9 @@ Category = Annotated[
 ]
 Tags = Annotated[list[str] | None, Field(description="Short labels, e.g. ['email', 'work']")]
 Metadata = Annotated[dict[str, str] | None, Field(description="Free string key/value pairs, e.g. {'source': 'user'}")]
-Importance = Annotated[float | None, Field(ge=0, le=1, description="0 to 1; default 0.5; 0.8+ marks must-keep facts")]
+Importance = Annotated[
+    float | None, Field(ge=0, le=1, description="1 if the user asked you to remember it; default 0.7; 0.5 inferred")
+]
 
 
 def register(server: MCPServer) -> None:
@@ -58,6 +60,7 @@ def register(server: MCPServer) -> None:
         created_after: Annotated[datetime | None, Field(description="ISO 8601; created at or after")] = None,
         created_before: Annotated[datetime | None, Field(description="ISO 8601; only entries created before")] = None,
         include_archived: Annotated[bool, Field(description="Also return archived (deleted) entries")] = False,
+        include_dormant: Annotated[bool, Field(description="Also return dormant (long unused) entries")] = False,
         mode: Annotated[
             Mode | None,
             Field(
@@ -74,14 +77,14 @@ def register(server: MCPServer) -> None:
         a query, returns the newest entries matching the filters. total_matches tells how many matched.
         """
         return services(ctx).memory.search(
-            query, category, tags, limit, created_after, created_before, include_archived, mode
+            query, category, tags, limit, created_after, created_before, include_archived, mode, include_dormant, True
         )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_memory(id: EntryId, ctx: Context) -> MemoryEntry:
-        """Read one memory entry in full by its id (archived entries too)."""
-        return services(ctx).memory.get(id)
+        """Read one memory entry in full by its id (archived and dormant entries too)."""
+        return services(ctx).memory.get(id, reinforce=True)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
     @reports_errors

@@ -28,7 +28,8 @@ def write_by_hand(settings: Settings, relative: str, **fields) -> Path:
     """An entry file written the way a user (or another tool) would, bypassing the service."""
     path = settings.memory_dir / relative
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"id": path.stem, "content": "hand written", "created_at": "2024-01-01T00:00:00Z", **fields}
+    data = {"id": path.stem, "content": "hand written", "created_at": "2024-01-01T00:00:00Z",
+            "last_seen_at": T0.isoformat(), **fields}  # fmt: skip
     path.write_text(json.dumps(data))
     return path
 
@@ -39,7 +40,7 @@ def test_save_writes_a_valid_file_at_the_category_path(service: MemoryService, s
     assert re.fullmatch(r"[0-9a-f]{12}", e.id)
     assert e.created_at == T0 and e.last_seen_at == T0
     assert e.tags == ["UI", "theme"]
-    assert e.importance == 0.5
+    assert e.importance == 0.7  # an agent's own save (salience base)
     path = settings.memory_dir / "user-preferences" / "ui" / f"{e.id}.json"
     on_disk = json.loads(path.read_text())
     assert on_disk["content"] == "User prefers dark mode"

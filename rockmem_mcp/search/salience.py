@@ -1,0 +1,78 @@
+"""Salience: how alive a memory is — one model for ranking, recall, the session start and the dream.
+
+Seed 004 §9, to the letter:
+
+    salience = base · e^(−λ · days since last access) · log2(access_count + 1) · type_weight,  capped at 1
+
+- base is the memory's `importance`: 1.0 for what the user asked to remember, 0.7 (the default) for what an
+  agent saved on its own, 0.5 for what was inferred or derived (enrichment, dream, preference inference).
+- λ = 0.03 (half-life ≈ 23 days; `ROCKMEM_SALIENCE_LAMBDA`).
+- access_count starts at 1 (the save) and grows on use (`Reinforcer`); days are counted from the last use.
+- type_weight: core 1.5, semantic 1.2, procedural 1.0, episodic 0.8; plain memories and graph items are
+  semantic.
+- pinned: always 1.
+
+Tiers: active ≥ 0.5, fading 0.2–0.5, dormant 0.05–0.2, archive candidate < 0.05.
+
+Ranking (every mode but `rockbot`, which stays RockBot's): relevance × `ranking_factor` = min(1,
+max(floor, salience / 0.5)): active memories rank on relevance alone (seed: "normal ranking"), fading ones
+lose up to 1 − floor (floor 0.4 by default), so a match 2.5× stronger is never outranked by salience alone.
+Dormant and archive candidates are left out unless asked for (`include_dormant`, by id, in dreams).
+Uses are tracked by `services/reinforcement.py`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BASE_EXPLICIT = 1.0  # the user asked to remember it
+BASE_AGENT = 0.7  # an agent saved it on its own: save_memory's default importance
+BASE_DERIVED = 0.5  # inferred, enriched or written by a dream
+TYPE_WEIGHTS = {"core": 1.5, "semantic": 1.2, "procedural": 1.0, "episodic": 0.8}
+MEMORY_TYPE_WEIGHT = TYPE_WEIGHTS["semantic"]
+
+ACTIVE, FADING, DORMANT, ARCHIVE_CANDIDATE = "active", "fading", "dormant", "archive_candidate"
+TIERS = (ACTIVE, FADING, DORMANT, ARCHIVE_CANDIDATE)
+ACTIVE_MIN = 0.5
+FADING_MIN = 0.2
+DORMANT_MIN = 0.05
+RANKING_FLOOR = 0.4
+SECONDS_PER_DAY = 86_400.0
+
+
+def salience(
+    base: np.ndarray,
+    last_access: np.ndarray,
+    access_count: np.ndarray,
+    pinned: np.ndarray,
+    now: float,
+    lam: float,
+    type_weight: float | np.ndarray = MEMORY_TYPE_WEIGHT,
+) -> np.ndarray:
+    """Vectorised salience (`last_access` and `now` in seconds since the epoch)."""
+    days = np.maximum(now - last_access, 0.0) / SECONDS_PER_DAY
+    value = base * np.exp(-lam * days) * np.log2(np.maximum(access_count, 1) + 1.0) * type_weight
+    return np.where(pinned, 1.0, np.minimum(value, 1.0))
+
+
+def salience_of(
+    base: float, last_access: float, access_count: int, pinned: bool, now: float, lam: float,
+    type_weight: float = MEMORY_TYPE_WEIGHT,
+) -> float:  # fmt: skip
+    one = salience(np.array([base]), np.array([last_access]), np.array([access_count]), np.array([pinned]), now, lam,
+                   type_weight)  # fmt: skip
+    return float(one[0])
+
+
+def tier(value: float) -> str:
+    if value >= ACTIVE_MIN:
+        return ACTIVE
+    if value >= FADING_MIN:
+        return FADING
+    if value >= DORMANT_MIN:
+        return DORMANT
+    return ARCHIVE_CANDIDATE
+
+
+def ranking_factor(values: np.ndarray, floor: float) -> np.ndarray:
+    return np.clip(values / ACTIVE_MIN, floor, 1.0)
