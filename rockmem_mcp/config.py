@@ -93,7 +93,13 @@ class Settings(BaseModel):
     # Dream: how many items an agent-driven or LLM dream considers per call (prompt).
     dream_batch_size: int = Field(200, ge=1, le=1000, description="Items per dream prompt (at most 1,000)")
 
-    @field_validator("allowed_hosts", mode="before")
+    # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
+    # the client's model context, so sets beyond the default are opt-in.
+    toolsets: list[str] = Field(
+        default_factory=lambda: ["default"], description="Toolsets to expose, comma-separated, e.g. default,graph"
+    )
+
+    @field_validator("allowed_hosts", "toolsets", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
