@@ -1,4 +1,4 @@
-"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex.
+"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex, tools.
 
 Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
 through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
@@ -44,17 +44,31 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _toolsets_flag() -> argparse.ArgumentParser:
+    # For serving (with or without `serve`) and `tools`.
+    flag = argparse.ArgumentParser(add_help=False)
+    flag.add_argument(
+        "--toolsets",
+        metavar="NAMES",
+        default=argparse.SUPPRESS,
+        help="tools to expose, by named set, comma-separated, e.g. default,graph or all "
+        "(default: $ROCKMEM_TOOLSETS or 'default'; `rockmem-mcp tools` lists the sets)",
+    )
+    return flag
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
+    toolsets = _toolsets_flag()
     parser = argparse.ArgumentParser(
         prog="rockmem-mcp",
-        parents=[common],
+        parents=[common, toolsets],
         description="Durable memory for AI agents over MCP. With no command, serves MCP over stdio.",
     )
     parser.add_argument("--version", action="version", version=f"rockmem-mcp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = sub.add_parser("serve", parents=[common], help="serve MCP (stdio by default)")
+    serve = sub.add_parser("serve", parents=[common, toolsets], help="serve MCP (stdio by default)")
     serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
@@ -95,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--fix", action="store_true", help="quarantine bad files, rebuild indexes, sweep")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
     sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
+    sub.add_parser(
+        "tools", parents=[common, toolsets], help="the toolsets, their tools and what they cost a model's context"
+    )
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
     )
@@ -161,13 +178,23 @@ def _progress(line: str) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    command = args.command or "serve"
     try:
-        settings = Settings.load({"home": getattr(args, "home", None), "namespace": getattr(args, "namespace", None)})
+        settings = Settings.load(
+            {
+                "home": getattr(args, "home", None),
+                "namespace": getattr(args, "namespace", None),
+                "toolsets": getattr(args, "toolsets", None),
+            }
+        )
+        if command in ("serve", "tools"):
+            from rockmem_mcp.server.toolsets import selected  # no MCP SDK: checked before the stores open
+
+            selected(settings.toolsets)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 2
     _configure_logging(getattr(args, "verbose", 0), settings.log_level)
-    command = args.command or "serve"
     try:
         if command != "doctor":  # which reports such a home; every other command would work through the link
             refuse_linked_store_folders(settings.store_dirs)
@@ -501,6 +528,25 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _tools(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the toolset table (as in the README), then what this configuration selects."""
+    import anyio
+
+    from rockmem_mcp.server import toolsets
+    from rockmem_mcp.server.app import build_server
+
+    everything = anyio.run(build_server(settings.model_copy(update={"toolsets": ["all"]})).list_tools)
+    print(toolsets.table(everything))
+    enabled = toolsets.selected(settings.toolsets)
+    names = set(toolsets.tools_of(enabled))
+    cost = toolsets.tokens(tool for tool in everything if tool.name in names)
+    print(
+        f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {len(names)} tools, ≈ {cost:,} tokens "
+        f"(the default must stay within {toolsets.TOKEN_BUDGET:,})"
+    )
+    return 0
+
+
 def _reindex(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services import graph
     from rockmem_mcp.services.memory import SNAPSHOT_NAME
@@ -542,5 +588,6 @@ COMMANDS = {
     "doctor": _doctor,
     "export": _export,
     "stats": _stats,
+    "tools": _tools,
     "reindex": _reindex,
 }

@@ -105,7 +105,13 @@ class Settings(BaseModel):
         60.0, ge=0, description="An item is reinforced at most once per this many seconds"
     )
 
-    @field_validator("allowed_hosts", mode="before")
+    # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
+    # the client's model context, so sets beyond the default are opt-in.
+    toolsets: list[str] = Field(
+        default_factory=lambda: ["default"], description="Toolsets to expose, comma-separated, e.g. default,graph"
+    )
+
+    @field_validator("allowed_hosts", "toolsets", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value

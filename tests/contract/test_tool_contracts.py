@@ -18,6 +18,7 @@ from mcp.types import Prompt, Tool
 from mcp_types import INVALID_PARAMS
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.app import build_server
 
 REQUIRED = object()  # marks a parameter without a default
@@ -169,6 +170,7 @@ BOUNDS = {
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tool]:
+    """The default tools/list (no toolsets named)."""
     settings = Settings.load({"home": tmp_path_factory.mktemp("contract-home")}, env={})
 
     async def list_tools() -> list[Tool]:
@@ -192,13 +194,16 @@ TOOL_LIST_TOKEN_BUDGET = 8_000  # every tool lands in the client model's context
 
 
 def test_the_default_tool_list_fits_its_token_budget(tools: dict[str, Tool]) -> None:
-    """Compact JSON of name + description + inputSchema, divided by 4 (a documented estimate)."""
+    """Compact JSON of name + description + inputSchema, divided by 4 (a documented estimate); tools beyond
+    the budget go into a toolset that is off by default (server/toolsets.py)."""
     surface = [
         {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
         for tool in tools.values()
     ]
     tokens = len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4
     assert tokens <= TOOL_LIST_TOKEN_BUDGET, f"tools/list is ~{tokens:.0f} tokens, over {TOOL_LIST_TOKEN_BUDGET}"
+    assert toolsets.TOKEN_BUDGET == TOOL_LIST_TOKEN_BUDGET
+    assert toolsets.tokens(tools.values()) == round(tokens)  # the measure `rockmem-mcp tools` and the README use
 
 
 @pytest.mark.parametrize("name", sorted(PARAMETERS))

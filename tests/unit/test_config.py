@@ -79,3 +79,9 @@ def test_settings_are_frozen_and_reject_unknown_fields(tmp_path: Path) -> None:
         settings.max_tags = 3  # type: ignore[misc]
     with pytest.raises(ValueError):
         Settings(home=tmp_path, unknown_field=1)  # type: ignore[call-arg]
+
+
+def test_toolsets_default_to_the_default_selection_and_read_a_comma_separated_list() -> None:
+    assert Settings.load(env={}).toolsets == ["default"]
+    assert Settings.load(env={"ROCKMEM_TOOLSETS": " memory, graph ,"}).toolsets == ["memory", "graph"]
+    assert Settings.load({"toolsets": "dream"}, env={"ROCKMEM_TOOLSETS": "graph"}).toolsets == ["dream"]

@@ -1,0 +1,88 @@
+"""Named toolsets: the one place that says which set each MCP tool belongs to, and which sets are on by default.
+
+MCP clients put every listed tool's name, description and input schema into their model's context, so the
+default surface stays under TOKEN_BUDGET; tools beyond it go into sets a user turns on with `--toolsets` /
+`ROCKMEM_TOOLSETS`. A tool is written in its module (server/tools/*) and named here, in exactly one set: a new
+tool in an existing set is one name in its tuple, a new set is one line (and is off unless added to DEFAULT).
+Resources and prompts are always on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from rockmem_mcp.errors import ConfigError
+
+if TYPE_CHECKING:  # the CLI checks a selection before it pays for the MCP SDK (cli._main)
+    from mcp.types import Tool
+
+TOOLSETS: dict[str, tuple[str, ...]] = {
+    "memory": (
+        *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory"),
+        "list_memory_categories",
+    ),
+    "recall": ("recall", "reset_recall"),
+    "working": (
+        *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
+        *("list_working_memory", "search_working_memory"),
+    ),
+    "conversation": ("record_turn", "get_conversation"),
+    "graph": (
+        *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
+        *("delete_entity", "delete_triple", "merge_entities"),
+    ),
+    "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
+}
+
+# Every tool a client had before toolsets existed stays on by default.
+DEFAULT: tuple[str, ...] = ("memory", "recall", "working", "conversation", "graph", "dream")
+
+# Names that stand for several sets in a selection ("default,audit" = the default sets plus audit).
+GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT, "all": tuple(TOOLSETS)}
+
+TOKEN_BUDGET = 8_000  # for the default tools/list: grow by parameters, resources and prompts, not tools
+
+
+def selected(names: Iterable[str]) -> tuple[str, ...]:
+    """The toolsets `names` select, in TOOLSETS order ('default' and 'all' expand); unknown names are refused."""
+    names = list(names)
+    valid = [*TOOLSETS, *GROUPS]
+    unknown = [name for name in names if name not in valid]
+    if unknown or not names:
+        problem = f"unknown toolset {', '.join(map(repr, unknown))}" if unknown else "no toolset selected"
+        raise ConfigError(
+            f"{problem} (ROCKMEM_TOOLSETS or --toolsets): name one or more of {', '.join(valid)}, comma-separated"
+        )
+    chosen = {toolset for name in names for toolset in GROUPS.get(name, (name,))}
+    return tuple(toolset for toolset in TOOLSETS if toolset in chosen)
+
+
+def tools_of(toolsets: Iterable[str]) -> list[str]:
+    """The tool names of `toolsets` (valid set names)."""
+    return [tool for toolset in toolsets for tool in TOOLSETS[toolset]]
+
+
+def tokens(tools: Iterable[Tool]) -> int:
+    """An estimate of what `tools` cost a model's context: compact JSON of name + description + inputSchema,
+    divided by 4 (the measure the budget and the README's table use)."""
+    surface = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools]
+    return round(len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4)
+
+
+def table(tools: Sequence[Tool]) -> str:
+    """The README's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
+    by_name = {tool.name: tool for tool in tools}
+
+    def row(label: str, default: str, names: list[str], listed: str) -> str:
+        return f"| {label} | {default} | {listed} | {tokens(by_name[n] for n in names):,} |"
+
+    rows = ["| toolset | on by default | tools | ≈ tokens |", "|---|---|---|---|"]
+    for toolset, names in TOOLSETS.items():
+        listed = ", ".join(f"`{name}`" for name in names)
+        rows.append(row(f"`{toolset}`", "yes" if toolset in DEFAULT else "no", list(names), listed))
+    for group, toolsets in GROUPS.items():
+        names = tools_of(toolsets)
+        rows.append(row(f"`{group}`", "", names, f"{len(names)} tools"))
+    return "\n".join(rows) + "\n"

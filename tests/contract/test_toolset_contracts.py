@@ -1,0 +1,106 @@
+"""Named toolsets: every tool in exactly one set, the selection is what clients list, the README's costs are
+measured ones."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import Tool
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import ConfigError
+from rockmem_mcp.server import toolsets
+from rockmem_mcp.server.app import build_server
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def listed(home: Path, selection: str | None) -> tuple[list[Tool], str | None]:
+    """tools/list and the instructions a client sees from a server with toolsets `selection` (None: unset)."""
+    settings = Settings.load({"home": home, "toolsets": selection}, env={})
+
+    async def connect() -> tuple[list[Tool], str | None]:
+        async with Client(build_server(settings)) as client:
+            return (await client.list_tools()).tools, client.instructions
+
+    return anyio.run(connect)
+
+
+@pytest.fixture(scope="module")
+def every_tool(tmp_path_factory: pytest.TempPathFactory) -> list[Tool]:
+    return listed(tmp_path_factory.mktemp("all-home"), "all")[0]
+
+
+def test_every_registered_tool_belongs_to_exactly_one_toolset(every_tool: list[Tool]) -> None:
+    memberships = Counter(name for names in toolsets.TOOLSETS.values() for name in names)
+    assert sorted(tool.name for tool in every_tool) == sorted(memberships), "a tool is in no set, or a set names none"
+    assert [name for name, count in memberships.items() if count > 1] == []
+
+
+def test_all_exposes_every_toolset(every_tool: list[Tool]) -> None:
+    assert {tool.name for tool in every_tool} == set(toolsets.tools_of(toolsets.TOOLSETS))
+
+
+def test_the_default_keeps_every_tool_clients_had_and_fits_the_budget(tmp_path: Path, every_tool: list[Tool]) -> None:
+    tools, instructions = listed(tmp_path, None)
+    assert sorted(tool.name for tool in tools) == sorted(toolsets.tools_of(toolsets.DEFAULT))
+    assert toolsets.tokens(tools) <= toolsets.TOKEN_BUDGET
+    assert instructions is not None and "call recall" in instructions and "apply_dream" in instructions
+
+
+def test_graph_alone_lists_only_the_graph_tools_and_refuses_the_others(tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path, "toolsets": "graph"}, env={})
+
+    async def use() -> tuple[list[str], list[str], list[str], str | None]:
+        async with Client(build_server(settings)) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            refused = []
+            for name in ("save_memory", "no_such_tool"):  # a switched-off tool is as unknown as a made-up one
+                result = await client.call_tool(name, {"content": "x"})
+                assert result.is_error
+                refused.append(result.content[0].text)
+            resources = [str(r.uri) for r in (await client.list_resources()).resources]
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+            return names, refused, resources + prompts, client.instructions
+
+    names, refused, always_on, instructions = anyio.run(use)
+    assert sorted(names) == sorted(toolsets.TOOLSETS["graph"])
+    assert refused == ["Unknown tool: save_memory", "Unknown tool: no_such_tool"]
+    assert {"rockmem://recall", "recall", "remember", "memory-rules"} <= set(always_on)
+    assert instructions is not None and "add_triples" in instructions
+    switched_off = set(toolsets.tools_of(toolsets.TOOLSETS)) - set(names)
+    # Names of one word ('recall', 'dream') are also plain words; the instructions must not ask for the tool.
+    assert [name for name in switched_off if "_" in name and name in instructions] == []
+    assert "call recall" not in instructions and "dream:" not in instructions
+
+
+@pytest.mark.parametrize(
+    ("selection", "expected"),
+    [("default", toolsets.DEFAULT), ("graph,memory", ("memory", "graph")), ("default,graph", toolsets.DEFAULT)],
+)
+def test_a_selection_names_sets_and_groups(selection: str, expected: tuple[str, ...]) -> None:
+    assert toolsets.selected(Settings.load({"toolsets": selection}, env={}).toolsets) == expected
+
+
+@pytest.mark.parametrize(("selection", "problem"), [("memory,bogus", "unknown toolset 'bogus'"), (",", "no toolset")])
+def test_an_unknown_or_empty_selection_is_refused_naming_the_valid_sets(
+    tmp_path: Path, selection: str, problem: str
+) -> None:
+    settings = Settings.load({"home": tmp_path, "toolsets": selection}, env={})
+    with pytest.raises(ConfigError) as refused:
+        build_server(settings)
+    message = str(refused.value)
+    assert problem in message and "ROCKMEM_TOOLSETS" in message
+    assert all(name in message for name in [*toolsets.TOOLSETS, "default", "all"])
+
+
+def test_the_readme_table_is_the_measured_one(every_tool: list[Tool]) -> None:
+    """Docs cannot drift: paste the output of `rockmem-mcp tools` into the README's Toolsets section."""
+    section = re.search(r"^## Toolsets\n(.*?)^## ", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert section is not None, "README.md has no '## Toolsets' section"
+    assert toolsets.table(every_tool) in section.group(1), "README's toolset table is stale: run `rockmem-mcp tools`"
