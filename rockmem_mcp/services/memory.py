@@ -659,7 +659,8 @@ class MemoryService:
                 )
             used = mode if query_vector is not None else "bm25"
             ranking = Ranking(used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
-            view = self.salience_view(include_dormant or include_archived)
+            # rockbot is RockBot's ranking exactly, also when it falls back to BM25 without embeddings
+            view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
             hits = self.index.search(query, flt, limit, ranking, query_vector, view)
             results: list[ScoredEntry] = []
             values = self.index.salience(hits.slots, view or self._always_view()).tolist()

@@ -1,0 +1,62 @@
+"""The salience model, number by number against seed 004 §9."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rockmem_mcp.search.salience import (
+    ACTIVE,
+    ARCHIVE_CANDIDATE,
+    DORMANT,
+    FADING,
+    SECONDS_PER_DAY,
+    ranking_factor,
+    salience_of,
+    tier,
+)
+
+NOW = 1_800_000_000.0
+LAM = 0.03
+
+
+def days_ago(days: float) -> float:
+    return NOW - days * SECONDS_PER_DAY
+
+
+def test_a_fresh_agent_memory_is_its_base_times_the_semantic_weight() -> None:
+    assert salience_of(0.7, NOW, 1, False, NOW, LAM) == pytest.approx(0.7 * 1.2)
+
+
+def test_decay_halves_in_about_23_days_and_is_capped_at_one() -> None:
+    half = math.log(2) / LAM  # 23.1 days
+    assert salience_of(0.7, days_ago(half), 1, False, NOW, LAM) == pytest.approx(0.84 / 2)
+    assert salience_of(1.0, NOW, 1, False, NOW, LAM) == 1.0  # 1.2 capped
+
+
+def test_uses_count_as_log2_of_count_plus_one() -> None:
+    once = salience_of(0.5, days_ago(60), 1, False, NOW, LAM)
+    nine = salience_of(0.5, days_ago(60), 9, False, NOW, LAM)
+    assert nine / once == pytest.approx(math.log2(10))
+
+
+def test_pinned_is_always_one_and_type_weight_scales() -> None:
+    assert salience_of(0.1, days_ago(10_000), 1, True, NOW, LAM) == 1.0
+    episodic = salience_of(0.5, NOW, 1, False, NOW, LAM, type_weight=0.8)
+    assert episodic == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1.0, ACTIVE), (0.5, ACTIVE), (0.49, FADING), (0.2, FADING), (0.19, DORMANT), (0.05, DORMANT),
+     (0.049, ARCHIVE_CANDIDATE), (0.0, ARCHIVE_CANDIDATE)],
+)  # fmt: skip
+def test_tiers(value: float, expected: str) -> None:
+    assert tier(value) == expected
+
+
+def test_ranking_factor_leaves_active_alone_and_never_goes_below_the_floor() -> None:
+    factor = ranking_factor(np.array([1.0, 0.5, 0.35, 0.2, 0.01]), 0.4)
+    assert factor.tolist() == pytest.approx([1.0, 1.0, 0.7, 0.4, 0.4])
