@@ -261,7 +261,7 @@ def export_jsonl(memory: MemoryService, out: TextIO, others: HomeStores | None =
     (`others.exported` counts the rest)."""
     count = 0
     for entry in memory.iter_entries():
-        out.write(entry.model_dump_json() + "\n")
+        out.write(memory.with_uses(entry).model_dump_json() + "\n")  # uses from the access log too
         count += 1
     for line in others.export_lines() if others is not None else ():
         out.write(line + "\n")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from datetime import timedelta
+from pathlib import Path
 from unittest import mock
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer
+from rockmem_mcp.services.transfer import export_jsonl, import_jsonl
 from rockmem_mcp.services.working import WorkingMemory
 from rockmem_mcp.storage.access_log import Access, AccessLog
 
@@ -77,6 +80,20 @@ def test_uses_survive_a_restart_and_are_not_written_into_the_memory_file(service
     again = services.open(clock=FakeClock(T0 + DAY))
     got = again.get(entry.id)
     assert got.reinforcement_count == 2 and got.last_seen_at == T0 + timedelta(minutes=5, seconds=1)
+
+
+def test_an_export_carries_the_uses_and_an_import_keeps_them(services: Services, tmp_path: Path) -> None:
+    clock = FakeClock()
+    source = services.open(clock=clock)
+    entry = source.save("Alice prefers tea")
+    clock.now += timedelta(minutes=5)
+    source.get(entry.id, reinforce=True)
+    out = io.StringIO()
+    export_jsonl(source, out)
+    target = services.open(Settings(home=tmp_path / "restored"), clock=FakeClock(T0 + DAY))
+    import_jsonl(target, out.getvalue().splitlines())
+    restored = target.get(entry.id)
+    assert (restored.reinforcement_count, restored.last_seen_at) == (2, T0 + timedelta(minutes=5, seconds=1))
 
 
 def test_another_process_sees_the_uses_after_a_flush(services: Services) -> None:
