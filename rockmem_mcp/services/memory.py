@@ -582,7 +582,7 @@ class MemoryService:
                     self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
                 self.index.upsert(updated)
                 self._record([updated], [location] if moved else [])
-        return updated
+            return self.with_uses(updated)
 
     def delete(
         self, entry_id: str, permanent: bool = False, reason: str | None = None, superseded_by: str | None = None
