@@ -76,3 +76,8 @@ def tier(value: float) -> str:
 
 def ranking_factor(values: np.ndarray, floor: float) -> np.ndarray:
     return np.clip(values / ACTIVE_MIN, floor, 1.0)
+
+
+def derived_importance(proposed: float | None) -> float:
+    """A derived entry's (inferred, enriched, dream-made) base: BASE_DERIVED, or lower if proposed lower."""
+    return BASE_DERIVED if proposed is None else min(proposed, BASE_DERIVED)

@@ -5,7 +5,9 @@ through `apply`, which enforces the safeguards in code:
 - an id the plan names must be a live memory (or graph triple) — unknown ids are refused with a report;
 - every source of a merge is archived (superseded by the merged memory), never deleted;
 - a merge whose text drops a proper noun or a number of its sources is refused;
-- protected memories (importance >= 0.8 or reinforced >= 5 times) are never merged away, archived or changed;
+- protected memories are never merged away, archived, changed or purged: pinned ones (the vault), and ones used
+  5 times or more (RockBot's rule, counting the uses in the access log too: a memory in use is not noise);
+  an archived pinned memory is never purged either;
 - merge arithmetic: earliest created_at, latest last_seen_at, summed reinforcement, highest importance;
 - one memory is changed by at most one action of a plan;
 - each pass may only do its own kind of change (consolidation merges, archives and updates; preferences and
@@ -38,6 +40,7 @@ from rockmem_mcp.models import (
     normalize_tags,
     utc_now,
 )
+from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.dream_hooks import checkpoint
@@ -74,7 +77,6 @@ ALLOWED = {
     "entities": {"entities", "triples"},
     "graph": {"entity_merges", "drop_triples"},
 }
-PROTECTED_IMPORTANCE = 0.8
 PROTECTED_REINFORCEMENT = 5
 NEAR_DUPLICATE_COSINE = 0.88
 NEAR_DUPLICATE_OVERLAP = 0.8  # word-set Jaccard without embeddings
@@ -101,8 +103,17 @@ class DreamBusy(RockmemError):
     pass
 
 
+def protection(entry: MemoryEntry) -> str | None:
+    """Why a dream must leave `entry` (with its uses merged: MemoryService.with_uses) as it is, or None."""
+    if entry.pinned:
+        return f"{entry.id} is pinned (unpin it with update_memory pinned=false to let a dream change it)"
+    if entry.reinforcement_count >= PROTECTED_REINFORCEMENT:
+        return f"{entry.id} was used {entry.reinforcement_count} times"
+    return None
+
+
 def protected(entry: MemoryEntry) -> bool:
-    return entry.importance >= PROTECTED_IMPORTANCE or entry.reinforcement_count >= PROTECTED_REINFORCEMENT
+    return protection(entry) is not None
 
 
 @dataclass
@@ -293,9 +304,14 @@ class Dreamer:
         header = "Recent feedback (a Correction makes the memories it contradicts stale):\n"
         return header + "\n".join(lines)
 
-    @staticmethod
-    def _describe(entry: MemoryEntry) -> str:
-        flags = " PROTECTED" if protected(entry) else ""
+    def _protection(self, entry: MemoryEntry) -> str | None:
+        with self.memory.lock:
+            return protection(self.memory.with_uses(entry))
+
+    def _describe(self, entry: MemoryEntry) -> str:
+        with self.memory.lock:
+            entry = self.memory.with_uses(entry)
+        flags = " PINNED" if entry.pinned else " PROTECTED" if protected(entry) else ""
         tags = f" #{' #'.join(entry.tags)}" if entry.tags else ""
         return (
             f"[{entry.id}] ({entry.category or 'uncategorized'}){tags} importance={entry.importance:.2f} "
@@ -398,8 +414,8 @@ class Dreamer:
         if again := [i for i in ids if i in run.touched]:
             return run.reject("merge", ids, f"already changed by another action of this plan: {', '.join(again)}")
         sources = [run.entries[i] for i in ids]
-        if kept := [e.id for e in sources if protected(e)]:
-            return run.reject("merge", ids, f"protected memories are never merged away: {', '.join(kept)}")
+        if kept := [why for e in sources if (why := self._protection(e))]:
+            return run.reject("merge", ids, f"protected memories are never merged away: {'; '.join(kept)}")
         if clashes := contradictions({e.id: e.content for e in sources}):
             a, b, why = clashes[0]
             return run.reject("merge", ids, f"{a} and {b} contradict each other ({why}): keep both, or archive one")
@@ -450,8 +466,8 @@ class Dreamer:
             return run.reject("archive", [entry_id], "unknown or already archived id")
         if entry_id in run.touched:
             return run.reject("archive", [entry_id], "already changed by another action of this plan")
-        if protected(entry):
-            return run.reject("archive", [entry_id], "protected memories are never pruned")
+        if why := self._protection(entry):
+            return run.reject("archive", [entry_id], f"protected memories are never pruned: {why}")
         run.touched.add(entry_id)
         if run.report.dry_run:
             return run.applied("archive", [entry_id], reason)
@@ -467,8 +483,8 @@ class Dreamer:
             return run.reject("update", [entry_id], "unknown or archived id")
         if entry_id in run.touched:
             return run.reject("update", [entry_id], "already changed by another action of this plan")
-        if protected(entry):
-            return run.reject("update", [entry_id], "protected memories are left as they are")
+        if why := self._protection(entry):
+            return run.reject("update", [entry_id], f"protected memories are left as they are: {why}")
         if category is None and tags is None:
             return run.reject("update", [entry_id], "an update names a category or tags")
         try:
@@ -519,7 +535,13 @@ class Dreamer:
             return run.reject("create", [duplicate[0].entry.id], "already remembered")
         try:
             entry = self.memory.prepare_entry(
-                {"content": content, "category": category, "tags": tags, "importance": importance, "metadata": metadata}
+                {
+                    "content": content,
+                    "category": category,
+                    "tags": tags,
+                    "importance": derived_importance(importance),
+                    "metadata": metadata,
+                }
             )
         except RockmemError as exc:
             return run.reject("create", [], str(exc))
@@ -728,7 +750,7 @@ class Dreamer:
         now = self._clock()
         changes: dict[str, dict[str, object]] = {}
         for entry in live:
-            if protected(entry):
+            if self._protection(entry):
                 continue
             idle_days = (now - (entry.last_seen_at or entry.created_at)).total_seconds() / 86400 - DECAY_GRACE_DAYS
             if idle_days <= 0:
@@ -764,6 +786,10 @@ class Dreamer:
         cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)
         for entry in archived:
             if entry.archived_at is not None and entry.archived_at < cutoff:
+                if entry.pinned:
+                    why = "pinned: never purged (delete_memory permanent=true confirm_pinned=true erases it)"
+                    run.reject("purge", [entry.id], f"{entry.id} is {why}")
+                    continue
                 if run.report.dry_run:
                     run.applied("purge", [entry.id], f"archived on {entry.archived_at.date()}: over 90 days ago")
                     continue

@@ -47,6 +47,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.salience import BASE_AGENT, tier
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
+from rockmem_mcp.services.migrations import migrate
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer
 from rockmem_mcp.storage.access_log import Access, AccessLog
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
@@ -107,6 +108,7 @@ class MemoryService:
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
         self.vector_files = VectorFiles(settings.embeddings_dir)
         self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
+        migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
         if embed_in_background:  # one-shot commands write reinforcement once, at close
@@ -406,9 +408,17 @@ class MemoryService:
         tags: list[str] | None = None,
         metadata: dict[str, str] | None = None,
         importance: float | None = None,
+        pinned: bool = False,
     ) -> MemoryEntry:
         entry = self.prepare_entry(
-            {"content": content, "category": category, "tags": tags, "metadata": metadata, "importance": importance}
+            {
+                "content": content,
+                "category": category,
+                "tags": tags,
+                "metadata": metadata,
+                "importance": importance,
+                "pinned": pinned,
+            }
         )
         with self._lock, reporting_io_errors("saving memory"):
             # No catch-up with other processes first: a new id touches nothing they wrote, and the next read
@@ -480,15 +490,28 @@ class MemoryService:
         background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
         if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
             raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
-        with self._lock, self._id_locks.hold(changes):
+        return self.revise_many(list(changes), lambda current: changes[current.id])
+
+    def revise_many(self, entry_ids: list[str], revise: Callable[[MemoryEntry], dict[str, Any] | None]) -> int:
+        """Like adjust_many, with the fields computed from each entry as it is now, under its id's lock
+        (`revise` returns the fields to set, None or {} to leave it; never content, category or id): for a
+        mapping that must not overwrite what another process wrote meanwhile (the format migration)."""
+        with self._lock, self._id_locks.hold(entry_ids):
             self._sync()
             updated = []
-            for entry_id, fields in changes.items():
+            for entry_id in entry_ids:
                 try:
                     current, _ = self._read_current(entry_id)
                 except (NotFoundError, InvalidInputError):
                     continue
+                fields = revise(current)
+                if not fields:
+                    continue
+                if {"content", "category", "id"} & set(fields):
+                    raise InvalidInputError("revise_many changes neither content, category nor id; use update")
                 updated.append(current.model_copy(update=fields))
+            if not updated:
+                return 0
             self.files.write_many(updated)
             self.index.upsert_many(updated)
             self._record(updated, bulk=True)
@@ -546,8 +569,10 @@ class MemoryService:
         metadata: dict[str, str] | None = None,
         importance: float | None = None,
         restore: bool = False,
+        pinned: bool | None = None,
     ) -> MemoryEntry:
-        """Change the given fields (None leaves a field as it is; category '' files it uncategorized).
+        """Change the given fields (None leaves a field as it is; category '' files it uncategorized;
+        `pinned` puts the memory in the vault or takes it out).
 
         An archived memory is changed only with `restore`, which brings it back (archive fields cleared);
         restoring a live memory changes nothing."""
@@ -562,9 +587,11 @@ class MemoryService:
             changes["metadata"] = check_metadata(metadata, self.settings.max_metadata_bytes)
         if importance is not None:
             changes["importance"] = self._check_importance(importance, BASE_AGENT)
+        if pinned is not None:
+            changes["pinned"] = bool(pinned)
         if not changes and not restore:
             raise InvalidInputError(
-                "nothing to update: pass at least one of content, category, tags, metadata, importance, restore"
+                "nothing to update: pass at least one of content, category, tags, metadata, importance, pinned, restore"
             )
         validate_entry_id(entry_id)
         with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"updating memory {entry_id}"):
@@ -585,16 +612,27 @@ class MemoryService:
             return self.with_uses(updated)
 
     def delete(
-        self, entry_id: str, permanent: bool = False, reason: str | None = None, superseded_by: str | None = None
+        self,
+        entry_id: str,
+        permanent: bool = False,
+        reason: str | None = None,
+        superseded_by: str | None = None,
+        confirm_pinned: bool = False,
     ) -> DeleteResult:
         """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
-        names the entry that replaces an archived one (a dream merge)."""
+        names the entry that replaces an archived one (a dream merge). A pinned entry is archived or removed
+        only with `confirm_pinned` (the vault is what the user asked to keep)."""
         if reason is not None:
             check_reason(reason)
         validate_entry_id(entry_id)
         with self._lock, self._id_locks.hold([entry_id]), reporting_io_errors(f"deleting memory {entry_id}"):
             self._sync()
             current, location = self._read_current(entry_id)
+            if current.pinned and not confirm_pinned and (permanent or not current.archived):
+                raise InvalidInputError(
+                    f"memory {entry_id} is pinned (in the vault): confirm with the user, then pass "
+                    "confirm_pinned=true to delete it, or unpin it first (update_memory pinned=false)"
+                )
             if permanent:
                 self.files.remove(location)
                 with self._undone_on_error(current, None):

@@ -25,7 +25,7 @@ REQUIRED = object()  # marks a parameter without a default
 
 # tool -> {parameter: default (or REQUIRED)}
 PARAMETERS: dict[str, dict[str, Any]] = {
-    "save_memory": dict(content=REQUIRED, category=None, tags=None, metadata=None, importance=None),
+    "save_memory": dict(content=REQUIRED, category=None, tags=None, metadata=None, importance=None, pinned=None),
     "search_memory": dict(
         query=None,
         category=None,
@@ -39,9 +39,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     ),
     "get_memory": dict(id=REQUIRED),
     "update_memory": dict(
-        id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None, restore=False
+        id=REQUIRED, content=None, category=None, tags=None, metadata=None, importance=None, restore=False, pinned=None
     ),
-    "delete_memory": dict(id=REQUIRED, permanent=False, reason=None),
+    "delete_memory": dict(id=REQUIRED, permanent=False, reason=None, confirm_pinned=False),
     "list_memory_categories": {},
     "save_to_working_memory": dict(key=REQUIRED, data=REQUIRED, ttl_minutes=5, category=None, tags=None),
     "get_from_working_memory": dict(key=REQUIRED),
@@ -74,6 +74,7 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "tags": "array|null",
         "metadata": "object|null",
         "importance": "number|null",
+        "pinned": "boolean|null",
     },
     "search_memory": {
         "query": "string|null",
@@ -95,8 +96,9 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "metadata": "object|null",
         "importance": "number|null",
         "restore": "boolean",
+        "pinned": "boolean|null",
     },
-    "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null"},
+    "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null", "confirm_pinned": "boolean"},
     "list_memory_categories": {},
     "save_to_working_memory": {
         "key": "string",

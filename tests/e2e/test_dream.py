@@ -73,6 +73,7 @@ async def test_agent_driven_consolidation_end_to_end(stdio_server, home, seed, d
                 "content": "The production deploy key is rotated every 90 days",
                 "category": "ops/secrets",
                 "importance": 0.9,
+                "pinned": True,
                 "created_at": days_ago(6),
             },
             {"content": "ok, thanks!", "category": "chat", "created_at": days_ago(1)},
@@ -123,8 +124,8 @@ async def test_agent_driven_consolidation_end_to_end(stdio_server, home, seed, d
         for entry_id in live:
             line_of(text, entry_id)
         assert f"[{old_archive}]" not in text  # archived memories are not material
-        assert "PROTECTED" in line_of(text, key) and "importance=0.90" in line_of(text, key)
-        assert all("PROTECTED" not in line_of(text, i) for i in live if i != key)
+        assert "PINNED" in line_of(text, key) and "importance=0.90" in line_of(text, key)
+        assert all("PINNED" not in line_of(text, i) and "PROTECTED" not in line_of(text, i) for i in live if i != key)
         assert "(project-context/db) #staging" in line_of(text, db2) and "reinforced=2" in line_of(text, db2)
         assert line_of(text, db1).endswith(": The staging database runs PostgreSQL 15 on port 5432")
         assert {"merges", "archives", "updates", "creates"} <= set(material["plan_schema"]["properties"])
@@ -156,7 +157,7 @@ async def test_agent_driven_consolidation_end_to_end(stdio_server, home, seed, d
         dropped = rejected[("merge", (rel1, rel2))]
         assert dropped.startswith("the merged text drops details of its sources:")
         assert {"2", "10:00"} <= set(dropped.split(": ", 1)[1].split(", "))
-        assert rejected[("archive", (key,))] == "protected memories are never pruned"
+        assert rejected[("archive", (key,))].startswith(f"protected memories are never pruned: {key} is pinned")
         assert rejected[("archive", ("0123456789ab",))] == "unknown or already archived id"
         assert rejected[("archive", (db1,))] == "already changed by another action of this plan"
         assert report["summary"] == "consolidation (agent): applied 1 archive, 1 merge, 1 update; 5 rejected"
@@ -266,6 +267,7 @@ async def test_deterministic_pass_through_the_tool(stdio_server, home, seed, dis
             {
                 "content": "Backups are encrypted with age",
                 "importance": 0.9,
+                "pinned": True,
                 "created_at": days_ago(300),
                 "last_seen_at": days_ago(300),
             },

@@ -24,6 +24,7 @@ Metadata = Annotated[dict[str, str] | None, Field(description="Free string key/v
 Importance = Annotated[
     float | None, Field(ge=0, le=1, description="1 if the user asked you to remember it; default 0.7; 0.5 inferred")
 ]
+Pinned = Annotated[bool | None, Field(description="Pin (true: never fades or changed by a dream) or unpin")]
 
 
 def register(server: MCPServer) -> None:
@@ -36,6 +37,7 @@ def register(server: MCPServer) -> None:
         tags: Tags = None,
         metadata: Metadata = None,
         importance: Importance = None,
+        pinned: Pinned = None,
     ) -> MemoryEntry:
         """Save something worth remembering across sessions to long-term memory.
 
@@ -44,7 +46,7 @@ def register(server: MCPServer) -> None:
         reuse existing categories (see list_memory_categories). Returns the saved entry with its id.
         """
         svc = services(ctx)
-        entry = svc.memory.save(content, category, tags, metadata, importance)
+        entry = svc.memory.save(content, category, tags, metadata, importance, bool(pinned))
         if svc.enricher is not None:  # with a language model: expanded in the background, after the save
             svc.enricher.submit(entry)
         return entry
@@ -97,6 +99,7 @@ def register(server: MCPServer) -> None:
         metadata: Annotated[dict[str, str] | None, Field(description="Replacement metadata; omit to keep")] = None,
         importance: Importance = None,
         restore: Annotated[bool, Field(description="Bring back an archived (deleted) memory")] = False,
+        pinned: Pinned = None,
     ) -> MemoryEntry:
         """Correct or refile an existing memory; only the fields you pass change.
 
@@ -104,7 +107,7 @@ def register(server: MCPServer) -> None:
         contradicting duplicate. An archived memory must be restored (restore=true) to change it.
         Returns the updated entry (updated_at set).
         """
-        return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore)
+        return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore, pinned)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     @reports_errors
@@ -113,6 +116,7 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         permanent: Annotated[bool, Field(description="Erase the file instead of archiving it")] = False,
         reason: Annotated[str | None, Field(description="Why it is being removed (kept with the archive)")] = None,
+        confirm_pinned: Annotated[bool, Field(description="Required to delete a pinned memory")] = False,
     ) -> DeleteResult:
         """Remove a memory that is wrong or no longer true.
 
@@ -120,7 +124,7 @@ def register(server: MCPServer) -> None:
         search unless include_archived is set, and update_memory(id, restore=true) brings it back (a dream
         purges archives after 90 days). permanent=true erases it.
         """
-        return services(ctx).memory.delete(id, permanent, reason)
+        return services(ctx).memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors

@@ -89,8 +89,8 @@ def kinds(actions: list) -> list[str]:
     return [a.action for a in actions]
 
 
-def protected_fields(importance: float = 0.5, reinforcement: int = 1) -> dict[str, Any]:
-    return {"importance": importance, "reinforcement_count": reinforcement}
+def protected_fields(pinned: bool = False, reinforcement: int = 1) -> dict[str, Any]:
+    return {"pinned": pinned, "reinforcement_count": reinforcement}
 
 
 # ---------------------------------------------------------------------------------------------- pure helpers
@@ -115,13 +115,14 @@ def test_lost_details_names_what_a_merged_text_drops() -> None:
 
 
 @pytest.mark.parametrize(
-    ("importance", "reinforcement", "expected"),
-    [(0.79, 4, False), (0.8, 1, True), (0.95, 1, True), (0.1, 5, True), (0.5, 9, True), (0.0, 1, False)],
-)
-def test_protected_is_importance_at_least_08_or_reinforced_at_least_5(
-    service: MemoryService, importance: float, reinforcement: int, expected: bool
+    ("importance", "pinned", "reinforcement", "expected"),
+    [(0.79, False, 4, False), (0.95, False, 1, False), (1.0, False, 1, False), (0.1, True, 1, True),
+     (0.1, False, 5, True), (0.5, False, 9, True), (0.0, False, 1, False)],
+)  # fmt: skip
+def test_protected_is_pinned_or_used_at_least_5_times_not_a_high_importance(
+    service: MemoryService, importance: float, pinned: bool, reinforcement: int, expected: bool
 ) -> None:
-    entry = service.prepare_entry({"content": "x", **protected_fields(importance, reinforcement)})
+    entry = service.prepare_entry({"content": "x", "importance": importance, **protected_fields(pinned, reinforcement)})
     assert protected(entry) is expected
 
 
@@ -218,11 +219,11 @@ def test_a_merge_that_drops_a_proper_noun_or_a_number_is_rejected(
     assert files(settings) == before
 
 
-@pytest.mark.parametrize(("importance", "reinforcement"), [(0.8, 1), (0.9, 2), (0.2, 5), (0.5, 12)])
+@pytest.mark.parametrize(("pinned", "reinforcement"), [(True, 1), (True, 2), (False, 5), (False, 12)])
 def test_a_merge_with_a_protected_source_is_rejected_and_leaves_it_byte_identical(
-    dreamer: Dreamer, service: MemoryService, settings: Settings, importance: float, reinforcement: int
+    dreamer: Dreamer, service: MemoryService, settings: Settings, pinned: bool, reinforcement: int
 ) -> None:
-    keep = seed(service, "the user drinks tea", **protected_fields(importance, reinforcement))
+    keep = seed(service, "the user drinks tea", **protected_fields(pinned, reinforcement))
     other = seed(service, "the user drinks tea daily")
     before = files(settings)
     report = dreamer.apply(
@@ -312,11 +313,11 @@ def test_an_archive_keeps_the_memory_on_disk_with_the_reason(
     assert service.get(no_reason.id).archive_reason.startswith("dream:")
 
 
-@pytest.mark.parametrize(("importance", "reinforcement"), [(0.8, 1), (1.0, 1), (0.3, 5)])
+@pytest.mark.parametrize(("pinned", "reinforcement"), [(True, 1), (False, 5)])
 def test_a_protected_memory_is_never_archived(
-    dreamer: Dreamer, service: MemoryService, settings: Settings, importance: float, reinforcement: int
+    dreamer: Dreamer, service: MemoryService, settings: Settings, pinned: bool, reinforcement: int
 ) -> None:
-    a = seed(service, "the user is allergic to peanuts", **protected_fields(importance, reinforcement))
+    a = seed(service, "the user is allergic to peanuts", **protected_fields(pinned, reinforcement))
     before = files(settings)
     report = dreamer.apply(DreamPlan(archives=[PlanArchive(id=a.id, reason="stale")]), "consolidation")
     assert report.applied == [] and "protected" in report.rejected[0].reason
@@ -354,7 +355,7 @@ def test_an_update_changes_category_and_tags_only(dreamer: Dreamer, service: Mem
 
 
 def test_updates_that_cannot_apply_are_rejected(dreamer: Dreamer, service: MemoryService, settings: Settings) -> None:
-    kept = seed(service, "the user is allergic to peanuts", importance=0.9)
+    kept = seed(service, "the user is allergic to peanuts", pinned=True)
     plain = seed(service, "the user edits in vim", category="notes")
     gone = seed(service, "old", archived_at=T0 - DAY)
     before = files(settings)
@@ -451,7 +452,20 @@ def test_a_preference_is_created_inferred_under_user_preferences(dreamer: Dreame
     assert entry.category == "user-preferences/inferred"
     assert "inferred" in entry.tags
     assert entry.metadata["source"] == "inferred" and "requires_user_permission" not in entry.metadata
-    assert entry.importance == 0.6
+    assert entry.importance == 0.5  # a derived entry's base (BASE_DERIVED): a plan's higher importance is capped
+
+
+@pytest.mark.parametrize(("dream_pass", "content"), [
+    ("preferences", "The user prefers short answers"),
+    ("anti-patterns", "Don't retry a failed deploy blindly - instead read the log first"),
+])  # fmt: skip
+def test_dream_created_entries_get_the_derived_base_unless_a_lower_one(
+    dreamer: Dreamer, service: MemoryService, dream_pass: str, content: str
+) -> None:
+    plain = dreamer.apply(DreamPlan(creates=[PlanCreate(content=content)]), dream_pass)
+    lower = dreamer.apply(DreamPlan(creates=[PlanCreate(content=content + " please", importance=0.2)]), dream_pass)
+    higher = dreamer.apply(DreamPlan(creates=[PlanCreate(content=content + " always", importance=1.0)]), dream_pass)
+    assert [e.importance for r in (plain, lower, higher) for e in created(service, r)] == [0.5, 0.2, 0.5]
 
 
 @pytest.mark.parametrize(
@@ -947,7 +961,7 @@ def test_a_merge_that_drops_a_negation_a_date_or_a_name_is_refused(dreamer: Drea
 def test_duplicates_with_a_protected_member_are_not_merged(
     dreamer: Dreamer, service: MemoryService, settings: Settings
 ) -> None:
-    a = seed(service, "the user is allergic to peanuts", importance=0.9)
+    a = seed(service, "the user is allergic to peanuts", pinned=True)
     b = seed(service, "the user is allergic to peanuts")
     before = files(settings)
     report = dreamer.run_deterministic()
@@ -994,7 +1008,7 @@ def test_decay_does_not_compound_over_repeated_runs(dreamer: Dreamer, service: M
 
 
 def test_decay_leaves_protected_memories_alone(dreamer: Dreamer, service: MemoryService, settings: Settings) -> None:
-    a = seed(service, "important note", **idle(500, importance=0.8))
+    a = seed(service, "important note", **idle(500, importance=0.8, pinned=True))
     b = seed(service, "reinforced note", **idle(500, importance=0.5, reinforcement_count=5))
     before = files(settings)
     report = dreamer.run_deterministic()
@@ -1096,7 +1110,8 @@ def test_consolidation_material_lists_live_memories_with_ids_and_flags(
     dreamer: Dreamer, service: MemoryService, graph: GraphService
 ) -> None:
     a = seed(service, "the user   drinks\ntea", category="user-preferences", tags=["tea", "drink"], importance=0.4)
-    p = seed(service, "the user is allergic to peanuts", importance=0.9, reinforcement_count=2)
+    p = seed(service, "the user is allergic to peanuts", importance=0.9, reinforcement_count=2, pinned=True)
+    used = seed(service, "the user edits in vim", importance=0.9, reinforcement_count=6)
     gone = seed(service, "archived note", archived_at=T0 - DAY)
     graph.add_entities([{"name": "Alice"}, {"name": "Falcon"}])
     dreamer.feedback.record("Correction", "No: the deploy day is Wednesday", "chat-1")
@@ -1105,10 +1120,11 @@ def test_consolidation_material_lists_live_memories_with_ids_and_flags(
     dreamer.feedback.record("UserThumbsUp", "nice answer", "chat-1")
     dreamer.feedback.record("UserThumbsDown", "too long", "chat-1")
     material = dreamer.material("consolidation")
-    assert material.dream_pass == "consolidation" and material.items == 2 and material.remaining == 0
+    assert material.dream_pass == "consolidation" and material.items == 3 and material.remaining == 0
     lines = material.material.splitlines()
-    assert lines[0] == f"1. [{p.id}] (uncategorized) importance=0.90 reinforced=2 PROTECTED: {p.content}"
-    assert lines[1] == f"2. [{a.id}] (user-preferences) #tea #drink importance=0.40 reinforced=1: the user drinks tea"
+    assert lines[0] == f"1. [{p.id}] (uncategorized) importance=0.90 reinforced=2 PINNED: {p.content}"
+    assert lines[1] == f"2. [{used.id}] (uncategorized) importance=0.90 reinforced=6 PROTECTED: {used.content}"
+    assert lines[2] == f"3. [{a.id}] (user-preferences) #tea #drink importance=0.40 reinforced=1: the user drinks tea"
     assert gone.id not in material.material
     feedback = material.directive.split("Recent feedback (a Correction makes the memories it contradicts stale):\n")[1]
     assert feedback.splitlines() == [  # every kind of signal, as RockBot's consolidation reads them
@@ -1121,7 +1137,7 @@ def test_consolidation_material_lists_live_memories_with_ids_and_flags(
     assert "{{" not in material.directive
     assert set(material.plan_schema["properties"]) == set(FIELDS)
     entities = dreamer.material("entities")
-    assert "Alice, Falcon" in entities.directive and entities.items == 2
+    assert "Alice, Falcon" in entities.directive and entities.items == 3
 
 
 def test_material_with_nothing_to_consider(dreamer: Dreamer) -> None:
@@ -1209,7 +1225,7 @@ def test_graph_material_lists_entities_and_weakest_triples(dreamer: Dreamer, gra
 # ---------------------------------------------------------------------------------------------- random plans
 def is_protected(entry: MemoryEntry) -> bool:
     """The spec's rule, written out here so a change to the module's own check cannot hide."""
-    return entry.importance >= 0.8 or entry.reinforcement_count >= 5
+    return entry.pinned or entry.reinforcement_count >= 5
 
 
 def dropped_details(sources: list[str], merged: str) -> list[str]:
@@ -1242,7 +1258,8 @@ def random_memories(rng: random.Random, memory: MemoryService) -> list[MemoryEnt
             "content": random_content(rng),
             "category": rng.choice(CATEGORIES),
             "tags": rng.sample(["a", "b", "c", "d"], rng.randint(0, 2)),
-            "importance": rng.choice([0.1, 0.3, 0.5, 0.6, 0.79, 0.8, 0.95]),  # some protected
+            "importance": rng.choice([0.1, 0.3, 0.5, 0.6, 0.79, 0.8, 0.95]),
+            "pinned": rng.random() < 0.2,  # some protected
             "reinforcement_count": rng.choice([1, 1, 1, 2, 3, 4, 5, 7]),
             "created_at": created,
             "last_seen_at": created + timedelta(days=rng.uniform(0, 1)),
@@ -1419,6 +1436,7 @@ def test_random_memories_through_the_deterministic_pass(
         fields: dict[str, Any] = {
             "content": content,
             "importance": rng.choice([0.1, 0.2, 0.5, 0.7, 0.8, 0.9]),
+            "pinned": rng.random() < 0.2,
             "reinforcement_count": rng.choice([1, 2, 5]),
             "created_at": created,
             "last_seen_at": created + timedelta(days=rng.uniform(0, 10)),
@@ -1432,7 +1450,8 @@ def test_random_memories_through_the_deterministic_pass(
     report = dreamer.run_deterministic()
     purged = {x.ids[0] for x in report.applied if x.action == "purge"}
     assert all(before[i].archived and before[i].archived_at < T0 - timedelta(days=90) for i in purged)
-    assert {i for i, e in before.items() if e.archived and e.archived_at < T0 - timedelta(days=90)} == purged
+    old_archives = {i for i, e in before.items() if e.archived and e.archived_at < T0 - timedelta(days=90)}
+    assert {i for i in old_archives if not before[i].pinned} == purged  # an archived pinned memory stays
     after_files = files(settings)
     for entry_id, entry in before.items():
         if entry_id not in purged:

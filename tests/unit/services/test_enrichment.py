@@ -38,7 +38,8 @@ def test_a_saved_memory_is_expanded_into_focused_entries(opened, server) -> None
     answer = {
         "entries": [
             {"content": "Alice leads the Falcon project", "category": "people/alice", "tags": ["falcon"]},
-            {"content": "Falcon ships on 2026-12-01", "category": "project-context/falcon", "importance": 0.7},
+            {"content": "Falcon ships on 2026-12-01", "category": "project-context/falcon", "importance": 0.9},
+            {"content": "Alice owns the Falcon roadmap", "category": "people/alice", "importance": 0.3},
             {"content": "Alice leads Falcon, which ships on 2026-12-01", "category": "notes"},  # the original: skipped
             {"content": "", "category": "notes"},  # invalid: skipped
         ]
@@ -48,9 +49,16 @@ def test_a_saved_memory_is_expanded_into_focused_entries(opened, server) -> None
     enricher.submit(original)
     assert enricher.idle.wait(10)
     made = {e.content: e for e in memory.iter_entries() if e.id != original.id}
-    assert set(made) == {"Alice leads the Falcon project", "Falcon ships on 2026-12-01"}
+    assert set(made) == {
+        "Alice leads the Falcon project",
+        "Falcon ships on 2026-12-01",
+        "Alice owns the Falcon roadmap",
+    }
     assert all(e.metadata == {"source": "enrichment", "derived_from": original.id} for e in made.values())
-    assert made["Falcon ships on 2026-12-01"].importance == 0.7
+    # derived: the base 0.5 (BASE_DERIVED), or lower when the model says so; never an agent's or a user's
+    assert made["Alice leads the Falcon project"].importance == 0.5
+    assert made["Falcon ships on 2026-12-01"].importance == 0.5
+    assert made["Alice owns the Falcon roadmap"].importance == 0.3
     assert memory.get(original.id) == original  # never changed
     body = server.requests[0][0]
     assert body["messages"][1]["content"] == original.content and "tools" not in body  # no memory tools
