@@ -104,6 +104,9 @@ def migrate(memory: MemoryService, clock: Callable[[], datetime] = utc_now) -> i
             memory.settings.home,
         )
         return 0
+    if not marker and len(memory.index) == 0:  # a new home: nothing to map
+        atomic_write(marker_path(memory), json.dumps({"format": FORMAT}).encode() + b"\n")
+        return 0
     started_at = marker.get("migration_started_at")
     try:
         cutoff = datetime.fromisoformat(started_at) if isinstance(started_at, str) else None
