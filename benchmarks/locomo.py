@@ -1,12 +1,15 @@
 """LoCoMo retrieval quality: recall@1/5/10 at turn and session level, per question category.
 
     python -m benchmarks.locomo                         # reads ../shared/bench/locomo/locomo-dev.json
+    python -m benchmarks.locomo --no-salience --out benchmarks/results/locomo-salience-off.json
 
 Each dialogue turn becomes one memory, imported through `rockmem-mcp import`'s code path into a fresh home
 per conversation and embedded with the local model2vec model (../shared/models/m2v-minilm-l6-256) as
 `reindex --embeddings` does; each question is asked through the `search_memory` MCP tool (in-memory
 client) once per ranking mode (hybrid, bm25, vector, rockbot). A hit at k: an evidence turn (turn level)
 or a turn from an evidence session (session level) is in the top k. Without the model only bm25 runs.
+The tool reinforces the memories it returns, as in use; `--no-salience` runs the same with salience off
+(`ROCKMEM_SALIENCE=false`). The tiers of every returned hit are counted.
 The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
 same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
 is read from ../shared, never copied here.
@@ -20,7 +23,7 @@ import re
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,11 +115,18 @@ class PlainBM25:
 
 
 async def rockmem_rankings(
-    turns: list[Turn], questions: list[Question], k: int, modes: tuple[str, ...], model: Path | None
+    turns: list[Turn],
+    questions: list[Question],
+    k: int,
+    modes: tuple[str, ...],
+    model: Path | None,
+    salience: bool = True,
+    tiers: Counter[str] | None = None,
 ) -> dict[str, list[list[str]]]:
-    """Import (and embed) the turns into a fresh home, then ask every question through search_memory."""
+    """Import (and embed) the turns into a fresh home, then ask every question through search_memory; the
+    tier of every hit returned is counted into `tiers`."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
-        overrides = {"home": home, "embedding_model": str(model) if model else None}
+        overrides = {"home": home, "embedding_model": str(model) if model else None, "salience": salience}
         settings = Settings.load(overrides, env={})
         lines = [json.dumps({"content": t.content, "metadata": {"dia_id": t.dia_id}}) for t in turns]
         memory = MemoryService(settings, embed_in_background=False)
@@ -136,6 +146,8 @@ async def rockmem_rankings(
                     assert not result.is_error, result.content
                     assert result.structured_content["mode"] == mode, result.structured_content["mode"]
                     hits = result.structured_content["results"]
+                    if tiers is not None:
+                        tiers.update(hit["tier"] for hit in hits)
                     rankings[mode].append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
         return rankings
 
@@ -158,7 +170,11 @@ def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, Any
 
 
 def run(
-    data: Path, model: Path | None, conversations: int | None = None, questions_per: int | None = None
+    data: Path,
+    model: Path | None,
+    conversations: int | None = None,
+    questions_per: int | None = None,
+    salience: bool = True,
 ) -> dict[str, Any]:
     samples = json.loads(data.read_text())[:conversations]
     modes = MODES if model else ("bm25",)
@@ -166,12 +182,13 @@ def run(
     ranked: dict[str, list[list[str]]] = {f"rockmem_{mode}": [] for mode in modes} | {"plain_bm25": []}
     misses: list[dict[str, Any]] = []
     timings: dict[str, float] = defaultdict(float)
+    tiers: Counter[str] = Counter()
     for sample in samples:
         turns = turns_of(sample)
         questions = questions_of(sample)[:questions_per]
         by_id = {t.dia_id: t.content for t in turns}
         started = time.perf_counter()
-        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model)
+        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model, salience, tiers)
         timings["rockmem_s"] += time.perf_counter() - started
         started = time.perf_counter()
         plain = PlainBM25(turns)
@@ -197,6 +214,8 @@ def run(
         "data": str(data),
         "model": str(model) if model else None,
         "date": time.strftime("%Y-%m-%d"),
+        "salience": salience,
+        "tiers_of_returned_hits": dict(tiers),
         "conversations": [s["sample_id"] for s in samples],
         "questions": len(all_questions),
         "methods": {name: score(all_questions, r) for name, r in ranked.items()},
@@ -211,6 +230,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model2vec model for the vector modes")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
+    parser.add_argument("--no-salience", action="store_true", help="salience off (ROCKMEM_SALIENCE=false)")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
@@ -218,7 +238,7 @@ def main() -> None:
     model = args.model if args.model.exists() else None
     if model is None:
         print(f"no embedding model at {args.model}: only bm25 runs", file=sys.stderr)
-    report = run(args.data, model, args.conversations, args.questions)
+    report = run(args.data, model, args.conversations, args.questions, salience=not args.no_salience)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, groups in report["methods"].items():

@@ -61,6 +61,11 @@ RESULTS = Path(__file__).parent / "results"
 SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid")
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
 QUERY_SEED = 99
+OVERRIDES: dict[str, Any] = {}  # settings every rockmem worker uses beside its home (`--no-salience`)
+
+
+def home_settings(home: Path, **more: Any) -> Settings:
+    return Settings.load({"home": home, **OVERRIDES, **more}, env={})
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -98,7 +103,7 @@ def read_contents(corpus: Path) -> list[str]:
 def rockmem_build(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
     home = work / "rockmem-home"
     started = time.perf_counter()
-    memory = MemoryService(Settings.load({"home": home}, env={}))
+    memory = MemoryService(home_settings(home))
     with corpus.open("rb") as f:
         report = import_jsonl(memory, f)
     memory.close()  # writes the index snapshot the next start loads
@@ -109,12 +114,14 @@ def rockmem_build(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any
 def rockmem_search(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
     home = work / "rockmem-home"
     started = time.perf_counter()
-    memory = MemoryService(Settings.load({"home": home}, env={}))
+    memory = MemoryService(home_settings(home))
     opened = time.perf_counter() - started
     everything = SearchFilter()
     result = {
         "open_s": round(opened, 3),
         "search_20_results": timed(lambda q: memory.search(q, limit=20), queries),
+        # As the search tool calls it: the results are a use (counted in memory; written in the background).
+        "search_20_reinforced": timed(lambda q: memory.search(q, limit=20, reinforce=True), queries),
         "index_top10": timed(lambda q: memory.index.search(q, everything, 10), queries),
     }
     saves = []
@@ -136,7 +143,7 @@ WORKING_VALUE = "pytest output: " + "test_case PASSED " * 120  # ~2 KB, a parked
 def rockmem_tiers(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
     """Per-turn recall over the long-term home with a full working-memory namespace (BM25: no embeddings),
     against plain search for the same 8 results; working-memory get/save/list/search on that namespace."""
-    settings = Settings.load({"home": work / "rockmem-home"}, env={})
+    settings = home_settings(work / "rockmem-home")
     memory = MemoryService(settings)
     session = WorkingMemory(settings, "session/bench")
     for i in range(WORKING_ENTRIES):
@@ -194,7 +201,7 @@ def graph_triples(count: int, seed: int = 5) -> list[dict[str, object]]:
 def rockmem_graph(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
     """A 100k-triple knowledge graph beside the long-term home: build, cold load, 2-hop traversal, and
     per-turn recall with the graph over 100k memories (against recall without it, in the same process)."""
-    settings = Settings.load({"home": work / "rockmem-home"}, env={})
+    settings = home_settings(work / "rockmem-home")
     with corpus.open("rb") as f:
         size = sum(1 for _ in f)
     triples = graph_triples(min(GRAPH_TRIPLES, size))  # as many triples as memories, up to 100k
@@ -229,7 +236,7 @@ def rockmem_graph(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any
 
 
 def hybrid_settings(work: Path) -> Settings:
-    return Settings.load({"home": work / "rockmem-home", "embedding_model": str(MODEL)}, env={})
+    return home_settings(work / "rockmem-home", embedding_model=str(MODEL))
 
 
 def rockmem_embed(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
@@ -330,9 +337,12 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
 }
 
 
-def run_worker(name: str, corpus: Path, work: Path, queries: int) -> dict[str, Any]:
+def run_worker(name: str, corpus: Path, work: Path, queries: int, extra: list[str] | None = None) -> dict[str, Any]:
     """Run one worker in a fresh interpreter; its JSON answer is the last line of stdout."""
     args = [sys.executable, "-m", "benchmarks.speed", "--worker", name, "--corpus", str(corpus), "--work", str(work)]
+    if OVERRIDES.get("salience") is False:
+        args.append("--no-salience")
+    args += extra or []
     done = subprocess.run([*args, "--queries", str(queries)], check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -486,10 +496,13 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}")
     parser.add_argument("--stdio-size", type=parse_size, default=100_000, help="size that also measures stdio")
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()), help="where work files go")
+    parser.add_argument("--no-salience", action="store_true", help="rockmem with salience off (ROCKMEM_SALIENCE=false)")
     parser.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.no_salience:
+        OVERRIDES["salience"] = False
     if args.worker:
         answer = WORKERS[args.worker](args.corpus, args.work, Corpus(seed=QUERY_SEED).queries(args.queries))
         print(json.dumps(answer))

@@ -85,3 +85,28 @@ def test_writers_harness_runs_three_writers_and_finds_every_save(tmp_path: Path)
     assert report["acknowledged_saves_found_afterwards"] == 60
     assert report["ratios"]["three_writers_p50_over_one"] > 0
     assert list(tmp_path.iterdir()) == []  # the home is cleaned up
+
+
+def test_salience_harness_simulates_90_days_on_and_off(tmp_path: Path) -> None:
+    from benchmarks import salience
+
+    report = salience.run(tmp_path, pairs=9, filler=30)
+    on, off = report["runs"]
+    assert (on["salience"], off["salience"]) == (True, False)
+    assert set(on["reads"]) == set(salience.CHANNELS) and on["reads"] == off["reads"]
+    assert on["probes"]["day_90"]["all"] == {"pairs": 9, "used_found": 1.0, "twin_shown": 0.0,
+                                             "used_above_twin": 1.0, "used_first": 1.0}  # fmt: skip
+    assert off["probes"]["day_90"]["all"]["twin_shown"] == 1.0  # without salience the twin stays
+    assert on["never_read_day_90"]["in_recall"] == on["never_read_day_90"]["in_default_search"] == 0
+    assert off["never_read_day_90"]["in_recall"] == on["never_read_day_90"]["in_search_include_dormant"] == 39
+    assert on["fsync"]["on_the_calling_thread_during_reads"] == off["fsync"]["on_the_calling_thread_during_reads"] == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_salience_speed_harness_alternates_on_and_off(tmp_path: Path) -> None:
+    from benchmarks import salience
+
+    report = salience.speed_ab(300, tmp_path, queries=12, rounds=2)
+    assert [len(report["p50_ms_per_run"][side]["search_20_results"]) for side in ("on", "off")] == [2, 2]
+    assert set(report["ratios_on_over_off"]) == set(salience.SPEED_MEASURES)
+    assert list(tmp_path.iterdir()) == []
