@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -16,7 +15,7 @@ from rockmem_mcp.services.recall import CLOSE_TAG, OPEN_TAG, TOP_MATCHES, Recall
 from rockmem_mcp.services.sessions import MAX_SESSIONS
 from rockmem_mcp.services.working import WorkingMemory
 
-from .helpers import T0, FakeClock
+from .helpers import FakeClock
 
 
 def test_matches_are_injected_once_per_session_until_reset(service: MemoryService, settings: Settings) -> None:
