@@ -458,7 +458,10 @@ class Entity(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     metadata: dict[str, str] = Field(default_factory=dict)
     created_at: UtcDatetime
-    last_referenced_at: UtcDatetime | None = None
+    last_referenced_at: UtcDatetime | None = None  # before salience: when recall last named it
+    # Uses, as for memories: the file holds them as of its last write, the access log (meta/access/) the rest.
+    last_seen_at: UtcDatetime | None = Field(None, description="Last use (get, search, recall, a new link)")
+    reinforcement_count: int = Field(1, ge=1, description="Times used, the creation included")
 
 
 class Triple(BaseModel):
@@ -473,6 +476,8 @@ class Triple(BaseModel):
     confidence: float = Field(1.0, ge=0.0, le=1.0)
     source: str | None = None
     created_at: UtcDatetime
+    last_seen_at: UtcDatetime | None = Field(None, description="Last use (recall, traversal, added again)")
+    reinforcement_count: int = Field(1, ge=1, description="Times used, the creation included")
 
 
 class Fact(BaseModel):
@@ -488,6 +493,10 @@ class Fact(BaseModel):
     object_id: str
     created_at: datetime
     hop: int | None = Field(None, description="In a traversal: how many hops from the start")
+    reinforcement_count: int = Field(1, description="Times used, the creation included")
+    last_seen_at: datetime | None = Field(None, description="Last use")
+    salience: float = Field(description="0..1: confidence x 0.7, faded since the last use, grown with uses")
+    tier: str = Field(description="active, fading, dormant or archive_candidate")
 
     def line(self) -> str:
         return f"- {self.subject} --{self.predicate}--> {self.object} (confidence={self.confidence:.2f})"
@@ -522,6 +531,8 @@ class EntityHit(BaseModel):
         "null when listing without a query"
     )
     triples: int = Field(description="How many triples touch this entity")
+    salience: float = Field(description="0..1: 0.7, faded since the last use, grown with uses")
+    tier: str = Field(description="active, fading, dormant or archive_candidate")
 
 
 class EntitySearch(BaseModel):
@@ -531,6 +542,8 @@ class EntitySearch(BaseModel):
 
 class EntityDetail(BaseModel):
     entity: Entity
+    salience: float = Field(description="0..1: 0.7, faded since the last use, grown with uses")
+    tier: str = Field(description="active, fading, dormant or archive_candidate")
     facts: list[Fact] = Field(description="Every triple touching the entity, outgoing then incoming")
 
 

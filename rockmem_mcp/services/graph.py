@@ -8,6 +8,14 @@ journal, so two processes never create twins of one name or two copies of one tr
 Names resolve case-insensitively through names and aliases; a name already taken resolves to its entity.
 Predicates are snake_case; confidence is clamped to 0..1. Deleting an entity deletes its triples; merging
 re-points the merged entity's triples to the kept one and folds the duplicates that makes.
+
+Salience (search/salience.py), as for memories: entities and triples carry uses (reinforcement_count, last_seen_at)
+and are reinforced on use through the memory store's Reinforcer (one access log per process; reinforcement never
+rewrites a record's file). Uses: an entity returned by get_entity, found by find_entities with a query, named in
+a recall message or in a newly saved memory (matched off the save path, `NewEntries`), or linked by an added
+triple; a triple injected by recall, returned by traverse_graph or added again. base: 0.7 for an entity (what an
+agent adds on its own), 0.7 x confidence for a triple (a fact the agent is less sure of fades sooner); type
+weight semantic. Recall prefers the more salient facts within a hop (nearest hop first, as before).
 """
 
 from __future__ import annotations
@@ -17,11 +25,12 @@ import heapq
 import logging
 import math
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +46,7 @@ from rockmem_mcp.models import (
     EntityHit,
     EntitySearch,
     Fact,
+    MemoryEntry,
     Traversal,
     Triple,
     TripleAdded,
@@ -56,7 +66,10 @@ from rockmem_mcp.models import (
 )
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank
+from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, tier
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer
+from rockmem_mcp.storage.access_log import Access, AccessLog
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
@@ -75,11 +88,41 @@ MAX_ITEMS = 1000  # entities or triples per call
 MAX_SOURCE_CHARS = 1000  # a triple's source: who or what said so
 MIN_MENTION_CHARS = 3  # recall skips names shorter than this ("AI", "Go")
 MAX_MENTION_WORDS = 8
-REFERENCE_REFRESH = timedelta(minutes=1)  # last_referenced_at is rewritten at most this often
+ENTITY_BASE = BASE_AGENT  # salience base of an entity; a triple's is this x its confidence
+GRAPH_TYPE_WEIGHT = TYPE_WEIGHTS["semantic"]
+RECALL_CANDIDATES = 500  # recall weighs by salience at most this many of an entity's best-confidence triples
+MAX_PENDING_TEXTS = 1000  # new memories waiting to be matched; beyond, the newest are dropped (a lost use)
+
+Record = TypeVar("Record", Entity, Triple)
+
+
+class NewEntries:
+    """Texts of newly saved memories, waiting for the graph to reinforce the entities they name: the save only
+    queues the text (`saved`, a MemoryService save listener); the graph's own thread matches it. Bounded, so
+    a graph that is slow to open (or never opens) costs no more than `MAX_PENDING_TEXTS` texts."""
+
+    def __init__(self, limit: int = MAX_PENDING_TEXTS) -> None:
+        self.queue: queue.Queue[str | None] = queue.Queue(limit)
+
+    def saved(self, entry: MemoryEntry) -> None:
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(entry.content)
+
+    def wait(self) -> None:
+        """Until every queued text has been matched (tests, and nothing else, need to know)."""
+        self.queue.join()
 
 
 class GraphService:
-    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Callable[[], datetime] = utc_now,
+        reinforcer: Reinforcer | None = None,
+        new_entries: NewEntries | None = None,
+    ) -> None:
+        """`reinforcer`: the memory store's (one per process); without one (a graph opened alone) the graph
+        opens its own and writes it at close. `new_entries`: saved memories whose texts link entities."""
         self.settings = settings
         refuse_linked_store_folders(settings.store_dirs)  # also when opened without a memory store (CLI)
         self._claim = HomeClaim(settings.home)  # the home is in use (doctor --fix waits for it to close)
@@ -91,9 +134,21 @@ class GraphService:
         self._changes_since_snapshot = 0
         with self._lock:
             self._load()
+        self._owns_reinforcer = reinforcer is None
+        self.reinforcer = reinforcer or Reinforcer(settings, _open_access_log(settings), clock)
+        self.new_entries = new_entries
+        self._linker: threading.Thread | None = None
+        if new_entries is not None:
+            self._linker = threading.Thread(target=self._link_new_entries, name="rockmem-graph-links", daemon=True)
+            self._linker.start()
 
     def close(self) -> None:
         """Write a fresh snapshot if anything changed since the last one, then let go of the journal."""
+        if self._linker is not None and self.new_entries is not None:
+            self.new_entries.queue.put(None)  # after the texts already queued
+            self._linker.join()
+        if self._owns_reinforcer:
+            self.reinforcer.close()
         try:
             if self._changes_since_snapshot:
                 self.write_snapshot()
@@ -273,6 +328,14 @@ class GraphService:
 
     def _write(self, changes: _Changes) -> None:
         """Files are the truth: puts, then removals of triples before their entities."""
+        # A record's file carries its uses as known when it is written (reinforcement alone never writes it);
+        # the index holds what the file does (only the uses differ: no name or edge moves).
+        for entity_id, entity in changes.entities.items():
+            changes.entities[entity_id] = self.entities[entity_id] = self._with_uses(ENTITY, entity)
+        for triple_id, triple in changes.triples.items():
+            if (with_uses := self._with_uses(TRIPLE, triple)) is not triple:
+                changes.triples[triple_id] = with_uses
+                self._index_triple(with_uses)
         self.files.entities.write_many(changes.entities.values())
         self.files.triples.write_many(changes.triples.values())
         for triple_id in changes.removed_triples:
@@ -383,8 +446,10 @@ class GraphService:
         """Add subject --predicate--> object facts by entity name (or id); missing entities are created as
         type 'concept'. The same subject, predicate and object again keeps one triple, the higher confidence."""
         wanted = [self._parse_triple(item) for item in _items(items, "triples")]
-        added: list[TripleAdded] = []
+        added: list[tuple[Triple, bool]] = []
         created: list[str] = []
+        created_ids: set[str] = set()
+        linked: dict[str, Entity] = {}
         with self._changing() as changes:
             for subject_name, predicate, object_name, confidence, source in wanted:
                 ends = []
@@ -393,14 +458,25 @@ class GraphService:
                     if entity is None:
                         entity = self._add_entity(changes, label, None, [], {}).entity
                         created.append(entity.name)
+                        created_ids.add(entity.id)
                     ends.append(entity)
                 subject, obj = ends
                 if subject.id == obj.id:
                     raise InvalidInputError(
                         f"{subject_name!r} and {object_name!r} are the same entity; a triple links two entities"
                     )
+                linked.update((e.id, e) for e in ends if e.id not in created_ids)
                 added.append(self._put_triple(changes, subject.id, predicate, obj.id, confidence, source))
-        return TriplesAdded(triples=added, created_entities=created)
+        with self._lock:
+            # A link from a new triple is a use of the entities it names and of a fact said again (new
+            # records are not: their creation is their first use).
+            self._use(ENTITY, [self.entities[i] for i in linked if i in self.entities])
+            self._use(TRIPLE, [self.triples[t.id] for t, new in added if not new and t.id in self.triples])
+            facts = self._facts([self.triples.get(t.id, t) for t, _ in added])
+        return TriplesAdded(
+            triples=[TripleAdded(fact=f, created=new) for f, (_, new) in zip(facts, added, strict=True)],
+            created_entities=created,
+        )
 
     def _parse_triple(self, item: Any) -> tuple[str, str, str, float, str | None]:
         if not isinstance(item, Mapping):
@@ -418,8 +494,17 @@ class GraphService:
         return subject, normalize_predicate(item.get("predicate")), obj, min(1.0, max(0.0, float(confidence))), source
 
     def _put_triple(
-        self, changes: _Changes, subject: str, predicate: str, obj: str, confidence: float, source: str | None
-    ) -> TripleAdded:
+        self,
+        changes: _Changes,
+        subject: str,
+        predicate: str,
+        obj: str,
+        confidence: float,
+        source: str | None,
+        uses: Triple | None = None,
+    ) -> tuple[Triple, bool]:
+        """The triple (existing or new) and whether it is new; `uses`: a triple whose uses a new one takes
+        over (a merge re-points it)."""
         existing_id = self._by_spo.get((subject, predicate, obj))
         if existing_id is not None:
             existing = self.triples[existing_id]
@@ -429,7 +514,11 @@ class GraphService:
                 )
                 changes.put_triple(existing)
                 self._index_triple(existing)
-            return TripleAdded(fact=self._fact(existing), created=False)
+            return existing, False
+        kept_uses = {}
+        if uses is not None:
+            access = self._access(TRIPLE, uses)
+            kept_uses = {"reinforcement_count": access.count, "last_seen_at": datetime.fromtimestamp(access.last, UTC)}
         triple = Triple(
             id=new_entry_id(),
             subject=subject,
@@ -438,10 +527,11 @@ class GraphService:
             confidence=confidence,
             source=source,
             created_at=self._clock(),
+            **kept_uses,
         )
         changes.put_triple(triple)
         self._index_triple(triple)
-        return TripleAdded(fact=self._fact(triple), created=True)
+        return triple, True
 
     def delete_entity(self, name_or_id: str) -> EntityDeleted:
         with self._changing() as changes:
@@ -459,7 +549,7 @@ class GraphService:
             triple = self.triples.get(triple_id) if isinstance(triple_id, str) else None
             if triple is None:
                 raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}; get_entity lists an entity's triples")
-            fact = self._fact(triple)
+            [fact] = self._facts([triple])
             changes.remove_triple(triple.id)
             self._unindex_triple(triple.id)
         return TripleDeleted(fact=fact)
@@ -481,8 +571,10 @@ class GraphService:
                 if subject == obj:  # a triple between the two merged entities says nothing any more
                     folded += 1
                     continue
-                result = self._put_triple(changes, subject, triple.predicate, obj, triple.confidence, triple.source)
-                if result.created:
+                _, new = self._put_triple(
+                    changes, subject, triple.predicate, obj, triple.confidence, triple.source, uses=triple
+                )
+                if new:
                     repointed += 1
                 else:
                     folded += 1
@@ -492,10 +584,13 @@ class GraphService:
                 if name_key(label) not in known:
                     known.add(name_key(label))
                     aliases.append(label)
+            kept_uses, gone_uses = self._access(ENTITY, kept), self._access(ENTITY, gone)
             changes.remove_entity(gone.id)
             self._unindex_entity(gone.id)
             merged = kept.model_copy(
                 update={
+                    "reinforcement_count": kept_uses.count + gone_uses.count - 1,  # one creation, not two
+                    "last_seen_at": datetime.fromtimestamp(max(kept_uses.last, gone_uses.last), UTC),
                     "aliases": aliases,
                     "metadata": {**gone.metadata, **kept.metadata},
                     "created_at": min(kept.created_at, gone.created_at),
@@ -504,31 +599,53 @@ class GraphService:
             )
             changes.put_entity(merged)
             self._index_entity(merged)
+            merged = self._with_uses(ENTITY, merged)
         return EntitiesMerged(entity=merged, merged_id=gone.id, triples_repointed=repointed, duplicates_folded=folded)
 
     # ------------------------------------------------------------------ reads
-    def get_entity(self, name_or_id: str) -> EntityDetail:
+    def get_entity(self, name_or_id: str, reinforce: bool = False) -> EntityDetail:
+        """`reinforce`: this read is a use of the entity (the tool's; its triples are not used by a listing)."""
         with self._reading():
             entity = self._resolve(name_or_id)
+            if reinforce:
+                self._use(ENTITY, [entity])
             triples = [self.triples[t] for t in self._edges.get(entity.id, ())]
             triples.sort(key=lambda t: (t.subject != entity.id, -t.confidence, t.created_at))
-            return EntityDetail(entity=entity, facts=[self._fact(t) for t in triples])
+            now = self._now()
+            value = self._saliences(ENTITY, [entity], now)[0]
+            return EntityDetail(
+                entity=self._with_uses(ENTITY, entity),
+                salience=round(value, 4),
+                tier=tier(value),
+                facts=self._facts(triples, now=now),
+            )
 
-    def find_entities(self, query: str | None = None, entity_type: str | None = None, limit: int = 20) -> EntitySearch:
+    def find_entities(
+        self, query: str | None = None, entity_type: str | None = None, limit: int = 20, reinforce: bool = False
+    ) -> EntitySearch:
         """Entities ranked by the shared ranker (BM25 over name, aliases, type and metadata); without a
-        query, the most recently created first."""
+        query, the most recently created first. `reinforce`: what a query found is a use of it."""
+        with self._reading():
+            found, total = self._find_entities(query, entity_type, limit)
+            if reinforce and query and query.strip():
+                self._use(ENTITY, [e for _, e in found])
+            return EntitySearch(results=self._hits(found), total_matches=total)
+
+    def _find_entities(
+        self, query: str | None, entity_type: str | None, limit: int
+    ) -> tuple[list[tuple[float | None, Entity]], int]:
         wanted_type = normalize_entity_type(entity_type) if entity_type is not None else None
         if query is not None:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         with self._reading():
             tokens = tokenize(query) if query else []
             if not tokens and query and query.strip():  # 'R', 'The Who': no words to rank, but a name
-                partial = self._containing(query, wanted_type, set())
-                return EntitySearch(results=[self._hit(e, v) for v, e in partial[:limit]], total_matches=len(partial))
+                partial: list[tuple[float | None, Entity]] = list(self._containing(query, wanted_type, set()))
+                return list(partial[:limit]), len(partial)
             if not tokens:
                 pool = [e for e in self.entities.values() if wanted_type is None or e.type == wanted_type]
                 newest = heapq.nlargest(limit, pool, key=lambda e: (e.created_at, e.id))
-                return EntitySearch(results=[self._hit(e, None) for e in newest], total_matches=len(pool))
+                return [(None, e) for e in newest], len(pool)
             text = self._text_index()
             allowed = None
             if wanted_type is not None:
@@ -538,15 +655,15 @@ class GraphService:
                 )
             scores = text.scores(tokens, allowed)
             hits = rank(Ranking("bm25"), scores, None, np.zeros(len(scores), dtype=bool), limit)
-            results = [
-                self._hit(self.entities[text.keys[s]], float(v)) for s, v in zip(hits.slots, hits.scores, strict=True)
+            scored: list[tuple[float | None, Entity]] = [
+                (float(v), self.entities[text.keys[s]]) for s, v in zip(hits.slots, hits.scores, strict=True)
             ]
             total = hits.total
-            if len(results) < limit:  # 'rock' finds 'RockBot': names containing the query, after word matches
-                partial = self._containing(query or "", wanted_type, {h.entity.id for h in results})
+            if len(scored) < limit:  # 'rock' finds 'RockBot': names containing the query, after word matches
+                partial = self._containing(query or "", wanted_type, {e.id for _, e in scored})
                 total += len(partial)
-                results += [self._hit(e, score) for score, e in partial[: limit - len(results)]]
-            return EntitySearch(results=results, total_matches=total)
+                scored += partial[: limit - len(scored)]
+            return scored, total
 
     def _text_index(self) -> BM25Index:
         if self._text is None:
@@ -566,14 +683,24 @@ class GraphService:
         return sorted(found, key=lambda pair: (-pair[0], pair[1].name))
 
     def traverse(
-        self, start: str | Iterable[str], max_hops: int = 2, limit: int = 15, min_confidence: float = 0.0
+        self,
+        start: str | Iterable[str],
+        max_hops: int = 2,
+        limit: int = 15,
+        min_confidence: float = 0.0,
+        reinforce: bool = False,
     ) -> Traversal:
         """Breadth-first from `start` along triples in both directions, nearest first, each triple once,
-        entities already reached not expanded again (cycles end there); within a hop, higher confidence first."""
+        entities already reached not expanded again (cycles end there); within a hop, higher confidence first.
+        `reinforce`: the triples returned are a use of them."""
         with self._reading():
             origin = self._resolve(start)
-            facts, reached, truncated = self._walk([origin.id], max_hops, limit, min_confidence)
-            return Traversal(start=origin, facts=facts, entities_reached=reached, truncated=truncated)
+            walked, reached, truncated = self._walk([origin.id], max_hops, limit, min_confidence)
+            if reinforce:
+                self._use(TRIPLE, [t for t, _ in walked])
+            facts = self._facts([t for t, _ in walked], [hop for _, hop in walked])
+            start_entity = self._with_uses(ENTITY, origin)
+            return Traversal(start=start_entity, facts=facts, entities_reached=reached, truncated=truncated)
 
     def _ranked_edges(self, entity_id: str) -> list[Triple]:
         """The triples touching an entity, best first (highest confidence, then oldest); cached until one
@@ -585,31 +712,47 @@ class GraphService:
             )
         return ranked
 
-    def _walk(self, seeds: list[str], max_hops: int, limit: int, min_confidence: float) -> tuple[list[Fact], int, bool]:
+    def _walk(
+        self,
+        seeds: list[str],
+        max_hops: int,
+        limit: int,
+        min_confidence: float,
+        salient_first: bool = False,
+        now: float = 0.0,
+    ) -> tuple[list[tuple[Triple, int]], int, bool]:
+        """The triples reached, each with its hop. `salient_first` (recall): within a hop the more salient
+        first (then higher confidence), among each frontier entity's `RECALL_CANDIDATES` best-confidence ones."""
         if max_hops < 1 or limit < 1:
             raise InvalidInputError("max_hops and limit must be at least 1")
         visited = set(seeds)
         seen_triples: set[str] = set()
-        facts: list[Fact] = []
+        facts: list[tuple[Triple, int]] = []
         frontier = list(seeds)
         for hop in range(1, max_hops + 1):
             room = limit - len(facts)
             # From each frontier entity its best unseen edges (at most room + 1: enough to fill the room and
             # to know whether more remain), from lists kept sorted per entity, so a hub costs no sort.
+            per_entity = max(room, RECALL_CANDIDATES) if salient_first else room
             unique: dict[str, Triple] = {}
             for entity_id in frontier:
                 taken = 0
                 for triple in self._ranked_edges(entity_id):
-                    if triple.confidence < min_confidence or taken > room:
+                    if triple.confidence < min_confidence or taken > per_entity:
                         break
                     if triple.id not in seen_triples:
                         unique[triple.id] = triple
                         taken += 1
-            best = sorted(unique.values(), key=_rank_key)[: room + 1]
+            if salient_first:
+                candidates = list(unique.values())
+                values = dict(zip(unique, self._saliences(TRIPLE, candidates, now), strict=True))
+                best = sorted(candidates, key=lambda t: (-values[t.id], *_rank_key(t)))[: room + 1]
+            else:
+                best = sorted(unique.values(), key=_rank_key)[: room + 1]
             next_frontier: list[str] = []
             for triple in best[:room]:
                 seen_triples.add(triple.id)
-                facts.append(self._fact(triple, hop))
+                facts.append((triple, hop))
                 for end in (triple.subject, triple.object):
                     if end not in visited:
                         visited.add(end)
@@ -624,11 +767,11 @@ class GraphService:
 
     # ------------------------------------------------------------------ backups
     def records(self) -> tuple[list[Entity], list[Triple]]:
-        """Every entity and triple (for export), oldest first."""
+        """Every entity and triple (for export), oldest first, with their uses."""
         with self._reading():
             entities = sorted(self.entities.values(), key=lambda e: (e.created_at, e.id))
             triples = sorted(self.triples.values(), key=lambda t: (t.created_at, t.id))
-            return entities, triples
+            return [self._with_uses(ENTITY, e) for e in entities], [self._with_uses(TRIPLE, t) for t in triples]
 
     def restore(self, entities: list[Entity], triples: list[Triple]) -> list[str]:
         """Put exported records back with their ids (an id already here is replaced). An entity whose name
@@ -660,7 +803,7 @@ class GraphService:
             triple = self.triples.get(triple_id) if isinstance(triple_id, str) else None
             if triple is None:
                 raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}")
-            return self._fact(triple)
+            return self._facts([triple])[0]
 
     def check(self, kind: str, item: Mapping[str, Any]) -> None:
         """Raise what adding this entity or triple would raise, without adding it (a dry run)."""
@@ -678,22 +821,23 @@ class GraphService:
         """The lowest-confidence triples, oldest first among equals."""
         with self._reading():
             weakest = heapq.nsmallest(limit, self.triples.values(), key=lambda t: (t.confidence, t.created_at))
-            return [self._fact(t) for t in weakest]
+            return self._facts(weakest)
 
     def weak_triples(self, below: float, created_before: datetime) -> list[Triple]:
         with self._reading():
             return [t for t in self.triples.values() if t.confidence < below and t.created_at < created_before]
 
     def orphans(self, idle_since: datetime, without: set[str] = frozenset()) -> list[Entity]:  # type: ignore[assignment]
-        """Entities no triple touches (counting triples in `without` as gone), created and last referenced
-        before `idle_since`."""
+        """Entities no triple touches (counting triples in `without` as gone), created, last referenced (before
+        salience) and last used before `idle_since`."""
+        idle = idle_since.timestamp()
         with self._reading():
             return [
                 e
                 for e in self.entities.values()
                 if not (self._edges.get(e.id, set()) - without)
-                and e.created_at < idle_since
                 and (e.last_referenced_at is None or e.last_referenced_at < idle_since)
+                and self._access(ENTITY, e).last < idle  # the creation counts as a use
             ]
 
     # ------------------------------------------------------------------ recall
@@ -710,47 +854,123 @@ class GraphService:
             return list(found.values())
 
     def recall_facts(self, message: str, limit: int = 15, max_hops: int = 2) -> tuple[list[Entity], list[Fact]]:
-        """The entities a message names and up to `limit` triples within `max_hops` of them; the named
-        entities' last_referenced_at is refreshed."""
+        """The entities a message names and up to `limit` triples within `max_hops` of them, nearest hop first
+        and, with salience on, the more salient first within a hop. The named entities and the facts returned
+        are reinforced (a use; no file is written)."""
         entities = self.mentioned(message)
         if not entities:
             return [], []
         with self._reading():
-            facts, _, _ = self._walk([e.id for e in entities], max_hops, limit, 0.0)
-        self._touch(entities)
-        return entities, facts
+            now = self._now()
+            walked, _, _ = self._walk([e.id for e in entities], max_hops, limit, 0.0, self.settings.salience, now)
+            self._use(ENTITY, entities)
+            self._use(TRIPLE, [t for t, _ in walked])
+            facts = self._facts([t for t, _ in walked], [hop for _, hop in walked], now)
+            return [self._with_uses(ENTITY, e) for e in entities], facts
 
-    def _touch(self, entities: list[Entity]) -> None:
-        now = self._clock()
-        stale = [e for e in entities if e.last_referenced_at is None or now - e.last_referenced_at >= REFERENCE_REFRESH]
-        if not stale:
-            return
-        with self._changing() as changes:
-            for entity in stale:
-                current = self.entities.get(entity.id)
-                if current is not None:
-                    touched = current.model_copy(update={"last_referenced_at": now})
-                    changes.put_entity(touched)
-                    self._index_entity(touched)
+    def link(self, text: str) -> list[Entity]:
+        """A newly saved memory's text: the existing entities it names (whole words, as recall matches them)
+        are reinforced. Returns them."""
+        entities = self.mentioned(text)
+        with self._lock:
+            self._use(ENTITY, entities)
+        return entities
 
-    # ------------------------------------------------------------------ shaping
-    def _fact(self, triple: Triple, hop: int | None = None) -> Fact:
-        subject, obj = self.entities.get(triple.subject), self.entities.get(triple.object)
-        return Fact(
-            id=triple.id,
-            subject=subject.name if subject else triple.subject,
-            predicate=triple.predicate,
-            object=obj.name if obj else triple.object,
-            confidence=triple.confidence,
-            source=triple.source,
-            subject_id=triple.subject,
-            object_id=triple.object,
-            created_at=triple.created_at,
-            hop=hop,
+    def _link_new_entries(self) -> None:
+        assert self.new_entries is not None
+        pending = self.new_entries.queue
+        while (text := pending.get()) is not None:
+            try:
+                self.link(text)
+            except OSError as exc:  # the journal could not be read: this use is lost, nothing else
+                log.warning("could not match a new memory against the graph (%s)", exc)
+            finally:
+                pending.task_done()
+        pending.task_done()
+
+    # ------------------------------------------------------------------ uses and salience
+    def _access(self, kind: str, record: Entity | Triple) -> Access:
+        """A record's uses: its file's, merged with the access log's."""
+        own = Access(record.reinforcement_count, (record.last_seen_at or record.created_at).timestamp())
+        return own.merged(self.reinforcer.accesses(kind).get(record.id))
+
+    def _with_uses(self, kind: str, record: Record) -> Record:
+        own = Access(record.reinforcement_count, (record.last_seen_at or record.created_at).timestamp())
+        known = own.merged(self.reinforcer.accesses(kind).get(record.id))
+        if known == own:  # nothing used since its file was written (no last use: its creation)
+            return record
+        return record.model_copy(
+            update={"reinforcement_count": known.count, "last_seen_at": datetime.fromtimestamp(known.last, UTC)}
         )
 
-    def _hit(self, entity: Entity, score: float | None) -> EntityHit:
-        return EntityHit(entity=entity, score=score, triples=len(self._edges.get(entity.id, ())))
+    def _use(self, kind: str, records: Iterable[Entity | Triple]) -> None:
+        """A use of these records (caller holds the lock): counted in memory now, written to the access log in
+        the background, at most once per `reinforce_interval_s` each."""
+        current = {r.id: Access(r.reinforcement_count, (r.last_seen_at or r.created_at).timestamp()) for r in records}
+        if current:
+            self.reinforcer.use(kind, current)
+
+    def _now(self) -> float:
+        return self._clock().timestamp()
+
+    def _saliences(self, kind: str, records: list[Entity] | list[Triple], now: float) -> list[float]:
+        if not records:
+            return []
+        uses = [self._access(kind, r) for r in records]
+        if kind == ENTITY:
+            base = np.full(len(records), ENTITY_BASE)
+        else:
+            base = np.array([ENTITY_BASE * r.confidence for r in records])  # type: ignore[union-attr]
+        values = salience(
+            base,
+            np.array([u.last for u in uses]),
+            np.array([u.count for u in uses]),
+            np.zeros(len(records), dtype=bool),
+            now,
+            self.settings.salience_lambda,
+            GRAPH_TYPE_WEIGHT,
+        )
+        return values.tolist()
+
+    # ------------------------------------------------------------------ shaping
+    def _facts(self, triples: list[Triple], hops: list[int] | None = None, now: float | None = None) -> list[Fact]:
+        values = self._saliences(TRIPLE, triples, self._now() if now is None else now) if triples else []
+        facts = []
+        for i, (triple, value) in enumerate(zip(triples, values, strict=True)):
+            subject, obj = self.entities.get(triple.subject), self.entities.get(triple.object)
+            uses = self._access(TRIPLE, triple)
+            facts.append(
+                Fact(
+                    id=triple.id,
+                    subject=subject.name if subject else triple.subject,
+                    predicate=triple.predicate,
+                    object=obj.name if obj else triple.object,
+                    confidence=triple.confidence,
+                    source=triple.source,
+                    subject_id=triple.subject,
+                    object_id=triple.object,
+                    created_at=triple.created_at,
+                    hop=None if hops is None else hops[i],
+                    reinforcement_count=uses.count,
+                    last_seen_at=datetime.fromtimestamp(uses.last, UTC),
+                    salience=round(value, 4),
+                    tier=tier(value),
+                )
+            )
+        return facts
+
+    def _hits(self, scored: list[tuple[float | None, Entity]]) -> list[EntityHit]:
+        values = self._saliences(ENTITY, [e for _, e in scored], self._now()) if scored else []
+        return [
+            EntityHit(
+                entity=self._with_uses(ENTITY, entity),
+                score=score,
+                triples=len(self._edges.get(entity.id, ())),
+                salience=round(value, 4),
+                tier=tier(value),
+            )
+            for (score, entity), value in zip(scored, values, strict=True)
+        ]
 
     def stats(self) -> dict[str, int]:
         with self._reading():
@@ -816,3 +1036,12 @@ def _is_record_id(value: Any) -> bool:
 
 def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     return max((d for d in (a, b) if d is not None), default=None)
+
+
+def _open_access_log(settings: Settings) -> AccessLog | None:
+    """As the memory store opens it (for a graph opened alone, e.g. by a CLI command)."""
+    try:
+        return AccessLog(settings.access_dir)
+    except OSError as exc:  # a read-only home from before salience: no log to follow
+        log.info("no access log in %s (%s); graph salience uses this process's reinforcement only", settings.home, exc)
+        return None

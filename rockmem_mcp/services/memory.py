@@ -113,6 +113,8 @@ class MemoryService:
             self.vector_worker.start()
         if embed_in_background:  # one-shot commands write reinforcement once, at close
             self.reinforcer.start()
+        # Called with each entry `save` made, after it is written; must return at once (the graph queues it).
+        self.save_listeners: list[Callable[[MemoryEntry], None]] = []
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -429,6 +431,8 @@ class MemoryService:
             with self._undone_on_error(None, entry):
                 self.index.upsert(entry)
                 self._record([entry])
+        for listener in self.save_listeners:
+            listener(entry)
         return entry
 
     @contextlib.contextmanager

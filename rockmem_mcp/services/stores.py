@@ -9,7 +9,7 @@ from functools import partial
 from typing import TypeVar
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.graph import GraphService, NewEntries
 from rockmem_mcp.services.memory import MemoryService
 
 T = TypeVar("T")
@@ -31,6 +31,11 @@ def in_background(make: Callable[[], T], name: str) -> Future[T]:
 
 def open_stores(settings: Settings) -> tuple[MemoryService, Future[GraphService]]:
     """The long-term memory, opened now, and the knowledge graph, opening in the background: a large graph
-    (about a second per 100,000 triples) then delays only the first call that needs it, not the start."""
+    (about a second per 100,000 triples) then delays only the first call that needs it, not the start. Both
+    share the memory store's reinforcement (one access log); a saved memory's text is queued for the graph,
+    which reinforces the entities it names off the save path."""
     memory = MemoryService(settings)
-    return memory, in_background(partial(GraphService, settings), "rockmem-graph")
+    new_entries = NewEntries()
+    memory.save_listeners.append(new_entries.saved)
+    graph = partial(GraphService, settings, reinforcer=memory.reinforcer, new_entries=new_entries)
+    return memory, in_background(graph, "rockmem-graph")

@@ -133,9 +133,11 @@ class GraphFiles:
 
 
 # ---------------------------------------------------------------------------------------------- snapshot
-SNAPSHOT_FORMAT = 1
-_ENTITY_FIELDS = ("id", "name", "type", "aliases", "metadata", "created_at", "last_referenced_at")
-_TRIPLE_FIELDS = ("id", "subject", "predicate", "object", "confidence", "source", "created_at")
+SNAPSHOT_FORMAT = 2  # 2 added uses (last_seen_at, reinforcement_count) at the end of each row; 1 is still read
+_READABLE_FORMATS = (1, SNAPSHOT_FORMAT)
+_USES = ("last_seen_at", "reinforcement_count")
+_ENTITY_FIELDS = ("id", "name", "type", "aliases", "metadata", "created_at", "last_referenced_at", *_USES)
+_TRIPLE_FIELDS = ("id", "subject", "predicate", "object", "confidence", "source", "created_at", *_USES)
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def read_snapshot(path: Path) -> GraphSnapshot | None:
     """The snapshot, or None if there is none or it is unusable (then the files are read)."""
     try:
         body = json.loads(read_bytes(path))
-        if body.get("format") != SNAPSHOT_FORMAT:
+        if body.get("format") not in _READABLE_FORMATS:
             return None
         position = JournalPosition(int(body["generation"]), int(body["offset"]))
         entities = [_entity(*row) for row in body["entities"]]
@@ -186,7 +188,15 @@ def _row(record: BaseModel, fields: tuple[str, ...]) -> list[Any]:
 
 
 def _entity(
-    id: str, name: str, type: str, aliases: list[str], metadata: dict[str, str], created: str, referenced: str | None
+    id: str,
+    name: str,
+    type: str,
+    aliases: list[str],
+    metadata: dict[str, str],
+    created: str,
+    referenced: str | None,
+    seen: str | None = None,
+    count: int = 1,
 ) -> Entity:
     return _trusted(
         Entity,
@@ -197,11 +207,21 @@ def _entity(
         metadata=metadata,
         created_at=datetime.fromisoformat(created),
         last_referenced_at=None if referenced is None else datetime.fromisoformat(referenced),
+        last_seen_at=None if seen is None else datetime.fromisoformat(seen),
+        reinforcement_count=int(count),
     )
 
 
 def _triple(
-    id: str, subject: str, predicate: str, object: str, confidence: float, source: str | None, created: str
+    id: str,
+    subject: str,
+    predicate: str,
+    object: str,
+    confidence: float,
+    source: str | None,
+    created: str,
+    seen: str | None = None,
+    count: int = 1,
 ) -> Triple:
     return _trusted(
         Triple,
@@ -212,6 +232,8 @@ def _triple(
         confidence=confidence,
         source=source,
         created_at=datetime.fromisoformat(created),
+        last_seen_at=None if seen is None else datetime.fromisoformat(seen),
+        reinforcement_count=int(count),
     )
 
 

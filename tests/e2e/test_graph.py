@@ -515,3 +515,15 @@ async def test_predicates_keep_letters_outside_ascii(client, call) -> None:
     assert [t["created"] for t in made["triples"]] == [True, True, True]
     known = await call(client, "add_triples", triples=[triple("Alice", "знает", "Bob"), triple("Bob", "知道", "Alice")])
     assert [t["fact"]["predicate"] for t in known["triples"]] == ["знает", "知道"]
+
+
+async def test_get_entity_shows_uses_counted_by_added_triples_and_reads(stdio_server, home, call) -> None:
+    async with stdio_server(home, ROCKMEM_REINFORCE_INTERVAL_S="0") as client:  # every use counts
+        await call(client, "add_triples", triples=[triple("Alice", "works_on", "RockBot")])
+        await call(client, "add_triples", triples=[triple("Alice", "knows", "Bob")])  # links Alice again
+        detail = await call(client, "get_entity", name_or_id="Alice")  # a use too
+        assert detail["entity"]["reinforcement_count"] == 3 and detail["entity"]["last_seen_at"]
+        assert detail["tier"] == "active" and 0 < detail["salience"] <= 1
+        assert {f["reinforcement_count"] for f in detail["facts"]} == {1}
+    record = (home / "knowledge-graph" / "entities" / f"{detail['entity']['id']}.json").read_text()
+    assert '"reinforcement_count": 1' in record  # the uses are in the access log, not the entity file

@@ -62,13 +62,13 @@ def register(server: MCPServer) -> None:
     ) -> EntitySearch:
         """Find entities by words (best first; names that merely contain the query follow), or list the
         newest without a query. Each result says how many triples touch it."""
-        return services(ctx).graph.find_entities(query, type, limit)
+        return services(ctx).graph.find_entities(query, type, limit, reinforce=True)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_entity(name_or_id: NameOrId, ctx: Context) -> EntityDetail:
         """One entity with every triple touching it (outgoing first), with names on both ends."""
-        return services(ctx).graph.get_entity(name_or_id)
+        return services(ctx).graph.get_entity(name_or_id, reinforce=True)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
@@ -81,7 +81,7 @@ def register(server: MCPServer) -> None:
     ) -> Traversal:
         """What is connected to an entity: a breadth-first walk along triples in both directions, nearest
         first, each triple once, cycles not followed twice. `truncated` says the limit cut it short."""
-        return services(ctx).graph.traverse(start, max_hops, limit, min_confidence)
+        return services(ctx).graph.traverse(start, max_hops, limit, min_confidence, reinforce=True)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
     @reports_errors

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -16,7 +15,7 @@ from rockmem_mcp.services.recall import CLOSE_TAG, OPEN_TAG, TOP_MATCHES, Recall
 from rockmem_mcp.services.sessions import MAX_SESSIONS
 from rockmem_mcp.services.working import WorkingMemory
 
-from .helpers import T0, FakeClock
+from .helpers import FakeClock
 
 
 def test_matches_are_injected_once_per_session_until_reset(service: MemoryService, settings: Settings) -> None:
@@ -216,28 +215,22 @@ def test_no_graph_section_without_a_graph_or_for_a_blank_message(
     assert blank.entities == [] and blank.graph == []
 
 
-def test_recall_refreshes_last_referenced_at_on_the_named_entities_file(
+def test_recall_reinforces_the_named_entities_and_injected_facts_without_writing_their_files(
     service: MemoryService, settings: Settings, graph: GraphService, clock: FakeClock
 ) -> None:
     add_facts(graph, ("Alice", "knows", "Bob", 1.0))
     alice_id = graph.resolve("Alice").id
     path = settings.graph_dir / "entities" / f"{alice_id}.json"
-    assert json.loads(path.read_text())["last_referenced_at"] is None
+    before = path.read_bytes()
     recall, working = Recall(service, graph), WorkingMemory(settings, "session/s1")
-    recall.build("how is alice", "s1", working)
-    first = graph.resolve("Alice").last_referenced_at
-    assert first is not None and first >= T0
-    assert datetime.fromisoformat(json.loads(path.read_text())["last_referenced_at"]) == first
-    assert graph.resolve("Bob").last_referenced_at is None  # reached, not named
     clock.now += timedelta(minutes=5)
-    recall.build("and alice now?", "s1", working)
-    later = datetime.fromisoformat(json.loads(path.read_text())["last_referenced_at"])
-    assert later >= first + timedelta(minutes=5)
-    reopened = GraphService(settings)  # a new process reads it back
-    try:
-        assert reopened.resolve("Alice").last_referenced_at == later
-    finally:
-        reopened.close()
+    block = recall.build("how is alice", "s1", working)
+    [fact] = block.graph
+    assert fact.reinforcement_count == 2 and fact.last_seen_at is not None and fact.last_seen_at > fact.created_at
+    alice = graph.get_entity("Alice")
+    assert alice.entity.reinforcement_count == 2
+    assert graph.get_entity("Bob").entity.reinforcement_count == 1  # reached, not named
+    assert path.read_bytes() == before
 
 
 def test_a_sessions_delta_set_is_released_after_an_idle_hour(service: MemoryService, settings: Settings) -> None:
