@@ -68,8 +68,8 @@ from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, tier
 from rockmem_mcp.search.tokenizer import tokenize
-from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer
-from rockmem_mcp.storage.access_log import Access, AccessLog
+from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
+from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
@@ -135,7 +135,7 @@ class GraphService:
         with self._lock:
             self._load()
         self._owns_reinforcer = reinforcer is None
-        self.reinforcer = reinforcer or Reinforcer(settings, _open_access_log(settings), clock)
+        self.reinforcer = reinforcer or Reinforcer(settings, open_access_log(settings), clock)
         self.new_entries = new_entries
         self._linker: threading.Thread | None = None
         if new_entries is not None:
@@ -1036,12 +1036,3 @@ def _is_record_id(value: Any) -> bool:
 
 def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     return max((d for d in (a, b) if d is not None), default=None)
-
-
-def _open_access_log(settings: Settings) -> AccessLog | None:
-    """As the memory store opens it (for a graph opened alone, e.g. by a CLI command)."""
-    try:
-        return AccessLog(settings.access_dir)
-    except OSError as exc:  # a read-only home from before salience: no log to follow
-        log.info("no access log in %s (%s); graph salience uses this process's reinforcement only", settings.home, exc)
-        return None

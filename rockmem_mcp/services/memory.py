@@ -48,8 +48,8 @@ from rockmem_mcp.search.salience import BASE_AGENT, tier
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
-from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer
-from rockmem_mcp.storage.access_log import Access, AccessLog
+from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer, open_access_log
+from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
@@ -102,7 +102,7 @@ class MemoryService:
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.embedder = embedder or Embedder(settings)
-        self.reinforcer = Reinforcer(settings, _open_access_log(settings), clock)
+        self.reinforcer = Reinforcer(settings, open_access_log(settings), clock)
         self.index, self._position = self._open_index()
         self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
@@ -909,14 +909,6 @@ class MemoryService:
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
             )
-
-
-def _open_access_log(settings: Settings) -> AccessLog | None:
-    try:
-        return AccessLog(settings.access_dir)
-    except OSError as exc:  # a read-only home from before salience: no log to follow
-        log.info("no access log in %s (%s); salience uses this process's reinforcement only", settings.home, exc)
-        return None
 
 
 def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:

@@ -20,6 +20,16 @@ log = logging.getLogger(__name__)
 MEMORY, ENTITY, TRIPLE = "memory", "entity", "triple"  # the kinds of item the access log tracks
 
 
+def open_access_log(settings: Settings) -> AccessLog | None:
+    """The home's access log; None for a read-only home from before salience (no log to follow: this process's
+    reinforcement is then counted in memory only)."""
+    try:
+        return AccessLog(settings.access_dir)
+    except OSError as exc:
+        log.info("no access log in %s (%s); salience uses this process's reinforcement only", settings.home, exc)
+        return None
+
+
 class Reinforcer:
     """Reinforcement on use: access_count + 1 and last access = now, at most once per `reinforce_interval_s`
     per item, kept in memory at once (ranking sees it on the next call) and written to the access log by a
