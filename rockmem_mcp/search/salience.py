@@ -76,3 +76,10 @@ def tier(value: float) -> str:
 
 def ranking_factor(values: np.ndarray, floor: float) -> np.ndarray:
     return np.clip(values / ACTIVE_MIN, floor, 1.0)
+
+
+def tier_counts(values: np.ndarray) -> dict[str, int]:
+    """How many of `values` fall in each tier (every tier named, zeros included)."""
+    edges = np.array([DORMANT_MIN, FADING_MIN, ACTIVE_MIN])
+    counts = np.bincount(np.searchsorted(edges, values, side="right"), minlength=4)
+    return {ACTIVE: int(counts[3]), FADING: int(counts[2]), DORMANT: int(counts[1]), ARCHIVE_CANDIDATE: int(counts[0])}
