@@ -39,6 +39,7 @@ from rockmem_mcp.models import (
     normalize_tags,
     utc_now,
 )
+from rockmem_mcp.search.salience import BASE_DERIVED
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.decay import decay_pass
@@ -521,7 +522,13 @@ class Dreamer:
             return run.reject("create", [duplicate[0].entry.id], "already remembered")
         try:
             entry = self.memory.prepare_entry(
-                {"content": content, "category": category, "tags": tags, "importance": importance, "metadata": metadata}
+                {
+                    "content": content,
+                    "category": category,
+                    "tags": tags,
+                    "importance": BASE_DERIVED if importance is None else importance,  # inferred: salience base 0.5
+                    "metadata": metadata,
+                }
             )
         except RockmemError as exc:
             return run.reject("create", [], str(exc))

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.search.salience import BASE_DERIVED
 from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
@@ -87,6 +88,7 @@ class Enricher:
                 continue  # the memory was already one focused fact
             fields = {
                 **item.model_dump(),
+                "importance": BASE_DERIVED if item.importance is None else item.importance,  # salience base
                 "metadata": {"source": "enrichment", "derived_from": entry.id},
             }
             try:

@@ -459,6 +459,8 @@ def test_a_preference_is_created_inferred_under_user_preferences(dreamer: Dreame
     assert "inferred" in entry.tags
     assert entry.metadata["source"] == "inferred" and "requires_user_permission" not in entry.metadata
     assert entry.importance == 0.6
+    report = dreamer.apply(DreamPlan(creates=[PlanCreate(content="The user writes in British English")]), "preferences")
+    assert created(service, report)[0].importance == 0.5  # inferred: salience base 0.5 unless the plan says
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,7 @@ def test_a_saved_memory_is_expanded_into_focused_entries(opened, server) -> None
     assert set(made) == {"Alice leads the Falcon project", "Falcon ships on 2026-12-01"}
     assert all(e.metadata == {"source": "enrichment", "derived_from": original.id} for e in made.values())
     assert made["Falcon ships on 2026-12-01"].importance == 0.7
+    assert made["Alice leads the Falcon project"].importance == 0.5  # derived: salience base 0.5 unless given
     assert memory.get(original.id) == original  # never changed
     body = server.requests[0][0]
     assert body["messages"][1]["content"] == original.content and "tools" not in body  # no memory tools
