@@ -493,7 +493,7 @@ class MemoryService:
     def adjust_many(self, changes: dict[str, dict[str, Any]]) -> int:
         """Set fields (not content or category) of many entries in one durable batch, each applied to the
         entry as it is now, so a concurrent edit is not overwritten; ids no longer there are skipped. For
-        background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
+        background maintenance: `updated_at` is left alone. Returns how many were changed."""
         if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
             raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
         with self._lock, self._id_locks.hold(changes):

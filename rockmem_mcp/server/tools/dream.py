@@ -135,5 +135,6 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         report_id: Annotated[str | None, Field(description="A report id; default the latest")] = None,
     ) -> DreamReport:
-        """A dream run's report: what was merged, archived, created, decayed or purged, with ids and reasons."""
+        """A dream run's report: what was merged, archived, created or purged, with ids and reasons; salience tier
+        changes and archive candidates to review."""
         return services(ctx).dreamer().report(report_id)
