@@ -72,8 +72,8 @@ def register(server: MCPServer) -> None:
         """Consolidate memory while idle. With no language model on the server or in your client, you (agent
         mode) receive a directive, numbered material and a plan schema: think it through, then call
         apply_dream with your plan. Deterministic mode merges exact
-        and near duplicates, reports salience tier changes and archive candidates for review (archiving
-        nothing), purges old archives and tidies the graph, with no model.
+        and near duplicates, runs the decay pass (reports salience tier changes and archive candidates for
+        review, archives nothing), purges old archives and tidies the graph, with no model.
         Every change is checked by the server's safeguards and reported."""
         svc = services(ctx)
         dreamer = svc.dreamer()
