@@ -1,4 +1,5 @@
-"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, reindex, tools.
+"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, salience,
+reindex, tools.
 
 Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
 through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "tools", parents=[common, toolsets], help="the toolsets, their tools and what they cost a model's context"
     )
+    salience = sub.add_parser("salience", parents=[common], help="the least (or most) salient memories")
+    order = salience.add_mutually_exclusive_group()
+    order.add_argument("--least", dest="order", action="store_const", const="least", help="fading first (default)")
+    order.add_argument("--most", dest="order", action="store_const", const="most", help="most salient first")
+    salience.add_argument("--limit", type=int, default=20)
+    salience.add_argument("--json", action="store_true", help="the listing as JSON")
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
     )
@@ -476,6 +483,10 @@ def _print_report(report: Any) -> None:
         print(f"  rejected {action.action:<8} {', '.join(action.ids)}  {action.reason}".rstrip())
     for action in report.contradictions:
         print(f"  contradiction {', '.join(action.ids)}  {action.reason} (both kept: resolve them)")
+    for change in report.tier_changes:
+        print(f"  tier         {change.id}  {change.from_tier} -> {change.to_tier} (salience {change.salience:.3f})")
+    for found in report.archive_candidates:
+        print(f"  review       {found.id}  salience {found.salience:.3f}, {found.uses} uses: {found.preview}")
     where = "" if report.dry_run else f" (report {report.id} in dream-reports/)"
     print(f"{report.summary}{where}", file=sys.stderr)
 
@@ -544,6 +555,25 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {len(names)} tools, ≈ {cost:,} tokens "
         f"(the default must stay within {toolsets.TOKEN_BUDGET:,})"
     )
+
+
+def _salience(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.decay import salience_listing
+
+    with _memory(settings) as memory:
+        listing = salience_listing(memory, args.order or "least", args.limit)
+    if args.json:
+        print(listing.model_dump_json(indent=2))
+        return 0
+    for found in listing.memories:
+        pin = " pinned" if found.pinned else ""
+        print(
+            f"{found.salience:6.3f}  {found.tier:<17} [{found.id}] {found.uses:>4} uses, last {found.last_use:%Y-%m-%d}"
+            f"{pin}  {found.preview}"
+        )
+    tiers = ", ".join(f"{n} {name}" for name, n in listing.tiers.items())
+    print(f"{listing.order} salient {len(listing.memories)} of {sum(listing.tiers.values())}: {tiers}; "
+          f"{listing.pinned} pinned", file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -589,5 +619,6 @@ COMMANDS = {
     "export": _export,
     "stats": _stats,
     "tools": _tools,
+    "salience": _salience,
     "reindex": _reindex,
 }

@@ -664,8 +664,38 @@ class DreamPlan(BaseModel):
     drop_triples: list[str] = _actions("Ids of graph triples to delete")
 
 
+class SalientMemory(BaseModel):
+    """One memory's salience as of now: for the dream's decay pass and the least/most salient listing."""
+
+    id: str
+    tier: str = Field(description="active, fading, dormant or archive_candidate")
+    salience: float
+    uses: int = Field(description="access_count: the save, then every reinforced use")
+    last_use: UtcDatetime
+    pinned: bool = False
+    preview: str = Field("", description="The content's first words")
+
+
+class TierChange(BaseModel):
+    """A memory whose salience tier differs from the one the previous decay pass recorded."""
+
+    id: str
+    from_tier: str
+    to_tier: str
+    salience: float
+
+
+class SalienceListing(BaseModel):
+    """The least or most salient live memories, with the count per tier."""
+
+    order: Literal["least", "most"]
+    memories: list[SalientMemory]
+    tiers: dict[str, int] = Field(description="Live memories per tier")
+    pinned: int
+
+
 class DreamAction(BaseModel):
-    action: str = Field(description="merge, archive, update, create, decay, purge, entity, triple, drop_triple")
+    action: str = Field(description="merge, archive, update, create, purge, entity, triple, drop_triple")
     ids: list[str] = Field(default_factory=list, description="The memories or graph records it touched")
     result_id: str | None = Field(None, description="The memory it made (merge, create)")
     reason: str = ""
@@ -682,6 +712,13 @@ class DreamReport(BaseModel):
     rejected: list[DreamAction] = Field(default_factory=list, description="Proposals refused, with the reason")
     contradictions: list[DreamAction] = Field(
         default_factory=list, description="Memories that contradict each other, left as they are for you to resolve"
+    )
+    tiers: dict[str, int] = Field(default_factory=dict, description="Decay pass: live memories per salience tier")
+    tier_changes: list[TierChange] = Field(
+        default_factory=list, description="Decay pass: memories whose tier changed since the previous pass"
+    )
+    archive_candidates: list[SalientMemory] = Field(
+        default_factory=list, description="Decay pass: salience under 0.05, listed for review (nothing is archived)"
     )
     summary: str = ""
 

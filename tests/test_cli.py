@@ -129,6 +129,51 @@ def test_stats_of_an_empty_home(home: Path) -> None:
     assert data["home"] == str(home.resolve())
     assert (data["active"], data["archived"], data["categories"]) == (0, 0, 0)
     assert data["top_categories"] == {}
+    assert data["tiers"] == {"active": 0, "fading": 0, "dormant": 0, "archive_candidate": 0}
+
+
+def salience_notes() -> list[dict[str, Any]]:
+    """Importance 0.7, one use: salience 0.84 · e^(−0.03 · days since the last use)."""
+    return [
+        {"id": "fresh", "content": "The user prefers dark mode", "last_seen_at": _ago(1)},
+        {"id": "fading", "content": "The build takes about ten minutes", "last_seen_at": _ago(30)},
+        {"id": "dormant", "content": "Staging was moved to the new cluster", "last_seen_at": _ago(60)},
+        {"id": "candidate", "content": "Legacy CI ran on Jenkins in the basement lab", "last_seen_at": _ago(120)},
+        {"id": "pinned", "content": "The user is allergic to peanuts", "pinned": True, "last_seen_at": _ago(900)},
+        {"id": "gone", "content": "An archived note", "archived_at": _ago(1)},
+    ]
+
+
+def test_stats_counts_live_memories_per_salience_tier_and_the_pinned(home: Path, tmp_path: Path) -> None:
+    ok("--home", home, "import", write_jsonl(tmp_path / "salience.jsonl", salience_notes()))
+    data = stats(home)
+    assert data["tiers"] == {"active": 2, "fading": 1, "dormant": 1, "archive_candidate": 1}
+    assert data["pinned"] == 1 and (data["active"], data["archived"]) == (5, 1)
+
+
+def test_salience_lists_the_least_and_the_most_salient_memories(home: Path, tmp_path: Path) -> None:
+    ok("--home", home, "import", write_jsonl(tmp_path / "salience.jsonl", salience_notes()))
+    least = ok("--home", home, "salience", "--limit", "2")
+    lines = least.stdout.splitlines()
+    assert len(lines) == 2, least.stdout
+    assert re.fullmatch(
+        r" 0\.023  archive_candidate +\[candidate\]    1 uses, last \d{4}-\d\d-\d\d  Legacy CI ran on Jenkins in "
+        r"the basement lab",
+        lines[0],
+    ), lines[0]
+    assert lines[1].startswith(" 0.139  dormant ") and "[dormant]" in lines[1]
+    assert "least salient 2 of 5: 2 active, 1 fading, 1 dormant, 1 archive_candidate; 1 pinned" in least.stderr
+    most = json.loads(ok("--home", home, "salience", "--most", "--limit", "3", "--json").stdout)
+    assert most["order"] == "most" and most["pinned"] == 1
+    assert [(m["id"], m["tier"]) for m in most["memories"]] == [
+        ("pinned", "active"),
+        ("fresh", "active"),
+        ("fading", "fading"),
+    ]
+    assert most["memories"][0] == {**most["memories"][0], "salience": 1.0, "pinned": True, "uses": 1}
+    assert most["memories"][1]["preview"] == "The user prefers dark mode"
+    bad = rockmem("--home", home, "salience", "--limit", "0")
+    assert bad.returncode == 1 and "limit must be an integer from 1 to 200" in bad.stderr
 
 
 def test_invalid_settings_exit_2_with_a_message(home: Path) -> None:
@@ -500,7 +545,8 @@ def _ago(days: float) -> str:
 
 
 def dream_notes() -> list[dict[str, Any]]:
-    """Exact and near-duplicates, a memory unseen for 120 days, a protected one as old, two archived ones."""
+    """Exact and near-duplicates, a memory unused for 120 days, a protected one unused for 300, two archived
+    ones."""
     return [
         {"id": "dark-a", "content": "The user prefers dark mode in every editor", "created_at": _ago(3)},
         {"id": "dark-b", "content": "the user prefers dark mode in every  editor.", "created_at": _ago(2)},
@@ -517,6 +563,7 @@ def dream_notes() -> list[dict[str, Any]]:
             "id": "guarded",
             "content": "Backups are encrypted with age",
             "importance": 0.9,
+            "reinforcement_count": 5,  # in use: never pruned
             "created_at": _ago(300),
             "last_seen_at": _ago(300),
         },
@@ -551,10 +598,17 @@ def test_dream_dry_run_prints_the_actions_and_changes_nothing(dream_home: Path) 
     lines = result.stdout.splitlines()
     assert re.search(r"^  merge +dark-a, dark-b -> \w+  exact duplicates \(deterministic\)$", result.stdout, re.M)
     assert re.search(r"^  merge +tz-a, tz-b -> \w+  near-duplicates \(deterministic\)$", result.stdout, re.M)
-    assert "  decay        stale  importance 0.60 -> 0.15" in lines
     assert any(line.startswith("  purge        old-archive  archived on ") for line in lines)
-    assert len(lines) == 4, result.stdout  # nothing else: the protected and the recent archive are left alone
-    assert "deterministic (deterministic): would apply 1 decay, 2 merge, 1 purge; 0 rejected" in result.stderr
+    # salience under 0.05: listed for review, never archived (least salient first)
+    assert lines[3:] == [
+        "  review       guarded  salience 0.000, 5 uses: Backups are encrypted with age",
+        "  review       stale  salience 0.020, 1 uses: Legacy CI ran on Jenkins",
+    ]
+    assert len(lines) == 5, result.stdout  # nothing else: the recent archive is left alone
+    assert (
+        "deterministic (deterministic): would apply 2 merge, 1 purge; 0 rejected; 2 archive candidates to review"
+        in result.stderr
+    )
     assert "report" not in result.stderr.splitlines()[-1]  # a dry run names no report to read
     assert memory_files(dream_home) == before
     # A dry run is no real dream: the next one is not held back by the 6 h interval.
@@ -566,7 +620,7 @@ def test_dream_merges_decays_purges_and_writes_a_report(dream_home: Path) -> Non
     result = ok("--home", dream_home, "dream")
     summary = result.stderr.splitlines()[-1]
     match = re.fullmatch(
-        r"deterministic \(deterministic\): applied 1 decay, 2 merge, 1 purge; 0 rejected "
+        r"deterministic \(deterministic\): applied 2 merge, 1 purge; 0 rejected; 2 archive candidates to review "
         r"\(report (\w+) in dream-reports/\)",
         summary,
     )
@@ -577,9 +631,12 @@ def test_dream_merges_decays_purges_and_writes_a_report(dream_home: Path) -> Non
     assert [(a["action"], a["ids"]) for a in report["applied"]] == [
         ("merge", ["dark-a", "dark-b"]),
         ("merge", ["tz-a", "tz-b"]),
-        ("decay", ["stale"]),
         ("purge", ["old-archive"]),
     ]
+    assert [c["id"] for c in report["archive_candidates"]] == ["guarded", "stale"]
+    assert report["tiers"] == {"active": 2, "fading": 0, "dormant": 0, "archive_candidate": 2}
+    recorded = json.loads((dream_home / "meta" / "decay-scores.json").read_text("utf-8"))
+    assert recorded["entries"]["memory:stale"]["status"] == "archive_candidate"
     merged = {a["ids"][0]: a["result_id"] for a in report["applied"] if a["action"] == "merge"}
     assert f"-> {merged['dark-a']}" in result.stdout
 
@@ -591,10 +648,10 @@ def test_dream_merges_decays_purges_and_writes_a_report(dream_home: Path) -> Non
         assert archived is not None and archived["superseded_by"] == merged["dark-a"] and archived["archived_at"]
     berlin = entry(dream_home, merged["tz-a"])
     assert berlin is not None and "Berlin" in berlin["content"] and berlin["metadata"]["merged_from"] == "tz-a,tz-b"
-    # Decay from the importance before decay; the protected memory untouched; the old archive purged.
+    # Decay changes no memory (the archive candidate is live, its importance as it was); the old archive purged.
     stale = entry(dream_home, "stale")
-    assert stale is not None and stale["importance"] == 0.15
-    assert stale["metadata"]["importance_before_decay"] == "0.6"
+    assert stale is not None and stale["importance"] == 0.6 and stale["archived_at"] is None
+    assert stale["metadata"] == {}
     assert entry(dream_home, "guarded")["importance"] == 0.9  # type: ignore[index]
     assert entry(dream_home, "old-archive") is None
     assert entry(dream_home, "new-archive") is not None
@@ -617,7 +674,8 @@ def test_a_second_dream_within_6_hours_is_skipped_unless_forced(dream_home: Path
 
     forced = ok("--home", dream_home, "dream", "--force")
     assert forced.stderr.startswith("dreaming ...")
-    assert "deterministic (deterministic): applied no changes; 0 rejected" in forced.stderr  # decay does not compound
+    # nothing more to do, no tier change: the candidates are listed again, still unarchived
+    assert "deterministic (deterministic): applied no changes; 0 rejected; 2 archive candidates" in forced.stderr
     assert len(dream_reports(dream_home)) == len(reports) + 1
     assert memory_files(dream_home) == before
 
@@ -649,7 +707,7 @@ def test_dream_applies_a_plan_file_for_a_pass(dream_home: Path, tmp_path: Path) 
     assert lines == [
         "archive stale Jenkins is gone",
         "rejected creates 1 creates are not part of the consolidation pass",
-        "rejected archive guarded protected memories are never pruned",
+        "rejected archive guarded protected memories are never pruned: guarded was used 5 times",
         "rejected archive no-such-id unknown or already archived id",
         "rejected update new-archive unknown or archived id",
     ]
@@ -719,7 +777,7 @@ def test_dream_while_another_dream_holds_the_lock_fails_cleanly(dream_home: Path
     assert busy.returncode == 1 and "Traceback" not in busy.stderr
     assert "another dream is running on this home" in busy.stderr
     assert memory_files(dream_home) == before and dream_reports(dream_home) == []
-    assert "applied 1 decay, 2 merge, 1 purge" in ok("--home", dream_home, "dream").stderr  # free again
+    assert "applied 2 merge, 1 purge" in ok("--home", dream_home, "dream").stderr  # free again
 
 
 def test_dream_lists_contradictions_and_merges_neither(home: Path, tmp_path: Path) -> None:
@@ -799,7 +857,7 @@ def test_dream_every_runs_as_a_sidecar_and_skips_while_the_last_dream_is_recent(
         process.terminate()
         process.communicate(timeout=30)
     assert seen[0].startswith("dreaming ...")
-    assert "applied 1 decay, 2 merge, 1 purge" in seen[1]
+    assert "applied 2 merge, 1 purge" in seen[1]
     assert seen[2].startswith("skipped: the last dream finished at ")
     assert len(dream_reports(dream_home)) == 1
 

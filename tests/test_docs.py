@@ -1,13 +1,26 @@
 """What the README, the server's MCP instructions and tool descriptions, and the prompts say about
-working-memory eviction and memory decay is what the code does."""
+working-memory eviction and memory salience and decay is what the code does."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from rockmem_mcp.config import Settings
+from rockmem_mcp.search.salience import (
+    ACTIVE_MIN,
+    BASE_AGENT,
+    BASE_DERIVED,
+    BASE_EXPLICIT,
+    DORMANT_MIN,
+    FADING_MIN,
+    RANKING_FLOOR,
+    TYPE_WEIGHTS,
+)
 from rockmem_mcp.services.dream import Dreamer
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
@@ -47,25 +60,67 @@ def test_eviction_is_described_as_the_code_does_it(tmp_path: Path) -> None:
 
 def test_decay_is_described_as_the_code_does_it(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path)
-    memory, graph = MemoryService(settings, clock=lambda: NOW), GraphService(settings, clock=lambda: NOW)
+    now = [NOW]
+    memory = MemoryService(settings, clock=lambda: now[0])
+    graph = GraphService(settings, clock=lambda: now[0])
     try:
-        seen = NOW - timedelta(days=30 + 45)
-        entry = memory.prepare_entry({"content": "The staging VPN lives on port 1194", "importance": 0.6,
-                                      "created_at": seen, "last_seen_at": seen})  # fmt: skip
-        memory.save_many([entry])
-        memory.get(entry.id)  # reads, searches and recalls do not count as seeing it
-        assert [h.entry.id for h in memory.search("staging VPN").results] == [entry.id]
-        Recall(memory).build("which port for the staging VPN?", "s1", WorkingMemory(settings, "session/s1"))
-        Dreamer(memory, graph, settings, Templates(settings.prompts_dir), lambda: NOW).run_deterministic()
-        decayed = memory.get(entry.id)
-        assert round(decayed.importance, 2) == 0.3 and not decayed.archived  # 0.6 × 0.5^((75 − 30)/45)
+        unused = NOW - timedelta(days=120)
+        entry = memory.prepare_entry({"content": "The staging VPN lives on port 1194", "created_at": unused,
+                                      "last_seen_at": unused})  # fmt: skip
+        other = memory.prepare_entry({"content": "The office wifi is called Tardis", "last_seen_at": unused})
+        memory.save_many([entry, other])
+        memory.get(entry.id)  # the library's get (and the CLI's search, and the dream) are no use
+        memory.search(limit=5, reinforce=True)  # a listing is no use
+        Recall(memory).build("what is on port 8080?", "s1", WorkingMemory(settings, "session/s1"))  # fallback
+        dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir), lambda: now[0])
+        report = dreamer.run_deterministic()
+        # base 0.7 · e^(−0.03 · 120) · log2(1 + 1) · 1.2: an archive candidate, listed, not archived
+        expected = 0.7 * math.exp(-0.03 * 120) * math.log2(1 + 1) * 1.2
+        listed = {c.id: c for c in report.archive_candidates}
+        assert set(listed) == {entry.id, other.id} and expected < 0.05
+        assert listed[entry.id].salience == pytest.approx(expected, abs=1e-4) and listed[entry.id].uses == 1
+        after = memory.get(entry.id)
+        assert (after.importance, after.archived, after.reinforcement_count) == (0.7, False, 1)
+        assert report.applied == [] and report.tier_changes == []
+        memory.search("staging VPN", include_dormant=True, reinforce=True)  # a query's results: a use
+        memory.search("staging VPN", include_dormant=True, reinforce=True)  # at most once a minute
+        assert memory.get(entry.id).reinforcement_count == 2
+        now[0] = NOW + timedelta(seconds=61)
+        memory.reinforce([entry.id])
+        assert memory.get(entry.id).reinforcement_count == 3
+        changes = dreamer.run_deterministic().tier_changes
+        assert [(c.id, c.from_tier, c.to_tier) for c in changes] == [(entry.id, "archive_candidate", "active")]
+        assert dreamer.run_deterministic().tier_changes == []  # a re-run right after: no change
     finally:
         graph.close()
         memory.close()
+    defaults = Settings(home=tmp_path)
+    assert (defaults.salience_lambda, defaults.salience_floor, defaults.salience_flush_s) == (0.03, 0.4, 2.0)
+    assert defaults.reinforce_interval_s == 60 and (ACTIVE_MIN, FADING_MIN, DORMANT_MIN) == (0.5, 0.2, 0.05)
+    assert (BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED) == (1.0, 0.7, 0.5) and RANKING_FLOOR == 0.4
+    assert TYPE_WEIGHTS == {"core": 1.5, "semantic": 1.2, "procedural": 1.0, "episodic": 0.8}
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "importance = the importance before decay × 0.5^((days − 30)/45), floor 0.1" in readme
-    assert "reads, updates, searches and recalls do not move it" in readme and "it archives nothing" in readme
+    for statement in (
+        "salience = base · e^(−λ · days since last use) · log2(uses + 1) · type_weight, capped at 1",
+        "1.0 for what the user asked to remember explicitly, 0.7 for what an agent saved on its own",
+        "0.5 for what was inferred or derived",
+        "**λ** = 0.03 per day",
+        "core 1.5, semantic 1.2, procedural 1.0, episodic 0.8",
+        "active ≥ 0.5, fading 0.2–0.5, dormant 0.05–0.2, archive candidate < 0.05",
+        "min(1, max(floor, salience / 0.5)), floor 0.4 by default",
+        "Each counts at most once a minute per memory",
+        "a crash may lose the last ~2 s of reinforcement",
+        "a listing without one is no use",
+        "Not a use: the first-turn fallback",
+        "nor the CLI's `search`",
+        "An imported memory without `last_seen_at` starts its life at the import",
+        "The pass archives nothing and writes no memory: importance is the salience base, never lowered.",
+        "a re-run right after reports no change and counts no use twice",
+    ):
+        assert statement in readme, statement
     mentions = statements(r"\bdecay")
     assert {name for name, _ in mentions} >= {"README.md", "dream.py"}
     for name, sentence in mentions:
-        assert not re.search(r"\bun(used|seen)\b", sentence), f"{name}: {sentence}"
+        assert not re.search(r"lower\w* (the )?importance|importance (halves|is lowered)|0\.5\^", sentence), (
+            f"{name}: {sentence}"
+        )

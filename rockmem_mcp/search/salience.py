@@ -81,3 +81,10 @@ def ranking_factor(values: np.ndarray, floor: float) -> np.ndarray:
 def derived_importance(proposed: float | None) -> float:
     """A derived entry's (inferred, enriched, dream-made) base: BASE_DERIVED, or lower if proposed lower."""
     return BASE_DERIVED if proposed is None else min(proposed, BASE_DERIVED)
+
+
+def tier_counts(values: np.ndarray) -> dict[str, int]:
+    """How many of `values` fall in each tier (every tier named, zeros included)."""
+    edges = np.array([DORMANT_MIN, FADING_MIN, ACTIVE_MIN])
+    counts = np.bincount(np.searchsorted(edges, values, side="right"), minlength=4)
+    return {ACTIVE: int(counts[3]), FADING: int(counts[2]), DORMANT: int(counts[1]), ARCHIVE_CANDIDATE: int(counts[0])}

@@ -1,7 +1,9 @@
-"""MCP resources: session-start context, recall for a query, one memory, the categories, a working entry."""
+"""MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
+salient memories, a working entry."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -9,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.tools import translating
+from rockmem_mcp.services.decay import salience_listing
 
 reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
 
@@ -39,6 +42,19 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @reports_resource_errors
     def categories() -> str:
         return current().memory.categories().model_dump_json(indent=2)
+
+    @server.resource("rockmem://salience", mime_type="application/json", title="Least and most salient memories")
+    @reports_resource_errors
+    def salience() -> str:
+        """The 20 least and 20 most salient memories (id, tier, salience, uses, last use, first words) and the
+        count per tier: what is fading and what is alive."""
+        memory = current().memory
+        least, most = salience_listing(memory, "least"), salience_listing(memory, "most")
+        return json.dumps(
+            {"tiers": least.tiers, "pinned": least.pinned, "least": least.model_dump(mode="json")["memories"],
+             "most": most.model_dump(mode="json")["memories"]},
+            indent=2, ensure_ascii=False,
+        )  # fmt: skip
 
     @server.resource("rockmem://graph/{entity}", mime_type="text/markdown", title="An entity and its neighbourhood")
     @reports_resource_errors

@@ -5,10 +5,11 @@ through `apply`, which enforces the safeguards in code:
 - an id the plan names must be a live memory (or graph triple) — unknown ids are refused with a report;
 - every source of a merge is archived (superseded by the merged memory), never deleted;
 - a merge whose text drops a proper noun or a number of its sources is refused;
-- protected memories are never merged away, archived, changed or purged: pinned ones (the vault), and ones used
-  5 times or more (RockBot's rule, counting the uses in the access log too: a memory in use is not noise);
-  an archived pinned memory is never purged either;
-- merge arithmetic: earliest created_at, latest last_seen_at, summed reinforcement, highest importance;
+- pinned memories (the vault) are never merged away, archived, changed or purged (an archived one neither);
+  memories used 5 times or more are never pruned (archived as noise: RockBot's rule, counting the uses in the
+  access log too) but may be merged (their uses carry into the merged memory) or re-filed;
+- merge arithmetic: earliest created_at, latest last use, summed uses (access log included), highest
+  importance;
 - one memory is changed by at most one action of a plan;
 - each pass may only do its own kind of change (consolidation merges, archives and updates; preferences and
   anti-patterns create; entities adds to the graph; graph merges entities and drops triples).
@@ -43,6 +44,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
+from rockmem_mcp.services.decay import decay_pass
 from rockmem_mcp.services.dream_hooks import checkpoint
 from rockmem_mcp.services.dream_journal import MergeJournal, version
 from rockmem_mcp.services.fact_check import contradiction, contradictions, details, lost_facts
@@ -80,17 +82,12 @@ ALLOWED = {
 PROTECTED_REINFORCEMENT = 5
 NEAR_DUPLICATE_COSINE = 0.88
 NEAR_DUPLICATE_OVERLAP = 0.8  # word-set Jaccard without embeddings
-DECAY_GRACE_DAYS = 30
-DECAY_HALF_LIFE_DAYS = 45
-DECAY_FLOOR = 0.1
-DECAY_BASE_KEY = "importance_before_decay"
+# The half-life decay before salience kept the importance it lowered here; a merge does not carry it on.
+LEGACY_DECAY_KEY = "importance_before_decay"
 PURGE_ARCHIVED_DAYS = 90
 WEAK_TRIPLE_CONFIDENCE = 0.4
 OLD_GRAPH_DAYS = 14
-MIN_INTERVAL = timedelta(hours=6)
-# Maintenance writes go in batches this small: each batch holds the store's lock, and searches and saves
-# beside the dream should wait milliseconds at most.
-MAINTENANCE_BATCH = 100  # scheduled runs keep at least this far apart
+MIN_INTERVAL = timedelta(hours=6)  # scheduled runs keep at least this far apart
 SENSITIVE = re.compile(
     r"password|passphrase|credential|secret|token|api[ _-]?key|ssh|2fa|mfa|security|secure|encrypt|vpn|"
     r"firewall|login|log in|sign[ -]?in|auth|permission|access|private key|bank|credit card|card number|iban|"
@@ -103,17 +100,19 @@ class DreamBusy(RockmemError):
     pass
 
 
-def protection(entry: MemoryEntry) -> str | None:
-    """Why a dream must leave `entry` (with its uses merged: MemoryService.with_uses) as it is, or None."""
+def protection(entry: MemoryEntry, pruning: bool = False) -> str | None:
+    """Why a dream must leave `entry` (with its uses merged: MemoryService.with_uses) as it is, or None;
+    `pruning`: for archiving it as noise, which a memory in use is also spared (a merge keeps its uses)."""
     if entry.pinned:
         return f"{entry.id} is pinned (unpin it with update_memory pinned=false to let a dream change it)"
-    if entry.reinforcement_count >= PROTECTED_REINFORCEMENT:
+    if pruning and entry.reinforcement_count >= PROTECTED_REINFORCEMENT:
         return f"{entry.id} was used {entry.reinforcement_count} times"
     return None
 
 
 def protected(entry: MemoryEntry) -> bool:
-    return protection(entry) is not None
+    """Never pruned (pinned, or in use)."""
+    return protection(entry, pruning=True) is not None
 
 
 @dataclass
@@ -193,6 +192,10 @@ class Dreamer:
         report.summary = f"{report.dream_pass} ({report.mode}): {would} {done}; {len(report.rejected)} rejected"
         if report.contradictions:
             report.summary += f"; {len(report.contradictions)} contradictions to resolve"
+        if report.tier_changes:
+            report.summary += f"; {len(report.tier_changes)} salience tier changes"
+        if report.archive_candidates:
+            report.summary += f"; {report.tiers.get('archive_candidate', 0)} archive candidates to review"
         path = self.settings.dream_reports_dir / f"{report.id}.json"
         atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
         log.info("dream %s", report.summary)
@@ -304,9 +307,9 @@ class Dreamer:
         header = "Recent feedback (a Correction makes the memories it contradicts stale):\n"
         return header + "\n".join(lines)
 
-    def _protection(self, entry: MemoryEntry) -> str | None:
+    def _protection(self, entry: MemoryEntry, pruning: bool = False) -> str | None:
         with self.memory.lock:
-            return protection(self.memory.with_uses(entry))
+            return protection(self.memory.with_uses(entry), pruning)
 
     def _describe(self, entry: MemoryEntry) -> str:
         with self.memory.lock:
@@ -414,6 +417,7 @@ class Dreamer:
         if again := [i for i in ids if i in run.touched]:
             return run.reject("merge", ids, f"already changed by another action of this plan: {', '.join(again)}")
         sources = [run.entries[i] for i in ids]
+        used = [self.memory.with_uses(e) for e in sources]  # uses since a source's last write are in the log
         if kept := [why for e in sources if (why := self._protection(e))]:
             return run.reject("merge", ids, f"protected memories are never merged away: {'; '.join(kept)}")
         if clashes := contradictions({e.id: e.content for e in sources}):
@@ -430,8 +434,8 @@ class Dreamer:
                     "metadata": {**_merged_metadata(sources), "merged_from": ",".join(ids)},
                     "importance": max(e.importance for e in sources),
                     "created_at": min(e.created_at for e in sources),
-                    "last_seen_at": max(e.last_seen_at or e.created_at for e in sources),
-                    "reinforcement_count": sum(e.reinforcement_count for e in sources),
+                    "last_seen_at": max(e.last_seen_at or e.created_at for e in used),
+                    "reinforcement_count": sum(e.reinforcement_count for e in used),
                 }
             )
         except RockmemError as exc:
@@ -466,7 +470,7 @@ class Dreamer:
             return run.reject("archive", [entry_id], "unknown or already archived id")
         if entry_id in run.touched:
             return run.reject("archive", [entry_id], "already changed by another action of this plan")
-        if why := self._protection(entry):
+        if why := self._protection(entry, pruning=True):
             return run.reject("archive", [entry_id], f"protected memories are never pruned: {why}")
         run.touched.add(entry_id)
         if run.report.dry_run:
@@ -647,7 +651,8 @@ class Dreamer:
     # ------------------------------------------------------------------ the deterministic pass
     def run_deterministic(self, dry_run: bool = False) -> DreamReport:
         """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
-        >= 0.8 without), decay, purge of archives older than 90 days, and graph cleanup."""
+        >= 0.8 without), the decay pass (salience tiers: changes and archive candidates reported, nothing
+        changed), purge of archives older than 90 days, and graph cleanup."""
         with self.locked():
             run = self._start(self._new_report("deterministic", "deterministic", dry_run))
             entries = run.entries
@@ -665,7 +670,7 @@ class Dreamer:
                 sources = [entries[i] for i in cluster]
                 best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
                 self._merge(run, cluster, best.content, best.category, None, f"{why} (deterministic)")
-            self._decay(run, [e for e in live if e.id not in run.touched])
+            decay_pass(self.memory, self.settings, run.report)
             self._purge(run, [e for e in entries.values() if e.archived])
             self._graph_sweep(run)
             return self._finish(run.report)
@@ -743,45 +748,6 @@ class Dreamer:
                     if len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE_OVERLAP:
                         yield pair
 
-    def _decay(self, run: _Run, live: list[MemoryEntry]) -> None:
-        """30 days after `last_seen_at` (set at save, the latest of a merge's sources; reads and updates leave it),
-        importance halves every 45 days (never below 0.1), from the importance the memory had before decay
-        began (kept in metadata, so runs do not compound). Only `importance` changes: nothing is archived."""
-        now = self._clock()
-        changes: dict[str, dict[str, object]] = {}
-        for entry in live:
-            if self._protection(entry):
-                continue
-            idle_days = (now - (entry.last_seen_at or entry.created_at)).total_seconds() / 86400 - DECAY_GRACE_DAYS
-            if idle_days <= 0:
-                continue
-            base = float(entry.metadata.get(DECAY_BASE_KEY, entry.importance))
-            decayed = round(max(DECAY_FLOOR, base * 0.5 ** (idle_days / DECAY_HALF_LIFE_DAYS)), 3)
-            decayed = min(decayed, entry.importance)  # decay lowers; the floor never lifts
-            if abs(decayed - entry.importance) < 0.01:
-                continue
-            changes[entry.id] = {"importance": decayed, "metadata": {**entry.metadata, DECAY_BASE_KEY: str(base)}}
-            if len(changes) >= MAINTENANCE_BATCH:
-                self._adjust(run, changes)
-        self._adjust(run, changes)
-
-    def _adjust(self, run: _Run, changes: dict[str, dict[str, object]]) -> None:
-        """Decay a batch: each entry only if it is still as read (a concurrent update keeps its importance)."""
-        if not changes:
-            return
-        with contextlib.ExitStack() as stack:
-            seen = [run.entries[i] for i in changes]
-            changed = [] if run.report.dry_run else stack.enter_context(self.memory.unchanged(seen))
-            for entry_id in changed:
-                run.reject("decay", [entry_id], "changed since the dream read it, left as it is now")
-                del changes[entry_id]
-            for entry_id, fields in changes.items():
-                was = run.entries[entry_id].importance
-                run.applied("decay", [entry_id], f"importance {was:.2f} -> {fields['importance']:.2f}")
-            if changes and not run.report.dry_run:
-                self.memory.adjust_many(changes)
-        changes.clear()
-
     def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:
         cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)
         for entry in archived:
@@ -818,5 +784,5 @@ def _merged_metadata(sources: list[MemoryEntry]) -> dict[str, str]:
     for entry in reversed(sources):  # the oldest source's values win
         merged.update(entry.metadata)
     merged.pop("merged_from", None)
-    merged.pop(DECAY_BASE_KEY, None)  # the merged memory's importance is its own; decay starts from it
+    merged.pop(LEGACY_DECAY_KEY, None)  # the merged memory's importance is its own
     return merged

@@ -44,7 +44,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
-from rockmem_mcp.search.salience import BASE_AGENT, tier
+from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_counts
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
@@ -72,6 +72,22 @@ class MemoryStats:
     snapshot_bytes: int
     embedding_model: str | None
     embedded: int
+    tiers: dict[str, int]  # live memories per salience tier
+    pinned: int
+
+
+@dataclass(frozen=True)
+class Saliences:
+    """Every live memory's salience inputs and value at `now` (one row per id, oldest first)."""
+
+    now: datetime
+    ids: list[str]
+    created: np.ndarray  # seconds since the epoch
+    base: np.ndarray
+    pinned: np.ndarray
+    access_count: np.ndarray
+    last_access: np.ndarray
+    salience: np.ndarray
 
 
 class MemoryService:
@@ -491,7 +507,7 @@ class MemoryService:
     def adjust_many(self, changes: dict[str, dict[str, Any]]) -> int:
         """Set fields (not content or category) of many entries in one durable batch, each applied to the
         entry as it is now, so a concurrent edit is not overwritten; ids no longer there are skipped. For
-        background maintenance (dream decay): `updated_at` is left alone. Returns how many were changed."""
+        background maintenance: `updated_at` is left alone. Returns how many were changed."""
         if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
             raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
         return self.revise_many(list(changes), lambda current: changes[current.id])
@@ -762,6 +778,26 @@ class MemoryService:
                     results.append(self._scored(entry, None, value))
             return results
 
+    def saliences(self) -> Saliences:
+        """Every live (not archived) memory's salience as of now, with its inputs (uses merged with the access
+        log), whether or not salience shapes ranking: for the dream's decay pass and the salience listing."""
+        view = self._always_view()
+        with self._lock:
+            self._sync()
+            index = self.index
+            slots = np.flatnonzero(index.bm25.state.view == ACTIVE)
+            slots = slots[index.created.view[slots].argsort(kind="stable")]
+            return Saliences(
+                now=datetime.fromtimestamp(view.now, UTC),
+                ids=[index.bm25.keys[s] for s in slots.tolist()],
+                created=index.created.view[slots].copy(),
+                base=index.base.view[slots].astype(np.float64),
+                pinned=index.pinned.view[slots].copy(),
+                access_count=index.access_count.view[slots].copy(),
+                last_access=index.last_access.view[slots].copy(),
+                salience=index.salience(slots, view),
+            )
+
     def _always_view(self, include_dormant: bool = True) -> SalienceView:
         """Salience as of now, whether or not it shapes ranking (it is still shown)."""
         s = self.settings
@@ -898,7 +934,8 @@ class MemoryService:
         with self._lock:
             self._sync()
             bm25 = self.index.bm25
-            active = int((bm25.state.view == ACTIVE).sum())
+            live = np.flatnonzero(bm25.state.view == ACTIVE)
+            active = len(live)
             return MemoryStats(
                 home=str(self.settings.home),
                 active=active,
@@ -908,6 +945,8 @@ class MemoryService:
                 snapshot_bytes=self._snapshot_path.stat().st_size if self._snapshot_path.exists() else 0,
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
+                tiers=tier_counts(self.index.salience(live, self._always_view())),
+                pinned=int(self.index.pinned.view[live].sum()),
             )
 
 

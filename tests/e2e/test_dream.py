@@ -246,12 +246,37 @@ async def test_bad_dream_input_is_an_error_and_the_server_keeps_serving(stdio_se
     assert "Traceback" not in stdio_server.logs[0].read_text()
 
 
+async def test_the_salience_resource_lists_the_least_and_the_most_salient(stdio_server, home, seed) -> None:
+    """What is fading and what is alive, for a person: uses (a get_memory is one) lift a memory."""
+    fresh, fading, candidate, pinned = seed(
+        [
+            {"content": "The user prefers dark mode", "last_seen_at": days_ago(1)},
+            {"content": "The build takes about ten minutes", "last_seen_at": days_ago(30)},
+            {"content": "Legacy CI ran on Jenkins in the basement lab", "last_seen_at": days_ago(120)},
+            {"content": "The user is allergic to peanuts", "pinned": True, "last_seen_at": days_ago(900)},
+        ]
+    )
+    async with stdio_server(home) as client:
+        listing = json.loads(await read(client, "rockmem://salience"))
+        assert listing["tiers"] == {"active": 2, "fading": 1, "dormant": 0, "archive_candidate": 1}
+        assert listing["pinned"] == 1
+        assert [m["id"] for m in listing["least"]] == [candidate, fading, fresh, pinned]
+        assert [m["id"] for m in listing["most"]] == [pinned, fresh, fading, candidate]
+        least = listing["least"][0]
+        assert least["tier"] == "archive_candidate" and least["uses"] == 1 and least["salience"] < 0.05
+        assert least["preview"] == "Legacy CI ran on Jenkins in the basement lab"
+        await client.call_tool("get_memory", {"id": candidate})  # a use: salience back to active
+        again = json.loads(await read(client, "rockmem://salience"))
+        assert again["least"][0]["id"] == fading and again["tiers"]["archive_candidate"] == 0
+        assert next(m for m in again["most"] if m["id"] == candidate)["uses"] == 2
+
+
 # ---------------------------------------------------------------------------------------------- deterministic
 
 
 async def test_deterministic_pass_through_the_tool(stdio_server, home, seed, disk, call, call_error) -> None:
-    """Exact and near-duplicates merged, decay, purge of archives over 90 days old; a dry run first changes
-    nothing."""
+    """Exact and near-duplicates merged, archive candidates listed (not archived), purge of archives over 90 days
+    old; a dry run first changes nothing."""
     dark1, dark2, s3a, s3b, stale, guarded, purged, recent_archive = seed(
         [
             {"content": "The user prefers dark mode in every editor", "created_at": days_ago(3)},
@@ -281,7 +306,9 @@ async def test_deterministic_pass_through_the_tool(stdio_server, home, seed, dis
         assert dry["mode"] == "deterministic" and dry["material"] is None
         report = dry["report"]
         assert report["dry_run"] is True and report["mode"] == "deterministic"
-        assert report["summary"] == "deterministic (deterministic): would apply 1 decay, 2 merge, 1 purge; 0 rejected"
+        assert report["summary"] == (
+            "deterministic (deterministic): would apply 2 merge, 1 purge; 0 rejected; 1 archive candidates to review"
+        )
         assert disk.entries() == before
 
         result = await call(client, "dream", mode="deterministic")
@@ -292,26 +319,30 @@ async def test_deterministic_pass_through_the_tool(stdio_server, home, seed, dis
         assert set(kinds) == {
             ("merge", (dark1, dark2)),
             ("merge", (s3a, s3b)),
-            ("decay", (stale,)),
             ("purge", (purged,)),
         }
+        assert [c["id"] for c in report["archive_candidates"]] == [stale]  # the pinned one is always active
         assert kinds[("merge", (dark1, dark2))]["reason"] == "exact duplicates (deterministic)"
         assert kinds[("merge", (s3a, s3b))]["reason"] == "near-duplicates (deterministic)"
-        assert kinds[("decay", (stale,))]["reason"] == "importance 0.60 -> 0.15"
         dark = kinds[("merge", (dark1, dark2))]["result_id"]
         assert ids(await call(client, "search_memory", query="dark mode")) == [dark]
         assert (await call(client, "get_memory", id=dark1))["superseded_by"] == dark
         s3 = kinds[("merge", (s3a, s3b))]["result_id"]
         assert ids(await call(client, "search_memory", query="artifacts bucket")) == [s3]
-        decayed = await call(client, "get_memory", id=stale)
-        assert decayed["importance"] == 0.15 and decayed["metadata"]["importance_before_decay"] == "0.6"
-        assert (await call(client, "get_memory", id=guarded))["importance"] == 0.9  # protected: never decayed
+        candidate = await call(client, "get_memory", id=stale)  # listed for review, left as it was
+        assert candidate["importance"] == 0.6 and candidate["archived_at"] is None and candidate["metadata"] == {}
+        assert (await call(client, "get_memory", id=guarded))["importance"] == 0.9
         assert "no memory with id" in await call_error(client, "get_memory", id=purged)
         assert (await call(client, "get_memory", id=recent_archive))["archived_at"] is not None
         assert await call(client, "get_dream_report") == report
 
-        # A second run right after finds nothing to do (decay does not compound).
-        assert (await call(client, "dream", mode="deterministic"))["report"]["applied"] == []
+        # A second run right after: nothing to do; get_memory was a use of the candidate, now active.
+        again = (await call(client, "dream", mode="deterministic"))["report"]
+        assert again["applied"] == [] and again["archive_candidates"] == []
+        changes = {c["id"]: (c["from_tier"], c["to_tier"]) for c in again["tier_changes"]}
+        assert changes == {stale: ("archive_candidate", "active")}
+        third = (await call(client, "dream", mode="deterministic"))["report"]
+        assert third["applied"] == [] and third["tier_changes"] == []
     assert "Traceback" not in stdio_server.logs[0].read_text()
 
 

@@ -1,5 +1,5 @@
 """A dream in one process (the CLI) and a server answering writes in another: an update the server
-acknowledged while the dream ran is never replaced with the older text the dream read (merge, decay, archive,
+acknowledged while the dream ran is never replaced with the older text the dream read (merge, archive,
 update). The race is made deterministic by the dream's test hook: the CLI stops itself (SIGSTOP) once it has
 read the entries and decided its changes, the test awaits that stop with waitpid, updates through the
 server, then lets the dream go on (SIGCONT). POSIX only, like the dream's lock."""
@@ -82,11 +82,10 @@ async def test_an_update_acknowledged_during_a_cli_dream_survives_it(
     async with stdio_server(home) as client:
         dream = stopped_dream(home, *(["--plan", str(plan)] if how == "plan" else []))
         try:
-            if how == "deterministic":  # the dream planned: merge dark-a+b and tz-a+b, decay stale
+            if how == "deterministic":  # the dream planned: merge dark-a+b and tz-a+b
                 written = {
                     "dark-b": {"content": "The user prefers dark mode in every editor, except in the terminal"},
                     "tz-a": {"content": "The team meets on Tuesdays at the Berlin office"},
-                    "stale": {"content": "Legacy CI ran on Jenkins until 2024", "importance": 0.7},
                 }
             else:  # the dream planned: archive noise, file filed under ops
                 written = {
@@ -110,6 +109,5 @@ async def test_an_update_acknowledged_during_a_cli_dream_survives_it(
             assert not any(a["action"] == "merge" for a in report["applied"])
             assert (await call(client, "get_memory", id="dark-a"))["archived_at"] is None
             assert (await call(client, "get_memory", id="tz-b"))["archived_at"] is None
-            assert (await call(client, "get_memory", id="stale"))["importance"] == 0.7
         else:
             assert (await call(client, "get_memory", id="filed"))["category"] is None

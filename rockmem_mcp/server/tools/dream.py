@@ -72,8 +72,8 @@ def register(server: MCPServer) -> None:
         """Consolidate memory while idle. With no language model on the server or in your client, you (agent
         mode) receive a directive, numbered material and a plan schema: think it through, then call
         apply_dream with your plan. Deterministic mode merges exact
-        and near duplicates, lowers the importance of memories not seen for 30 days (since saved or last
-        merged), purges old archives and tidies the graph, with no model.
+        and near duplicates, runs the decay pass (reports salience tier changes and archive candidates for
+        review, archives nothing), purges old archives and tidies the graph, with no model.
         Every change is checked by the server's safeguards and reported."""
         svc = services(ctx)
         dreamer = svc.dreamer()
@@ -135,5 +135,6 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         report_id: Annotated[str | None, Field(description="A report id; default the latest")] = None,
     ) -> DreamReport:
-        """A dream run's report: what was merged, archived, created, decayed or purged, with ids and reasons."""
+        """A dream run's report: what was merged, archived, created or purged, with ids and reasons; salience tier
+        changes and archive candidates to review."""
         return services(ctx).dreamer().report(report_id)

@@ -1,10 +1,11 @@
 """The dream pass: every safeguard of `Dreamer.apply` (whatever the plan says), each pass's own kind of change,
-dry runs, reports, the lock, the schedule, the deterministic pass (duplicates, decay, purge, graph sweep), the
+dry runs, reports, the lock, the schedule, the deterministic pass (duplicates, decay tiers, purge, graph sweep), the
 material an agent reads, and random memory sets with random plans checked against the invariants."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Iterator
@@ -175,14 +176,20 @@ def test_merge_arithmetic_earliest_created_latest_seen_summed_reinforcement_high
         created_at=T0 - 20 * DAY,
         last_seen_at=T0 - 2 * DAY,
     )
-    c = seed(service, "tea for Alice", importance=0.5, reinforcement_count=3, created_at=T0 - 5 * DAY)
+    c = seed(
+        service, "tea for Alice", importance=0.5, reinforcement_count=3, created_at=T0 - 5 * DAY,
+        last_seen_at=T0 - 4 * DAY,
+    )  # fmt: skip
+    service.reinforce([c.id])  # a use in the access log (not yet in c's file) counts in the merge too
+    used_at = service.get(c.id).last_seen_at
+    assert used_at > T0
     report = dreamer.apply(
         DreamPlan(merges=[PlanMerge(ids=[a.id, b.id, c.id], content="Alice drinks tea daily")]), "consolidation"
     )
     merged = service.get(report.applied[0].result_id)
     assert merged.created_at == T0 - 20 * DAY
-    assert merged.last_seen_at == T0 - 2 * DAY
-    assert merged.reinforcement_count == 2 + 1 + 3
+    assert merged.last_seen_at == used_at
+    assert merged.reinforcement_count == 2 + 1 + (3 + 1)
     assert merged.importance == 0.7
     assert merged.category == "people/alice"  # the first source's, when the plan names none
     assert merged.tags == ["tea", "alice", "daily"]  # the sources' tags together, once each
@@ -219,7 +226,7 @@ def test_a_merge_that_drops_a_proper_noun_or_a_number_is_rejected(
     assert files(settings) == before
 
 
-@pytest.mark.parametrize(("pinned", "reinforcement"), [(True, 1), (True, 2), (False, 5), (False, 12)])
+@pytest.mark.parametrize(("pinned", "reinforcement"), [(True, 1), (True, 2), (True, 12)])
 def test_a_merge_with_a_protected_source_is_rejected_and_leaves_it_byte_identical(
     dreamer: Dreamer, service: MemoryService, settings: Settings, pinned: bool, reinforcement: int
 ) -> None:
@@ -232,6 +239,23 @@ def test_a_merge_with_a_protected_source_is_rejected_and_leaves_it_byte_identica
     assert report.applied == [] and kinds(report.rejected) == ["merge"]
     assert keep.id in report.rejected[0].reason and "protected" in report.rejected[0].reason
     assert files(settings) == before
+
+
+@pytest.mark.parametrize("uses", [5, 12])
+def test_a_memory_in_use_may_be_merged_but_never_pruned(
+    dreamer: Dreamer, service: MemoryService, settings: Settings, uses: int
+) -> None:
+    used = seed(service, "the user drinks tea", reinforcement_count=uses)
+    other = seed(service, "the user drinks tea daily")
+    before = files(settings)
+    pruned = dreamer.apply(DreamPlan(archives=[PlanArchive(id=used.id, reason="noise")]), "consolidation")
+    assert pruned.applied == [] and f"{used.id} was used {uses} times" in pruned.rejected[0].reason
+    assert files(settings) == before
+    merged = dreamer.apply(
+        DreamPlan(merges=[PlanMerge(ids=[other.id, used.id], content="the user drinks tea daily")]), "consolidation"
+    )
+    assert kinds(merged.applied) == ["merge"]
+    assert service.get(merged.applied[0].result_id).reinforcement_count == uses + 1  # the uses carry over
 
 
 def test_a_merge_naming_an_unknown_or_archived_id_is_rejected_with_the_id(
@@ -970,80 +994,119 @@ def test_duplicates_with_a_protected_member_are_not_merged(
 
 
 def idle(days: float, **fields: Any) -> dict[str, Any]:
-    """Fields of a memory last seen `days` before T0."""
+    """Fields of a memory last used `days` before T0."""
     return {"created_at": T0 - timedelta(days=days + 1), "last_seen_at": T0 - timedelta(days=days), **fields}
 
 
-def decays(report: DreamReport) -> dict[str, str]:
-    return {x.ids[0]: x.reason for x in report.applied if x.action == "decay"}
+def scores(settings: Settings) -> dict[str, Any]:
+    """The tiers the decay pass recorded (meta/decay-scores.json), by memory id."""
+    data = json.loads((settings.meta_dir / "decay-scores.json").read_text("utf-8"))
+    assert data["version"] == 1 and data["last_updated"].endswith("Z")
+    return {key.removeprefix("memory:"): entry for key, entry in data["entries"].items()}
 
 
-def test_decay_waits_30_days_then_halves_every_45(dreamer: Dreamer, service: MemoryService) -> None:
-    fresh = seed(service, "fresh note alpha", **idle(29, importance=0.6))
-    half = seed(service, "half note bravo", **idle(30 + 45, importance=0.6))
-    quarter = seed(service, "quarter note charlie", **idle(30 + 90, importance=0.8 - 0.01))
-    floor = seed(service, "floor note delta", **idle(2000, importance=0.5))
-    report = dreamer.run_deterministic()
-    assert set(decays(report)) == {half.id, quarter.id, floor.id}
-    assert service.get(fresh.id).importance == 0.6
-    assert service.get(half.id).importance == pytest.approx(0.3, abs=0.002)
-    assert service.get(quarter.id).importance == pytest.approx(0.79 / 4, abs=0.002)
-    assert service.get(floor.id).importance == 0.1
-    assert service.get(half.id).metadata["importance_before_decay"] == "0.6"
-    assert service.get(half.id).content == half.content and not service.get(half.id).archived
-
-
-def test_decay_does_not_compound_over_repeated_runs(dreamer: Dreamer, service: MemoryService, clock: FakeClock) -> None:
-    entry = seed(service, "a note that ages", **idle(30 + 45, importance=0.6))
-    dreamer.run_deterministic()
-    assert service.get(entry.id).importance == pytest.approx(0.3, abs=0.002)
-    again = dreamer.run_deterministic()
-    assert decays(again) == {}
-    assert service.get(entry.id).importance == pytest.approx(0.3, abs=0.002)
-    clock.now = T0 + 45 * DAY  # 30 + 90 days unseen: a quarter of the importance before decay, not of 0.3
-    later = dreamer.run_deterministic()
-    assert set(decays(later)) == {entry.id}
-    assert service.get(entry.id).importance == pytest.approx(0.15, abs=0.002)
-    assert service.get(entry.id).metadata["importance_before_decay"] == "0.6"
-
-
-def test_decay_leaves_protected_memories_alone(dreamer: Dreamer, service: MemoryService, settings: Settings) -> None:
-    a = seed(service, "important note", **idle(500, importance=0.8, pinned=True))
-    b = seed(service, "reinforced note", **idle(500, importance=0.5, reinforcement_count=5))
-    before = files(settings)
-    report = dreamer.run_deterministic()
-    assert decays(report) == {}
-    assert files(settings)[a.id] == before[a.id] and files(settings)[b.id] == before[b.id]
-
-
-def test_decay_never_raises_importance(dreamer: Dreamer, service: MemoryService) -> None:
-    low = seed(service, "a note that never mattered much", **idle(400, importance=0.05))
-    dreamer.run_deterministic()
-    assert service.get(low.id).importance <= 0.05
-
-
-def test_decay_of_a_merged_memory_never_raises_its_importance(dreamer: Dreamer, service: MemoryService) -> None:
-    """A source's decay base carried into a merge must not lift the merged memory above its importance."""
-    old = seed(
-        service,
-        "the user deploys the website on friday afternoons",
-        **idle(300, importance=0.2, metadata={"importance_before_decay": "0.79"}),
-    )
-    recent = seed(service, "the user deploys the website on friday afternoons", **idle(31, importance=0.3))
+# Importance 0.7, one use, type weight 1.2: salience 0.84 · e^(−0.03·days): active under 17.3 days since the
+# last use, fading under 47.8, dormant under 94, an archive candidate after.
+def test_the_decay_pass_records_every_tier_change_and_changes_no_memory(
+    dreamer: Dreamer, service: MemoryService, settings: Settings, clock: FakeClock
+) -> None:
+    ages = seed(service, "a note that ages", **idle(10))
+    stays = seed(service, "a note that stays active", **idle(0))
     first = dreamer.run_deterministic()
-    [merge] = [x for x in first.applied if x.action == "merge"]
-    assert set(merge.ids) == {old.id, recent.id}
-    assert service.get(merge.result_id).importance == 0.3
-    dreamer.run_deterministic()
-    assert service.get(merge.result_id).importance <= 0.3
-
-
-def test_a_dry_run_decay_changes_nothing(dreamer: Dreamer, service: MemoryService, settings: Settings) -> None:
-    entry = seed(service, "a note that ages", **idle(30 + 45, importance=0.6))
+    assert first.tier_changes == []  # nothing recorded before: no change to report
+    assert first.tiers == {"active": 2, "fading": 0, "dormant": 0, "archive_candidate": 0}
+    assert {i: s["status"] for i, s in scores(settings).items()} == {ages.id: "active", stays.id: "active"}
     before = files(settings)
-    report = dreamer.run_deterministic(dry_run=True)
-    assert set(decays(report)) == {entry.id} and "0.60 -> 0.30" in decays(report)[entry.id]
-    assert files(settings) == before
+    clock.now = T0 + 20 * DAY  # 30 days unused: fading; the other 20 days: fading too
+    second = dreamer.run_deterministic()
+    changes = {c.id: (c.from_tier, c.to_tier) for c in second.tier_changes}
+    assert changes == {ages.id: ("active", "fading"), stays.id: ("active", "fading")}
+    [aged] = [c for c in second.tier_changes if c.id == ages.id]
+    assert aged.salience == pytest.approx(0.84 * math.exp(-0.03 * 30), abs=1e-3)
+    assert "2 salience tier changes" in second.summary and report_file(settings, second) == second
+    clock.now = T0 + 60 * DAY  # 70 and 60 days: dormant
+    third = dreamer.run_deterministic()
+    assert {c.id: (c.from_tier, c.to_tier) for c in third.tier_changes} == {
+        ages.id: ("fading", "dormant"),
+        stays.id: ("fading", "dormant"),
+    }
+    assert files(settings) == before  # importance, uses, everything in the files as they were
+    assert [x for x in third.applied if x.ids and x.ids[0] in (ages.id, stays.id)] == []
+
+
+def test_archive_candidates_are_listed_for_review_never_archived_and_pinned_ones_stay_active(
+    dreamer: Dreamer, service: MemoryService, settings: Settings
+) -> None:
+    gone = seed(service, "the old build server was called hermes and ran on a tower under the desk", **idle(120))
+    older = seed(service, "an even older note", **idle(400))
+    pinned = seed(service, "the user's passport number is in the safe", pinned=True, **idle(1000))
+    dormant = seed(service, "a dormant note", **idle(60))
+    before = files(settings)
+    report = dreamer.run_deterministic()
+    assert [c.id for c in report.archive_candidates] == [older.id, gone.id]  # least salient first
+    candidate = report.archive_candidates[1]
+    assert candidate.tier == "archive_candidate" and candidate.salience < 0.05 and candidate.uses == 1
+    assert candidate.last_use == T0 - 120 * DAY
+    assert candidate.preview == "the old build server was called hermes and ran on a tower …"
+    assert report.tiers == {"active": 1, "fading": 0, "dormant": 1, "archive_candidate": 2}
+    assert "2 archive candidates to review" in report.summary
+    assert report.applied == [] and files(settings) == before  # nothing archived, nothing written
+    assert not service.get(gone.id).archived and not service.get(older.id).archived
+    recorded = scores(settings)
+    assert recorded[pinned.id]["status"] == "active" and recorded[pinned.id]["current_score"] == 1.0
+    assert recorded[pinned.id]["pinned"] is True and recorded[dormant.id]["status"] == "dormant"
+    assert recorded[gone.id] == {
+        "store": "semantic",
+        "base_relevance": 0.7,
+        "created": "2024-01-01T09:00:00Z",
+        "last_accessed": "2024-01-02T09:00:00Z",
+        "access_count": 1,
+        "type_weight": 1.2,
+        "current_score": round(0.84 * math.exp(-0.03 * 120), 4),
+        "status": "archive_candidate",
+        "pinned": False,
+    }
+
+
+def test_a_rerun_records_nothing_new_and_counts_no_use_twice(
+    dreamer: Dreamer, service: MemoryService, settings: Settings
+) -> None:
+    entry = seed(service, "a dormant note", **idle(60))
+    assert dreamer.run_deterministic().tier_changes == []
+    assert scores(settings)[entry.id]["status"] == "dormant"
+    service.reinforce([entry.id])  # a use (in the access log, not the file): 2 uses, last use now
+    used = dreamer.run_deterministic()
+    assert [(c.from_tier, c.to_tier) for c in used.tier_changes] == [("dormant", "active")]
+    after_use = scores(settings)[entry.id]
+    assert after_use["access_count"] == 2 and after_use["status"] == "active"
+    for _ in range(2):
+        again = dreamer.run_deterministic()
+        assert again.tier_changes == [] and again.applied == []
+        assert scores(settings)[entry.id]["access_count"] == 2
+    assert service.get(entry.id).reinforcement_count == 2 and service.get(entry.id).importance == 0.7
+
+
+def test_a_dry_run_decay_pass_reports_the_changes_and_records_nothing(
+    dreamer: Dreamer, service: MemoryService, settings: Settings, clock: FakeClock
+) -> None:
+    entry = seed(service, "a note that ages", **idle(10))
+    dreamer.run_deterministic()
+    recorded = (settings.meta_dir / "decay-scores.json").read_bytes()
+    clock.now = T0 + 20 * DAY
+    dry = dreamer.run_deterministic(dry_run=True)
+    assert [(c.id, c.to_tier) for c in dry.tier_changes] == [(entry.id, "fading")]
+    assert (settings.meta_dir / "decay-scores.json").read_bytes() == recorded
+    assert [(c.id, c.to_tier) for c in dreamer.run_deterministic().tier_changes] == [(entry.id, "fading")]
+
+
+def test_an_unreadable_decay_record_is_recorded_afresh(
+    dreamer: Dreamer, service: MemoryService, settings: Settings
+) -> None:
+    entry = seed(service, "a note", **idle(60))
+    settings.meta_dir.mkdir(parents=True, exist_ok=True)
+    (settings.meta_dir / "decay-scores.json").write_text("{not json", "utf-8")
+    assert dreamer.run_deterministic().tier_changes == []
+    assert scores(settings)[entry.id]["status"] == "dormant"
 
 
 def test_archives_older_than_90_days_are_purged(dreamer: Dreamer, service: MemoryService, settings: Settings) -> None:
@@ -1223,9 +1286,10 @@ def test_graph_material_lists_entities_and_weakest_triples(dreamer: Dreamer, gra
 
 
 # ---------------------------------------------------------------------------------------------- random plans
-def is_protected(entry: MemoryEntry) -> bool:
-    """The spec's rule, written out here so a change to the module's own check cannot hide."""
-    return entry.pinned or entry.reinforcement_count >= 5
+def is_protected(entry: MemoryEntry, action: str = "merge") -> bool:
+    """The spec's rule, written out here so a change to the module's own check cannot hide: a pinned memory is
+    never changed; one used 5 times or more is never pruned (archived) but may be merged or re-filed."""
+    return entry.pinned or (action == "archive" and entry.reinforcement_count >= 5)
 
 
 def dropped_details(sources: list[str], merged: str) -> list[str]:
@@ -1276,7 +1340,7 @@ def random_plan(rng: random.Random, entries: list[MemoryEntry]) -> DreamPlan:
     by_id = {e.id: e for e in entries}
     pool = [e.id for e in entries] + UNKNOWN
     live = [e.id for e in entries if not e.archived]
-    plain = [e.id for e in entries if not e.archived and not is_protected(e)]
+    plain = [e.id for e in entries if not e.archived and not is_protected(e, "archive")]
     merges = []
     for _ in range(rng.randint(0, 4)):
         choice = rng.random()  # mostly plain memories (which may merge), else any id, unknown ones included
@@ -1334,7 +1398,7 @@ def check_plan_applied(
     merged_ids = set()
     for action in report.applied:
         sources = [before[i] for i in action.ids]
-        assert all(not s.archived and not is_protected(s) for s in sources)
+        assert all(not s.archived and not is_protected(s, action.action) for s in sources)
         if action.action == "merge":
             merged = memory.get(action.result_id)
             merged_ids.add(merged.id)
@@ -1367,7 +1431,7 @@ def check_plan_applied(
             assert now.content == sources[0].content and not now.archived
     # what no applied action named is byte-identical; protected memories above all
     for entry_id, data in before_files.items():
-        if entry_id not in touched or is_protected(before[entry_id]):
+        if entry_id not in touched or before[entry_id].pinned:
             assert after_files[entry_id] == data, entry_id
     assert set(after_files) == set(before_files) | merged_ids
     # a clean action (distinct, live, unprotected ids no other action names; details kept) is applied
@@ -1377,7 +1441,8 @@ def check_plan_applied(
             named[i] = named.get(i, 0) + 1
     applied = [(x.action, x.ids) for x in report.applied]
     for (kind, ids), index in zip(proposed, range(len(proposed)), strict=True):
-        ok = all(i in before and not before[i].archived and not is_protected(before[i]) and named[i] == 1 for i in ids)
+        ok = all(i in before and not before[i].archived and not is_protected(before[i], kind) and named[i] == 1
+                 for i in ids)  # fmt: skip
         if kind == "merge":
             merge = plan.merges[index]
             ok = ok and len(ids) >= 2 and not dropped_details([before[i].content for i in ids], merge.content)
@@ -1458,7 +1523,7 @@ def test_random_memories_through_the_deterministic_pass(
             assert entry_id in after_files
             now = service.get(entry_id)
             assert now.content == entry.content
-            assert now.importance <= entry.importance
+            assert now.importance == entry.importance  # the decay pass never lowers it
             if is_protected(entry) and not entry.archived:
                 assert after_files[entry_id] == before_files[entry_id]
             if entry.archived:
@@ -1478,8 +1543,11 @@ def test_random_memories_through_the_deterministic_pass(
             ids = {e.id for e in group}
             kept_apart = [x for x in report.rejected if x.action == "merge" and ids <= set(x.ids)]
             assert kept_apart, [e.content for e in group]
-    # repeated runs at the same time do not compound: a third run decays nothing
+    # repeated runs at the same time change nothing more, and record no tier change
     second = dreamer.run_deterministic()
-    assert {x.ids[0] for x in second.applied if x.action == "decay"} <= {x.result_id for x in report.applied}
     third = dreamer.run_deterministic()
-    assert [x for x in third.applied if x.action in ("decay", "purge")] == []
+    assert [x for x in third.applied if x.action == "purge"] == [] and third.tier_changes == []
+    assert all(e.importance == before[e.id].importance for e in service.iter_entries() if e.id in before)
+    assert second.tiers == third.tiers and sum(third.tiers.values()) == len(
+        [e for e in service.iter_entries() if not e.archived]
+    )
