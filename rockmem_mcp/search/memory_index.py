@@ -18,7 +18,7 @@ import numpy as np
 from rockmem_mcp.models import MemoryEntry, tag_key
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.rank import Ranking, Weigh, rank
+from rockmem_mcp.search.rank import Ranking, Weigh, best_lexical, rank
 from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
 from rockmem_mcp.search.salience import salience as salience_values
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
@@ -72,8 +72,9 @@ class MemoryIndex:
         # (a full pass costs ~6 ms at 100k entries) and it is recomputed when an hour old; new slots and
         # reinforced ones are computed as they change.
         self._salience: Column | None = None
+        self._factor_cache: Column | None = None  # the ranking factor, 0 for dormant: what a default search reads
         self._salience_at = 0.0
-        self._salience_lam = -1.0
+        self._salience_key = (-1.0, -1.0)  # (λ, floor) the cache was computed with
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
         self.tag_owner = Column(np.int32)
         self.categories: list[str] = []
@@ -121,8 +122,9 @@ class MemoryIndex:
         if slot is not None:
             self.access_count[slot] = max(int(self.access_count.view[slot]), access.count)
             self.last_access[slot] = max(float(self.last_access.view[slot]), access.last)
-            if self._salience is not None and slot < len(self._salience):
-                self._salience[slot] = self._compute_salience(np.array([slot]), self._salience_at)[0]
+            if self._salience is not None and self._factor_cache is not None and slot < len(self._salience):
+                value, factor = self._compute_salience(np.array([slot]), self._salience_at)
+                self._salience[slot], self._factor_cache[slot] = value[0], factor[0]
 
     def access(self, entry_id: str) -> Access | None:
         slot = self.bm25.slot_of.get(entry_id)
@@ -132,20 +134,37 @@ class MemoryIndex:
 
     def salience(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
         """The salience of `slots` as of `view.now` (to within an hour: see `_salience`)."""
-        cache = self._salience
-        if cache is None or view.lam != self._salience_lam or abs(view.now - self._salience_at) > SALIENCE_REFRESH_S:
-            self._salience_at, self._salience_lam = view.now, view.lam
-            every = np.arange(self.bm25.slot_count)
-            cache = self._salience = Column(np.float64, data=self._compute_salience(every, view.now))
-        elif len(cache) < self.bm25.slot_count:
-            cache.extend(self._compute_salience(np.arange(len(cache), self.bm25.slot_count), self._salience_at))
-        return cache.view[slots]
+        return self._cached(view)[0].view[slots]
 
-    def _compute_salience(self, slots: np.ndarray, now: float) -> np.ndarray:
-        return salience_values(
+    def _cached(self, view: SalienceView) -> tuple[Column, Column]:
+        """Salience and the ranking factor per slot, recomputed when an hour old or the settings differ."""
+        salience, factor = self._salience, self._factor_cache
+        key = (view.lam, view.floor)
+        if (
+            salience is None
+            or factor is None
+            or key != self._salience_key
+            or abs(view.now - self._salience_at) > SALIENCE_REFRESH_S
+        ):
+            self._salience_at, self._salience_key = view.now, key
+            values, factors = self._compute_salience(np.arange(self.bm25.slot_count), view.now)
+            salience = self._salience = Column(np.float64, data=values)
+            factor = self._factor_cache = Column(np.float64, data=factors)
+        elif len(salience) < self.bm25.slot_count:
+            values, factors = self._compute_salience(np.arange(len(salience), self.bm25.slot_count), self._salience_at)
+            salience.extend(values)
+            factor.extend(factors)
+        return salience, factor
+
+    def _compute_salience(self, slots: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+        lam, floor = self._salience_key
+        values = salience_values(
             self.base.view[slots], self.last_access.view[slots], self.access_count.view[slots],
-            self.pinned.view[slots], now, self._salience_lam,
+            self.pinned.view[slots], now, lam,
         )  # fmt: skip
+        factor = ranking_factor(values, floor)
+        factor[values < FADING_MIN] = 0.0
+        return values, factor
 
     def _category_id(self, category: str | None) -> int:
         if category is None:
@@ -238,8 +257,7 @@ class MemoryIndex:
         if tokens:
             if weigh is None:
                 return self.bm25.search(tokens, allowed, flt.include_archived, limit)
-            lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
-            return rank(Ranking("bm25"), lexical, None, lexical > 0, limit, weigh)
+            return best_lexical(self.bm25.scores(tokens, allowed, flt.include_archived), limit, weigh)
         if query and query.strip():
             # Words were given but none is searchable (all shorter than three characters).
             return _NO_HITS
@@ -252,11 +270,10 @@ class MemoryIndex:
     def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
         """The ranking factor of candidate slots; 0 (left out) for dormant ones unless the view includes them.
         Computed for candidates only: a search pays for the entries it matched, not for the whole index."""
-        values = self.salience(slots, view)
-        factor = ranking_factor(values, view.floor)
-        if not view.include_dormant:
-            factor[values < FADING_MIN] = 0.0
-        return factor
+        salience, factor = self._cached(view)
+        if view.include_dormant:
+            return ranking_factor(salience.view[slots], view.floor)
+        return factor.view[slots]
 
     def most_salient(self, limit: int, view: SalienceView) -> Hits:
         """Active (not archived) entries by salience, pinned ones first (they are 1), then the newest."""

@@ -81,12 +81,19 @@ def rank(
     return _best(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, limit, weigh)
 
 
+def best_lexical(lexical: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
+    """BM25 alone: the matched slots by score (times `weigh`)."""
+    return _best(lexical > 0, lexical, limit, weigh)
+
+
 def _best(candidates: np.ndarray, scores: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
     slots = np.flatnonzero(candidates)
     values = scores[slots]
     if weigh is not None:  # a factor of 0 leaves a candidate out
         factor = weigh(slots)
-        kept = factor > 0
-        slots, values = slots[kept], values[kept] * factor[kept]
+        if len(factor) and factor.min() <= 0:
+            kept = factor > 0
+            slots, values, factor = slots[kept], values[kept], factor[kept]
+        values = values * factor
     order = top_k(slots, values, limit)
     return Hits(slots[order], values[order], len(slots))
