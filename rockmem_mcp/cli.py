@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--tag", action="append", dest="tags", default=None, help="repeat for several")
     search.add_argument("--limit", type=int, default=10)
     search.add_argument("--include-archived", action="store_true")
+    search.add_argument("--include-dormant", action="store_true", help="also dormant (long unused) memories")
     search.add_argument("--mode", choices=["hybrid", "bm25", "vector", "rockbot"], default=None)
     search.add_argument("--json", action="store_true", help="one JSON result per line")
 
@@ -299,7 +300,13 @@ def _graph(settings: Settings) -> Iterator[Any]:
 def _search(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
         found = memory.search(
-            args.query, args.category, args.tags, args.limit, include_archived=args.include_archived, mode=args.mode
+            args.query,
+            args.category,
+            args.tags,
+            args.limit,
+            include_archived=args.include_archived,
+            mode=args.mode,
+            include_dormant=args.include_dormant,
         )
     for hit in found.results:
         if args.json:

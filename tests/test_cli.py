@@ -974,3 +974,16 @@ def test_stored_control_characters_never_reach_the_terminal_raw(home: Path, tmp_
     assert json.loads(outputs["search --json"].stdout)["entry"]["content"] == f"Escapes {ESCAPES}"
     [exported] = [json.loads(line) for line in outputs["export -"].stdout.splitlines()]
     assert exported["content"] == f"Escapes {ESCAPES}" and exported["archive_reason"] is None
+
+
+def test_search_hides_dormant_memories_unless_asked(home: Path, tmp_path: Path) -> None:
+    long_ago = _ago(120)
+    lines = [{"id": "hopper", "content": "The old build server is called hopper", "created_at": long_ago,
+              "last_seen_at": long_ago}]  # fmt: skip
+    ok("--home", home, "import", write_jsonl(tmp_path / "old.jsonl", lines))
+    assert ok("--home", home, "search", "hopper", "--json").stdout == ""
+    found = [
+        json.loads(line)
+        for line in ok("--home", home, "search", "hopper", "--include-dormant", "--json").stdout.splitlines()
+    ]
+    assert [(hit["entry"]["id"], hit["tier"]) for hit in found] == [("hopper", "archive_candidate")]
