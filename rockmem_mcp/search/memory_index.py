@@ -281,7 +281,8 @@ class MemoryIndex:
         values = self.salience(slots, view)
         keep = values >= FADING_MIN if not view.include_dormant else np.ones(len(slots), dtype=bool)
         slots, values = slots[keep], values[keep]
-        best = top_k(slots, values, limit)
+        # Pinned first: salience is capped at 1, so a pinned memory ties with any other at the cap.
+        best = top_k(slots, values + 2.0 * self.pinned.view[slots], limit)
         return Hits(slots[best], values[best], len(slots))
 
     def _eligible(self, allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:

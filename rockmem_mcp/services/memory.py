@@ -154,7 +154,7 @@ class MemoryService:
         if loaded is not None:
             index, position = loaded
             index.accesses = self.reinforcer.accesses(MEMORY)
-            for entry_id, access in index.accesses.items():  # uses since the snapshot was written
+            for entry_id, access in self.reinforcer.copy(MEMORY).items():  # uses since the snapshot was written
                 index.set_access(entry_id, access)
             read = self.journal.read_since(position)
             if not read.gap:
@@ -767,6 +767,8 @@ class MemoryService:
     def most_salient(self, limit: int, include_dormant: bool = False) -> list[ScoredEntry]:
         """Active memories by salience (pinned first), for the session start; with `include_dormant`, all of
         them (the `stats` listing of least and most salient uses the index directly)."""
+        if not self.settings.salience:  # salience switched off: RockBot's newest
+            return self.search(None, limit=limit, include_dormant=True).results
         view = self._always_view(include_dormant)
         with self._lock:
             self._sync()

@@ -50,6 +50,7 @@ class Reinforcer:
         self._io_lock = threading.Lock()  # the log: reads, appends, compaction
         self.table: Table = {MEMORY: {}, ENTITY: {}, TRIPLE: {}}
         self._pending: dict[tuple[str, str], Access] = {}
+        self._unreported: dict[tuple[str, str], Access] = {}  # others' uses a compaction read: for catch_up
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -67,6 +68,11 @@ class Reinforcer:
 
     def accesses(self, kind: str) -> Mapping[str, Access]:
         return self.table.setdefault(kind, {})
+
+    def copy(self, kind: str) -> dict[str, Access]:
+        """The uses of one kind as they are now (safe to iterate while the flusher merges)."""
+        with self._lock:
+            return dict(self.table.setdefault(kind, {}))
 
     # ------------------------------------------------------------------ use
     def use(self, kind: str, current: Mapping[str, Access]) -> dict[str, Access]:
@@ -99,7 +105,11 @@ class Reinforcer:
             return {}
         finally:
             self._io_lock.release()
-        return self._merge(records) if records else {}
+        changed = self._merge(records) if records else {}
+        with self._lock:
+            if self._unreported:
+                changed, self._unreported = {**self._unreported, **changed}, {}
+        return changed
 
     # ------------------------------------------------------------------ writing
     def start(self) -> None:
@@ -137,8 +147,9 @@ class Reinforcer:
         return len(batch)
 
     def _complete_table(self, records: list[Record]) -> Table:
-        self._merge(records)
+        changed = self._merge(records)
         with self._lock:
+            self._unreported.update(changed)  # read here, so catch_up would not see them: it reports them next
             return {kind: dict(items) for kind, items in self.table.items()}
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.migrations import mapped
 from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.working_files import WorkingFiles
@@ -238,6 +239,8 @@ def import_jsonl(
                 others.add(record)
             else:
                 entry = memory.prepare_entry(record)
+                if "reinforcement_count" in record and "pinned" not in record:  # exported before salience
+                    entry = entry.model_copy(update=mapped(entry))
                 memory.files.check_folder(entry.category)  # a linked folder: this line is refused, not the batch
                 batch.append(entry)
         # UnicodeDecodeError and JSONDecodeError are ValueErrors; RecursionError: JSON nested too deep.

@@ -63,6 +63,8 @@ class AccessLog:
         self.read_only = self.journal.read_only
         self._state_path = directory / STATE_NAME
         self._position = JournalPosition(0, 0)
+        # A state file that exists but cannot be read holds uses found nowhere else: never compacted over.
+        self.state_damaged = False
 
     def close(self) -> None:
         self.journal.close()
@@ -87,11 +89,16 @@ class AccessLog:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            log.warning("the access state %s is unreadable (%s); salience starts from the log", self._state_path, exc)
+            self.state_damaged = True
+            log.warning("the access state %s is unreadable (%s); salience starts from the log and the log is not "
+                        "compacted until it is repaired or removed", self._state_path, exc)  # fmt: skip
             return None
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            log.warning("the access state %s is from another version; salience starts from the log", self._state_path)
+            self.state_damaged = True
+            log.warning("the access state %s is from another version; salience starts from the log and the log "
+                        "is not compacted while it is there", self._state_path)  # fmt: skip
             return None
+        self.state_damaged = False
         return state
 
     def read_new(self) -> list[Record]:
@@ -117,7 +124,7 @@ class AccessLog:
         self.journal.append(records, durable=True)
 
     def needs_compaction(self, limit_bytes: int) -> bool:
-        return self.journal.end().offset > limit_bytes
+        return not self.state_damaged and self.journal.end().offset > limit_bytes
 
     def compact(self, complete_table: Callable[[list[Record]], Table]) -> None:
         """Write the whole table as the state, then start a new log generation (older ones are dropped).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -195,3 +196,52 @@ def test_what_the_user_asked_to_remember_opens_the_session(services: Services, s
     listed = text.split("Pinned and most salient memories:\n", 1)[1].split("Categories", 1)[0]
     ids = [line.split("]")[0].removeprefix("- [") for line in listed.splitlines()]
     assert ids == [asked.id, *(e.id for e in reversed(newer[2:]))]  # then the newest of equals
+
+
+def test_pinned_memories_open_the_session_even_among_others_at_the_cap(services: Services, settings: Settings) -> None:
+    clock = FakeClock()
+    service = services.open(clock=clock)
+    pinned = service.save("The user's partner is called Carol", pinned=True)
+    clock.now += DAY
+    for i in range(6):  # asked for by the user: 1.0 × 1.2, capped at 1 like the pinned one
+        service.save(f"remember widget fact number {i}", importance=1.0)
+    assert service.most_salient(5)[0].entry.id == pinned.id
+    text = Recall(service).session_start(WorkingMemory(settings, "session/s1"))
+    assert f"[{pinned.id}] (uncategorized) (pinned): The user's partner" in text
+
+
+def test_uses_another_process_wrote_are_reported_when_a_compaction_read_them(settings: Settings) -> None:
+    small = settings.model_copy(update={"journal_rotate_bytes": 1000})
+    mine = Reinforcer(small, AccessLog(small.access_dir), FakeClock())
+    theirs = Reinforcer(small, AccessLog(small.access_dir), FakeClock())
+    theirs.use(MEMORY, {"shared": Access(1, 0.0)})
+    theirs.flush()
+    mine.use(MEMORY, {f"m{i}": Access(1, 0.0) for i in range(40)})  # over 1,000 bytes: this flush compacts
+    mine.flush()
+    assert (small.access_dir / "state.json").exists()
+    # the compaction read their record; the memory store learns of it from catch_up, as of any other
+    assert mine.catch_up() == {(MEMORY, "shared"): Access(2, T0.timestamp())}
+    mine.close()
+    theirs.close()
+
+
+def test_with_salience_off_the_session_opens_with_the_newest(services: Services, settings: Settings) -> None:
+    off = settings.model_copy(update={"salience": False})
+    clock = FakeClock()
+    service = services.open(off, clock=clock)
+    asked = service.save("Call me Sam", importance=1.0)
+    clock.now += 200 * DAY  # long unused: dormant, yet salience is off
+    newer = service.save("A later note")
+    assert [h.entry.id for h in service.most_salient(5)] == [newer.id, asked.id]
+
+
+def test_an_export_from_before_salience_is_mapped_on_import(service: MemoryService) -> None:
+    old = {"id": "oldexport0001", "content": "Backups are encrypted with age", "importance": 0.9,
+           "reinforcement_count": 1, "created_at": T0.isoformat(), "last_seen_at": T0.isoformat()}  # fmt: skip
+    plain = {"id": "oldexport0002", "content": "The user likes tea", "importance": 0.5, "reinforcement_count": 1,
+             "created_at": T0.isoformat()}  # fmt: skip
+    written_now = {"id": "newline000001", "content": "Written by hand today", "importance": 0.5}
+    import_jsonl(service, [json.dumps(line) for line in (old, plain, written_now)])
+    assert service.get("oldexport0001").pinned  # the old protection (importance >= 0.8) is a pin now
+    assert service.get("oldexport0002").importance == 0.7  # the old save default is an agent's save now
+    assert service.get("newline000001").importance == 0.5  # not an old export: taken as written

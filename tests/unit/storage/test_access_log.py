@@ -68,3 +68,15 @@ def test_a_damaged_state_file_falls_back_to_the_log(tmp_path: Path) -> None:
     log.append({("memory", "a1"): Access(2, 10.0)})
     (tmp_path / "state.json").write_text("{not json")
     assert table_of(AccessLog(tmp_path).load()) == {"memory": {"a1": Access(2, 10.0)}}
+
+
+def test_a_state_file_that_cannot_be_read_is_never_compacted_over(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text('{"format": 99, "items": {"memory": {"a1": [9, 90.0]}}}')
+    log = AccessLog(tmp_path)
+    log.load()
+    log.append({("memory", f"m{i}"): Access(2, 10.0) for i in range(100)})
+    assert not log.needs_compaction(1000)  # its uses are found nowhere else: keep it until repaired
+    (tmp_path / "state.json").unlink()
+    fresh = AccessLog(tmp_path)
+    fresh.load()
+    assert fresh.needs_compaction(1000)
