@@ -564,6 +564,7 @@ def dream_notes() -> list[dict[str, Any]]:
             "content": "Backups are encrypted with age",
             "importance": 0.9,
             "reinforcement_count": 5,  # in use: never pruned
+            "pinned": False,  # a line of today's format (an old export's 0.9 would be pinned on import)
             "created_at": _ago(300),
             "last_seen_at": _ago(300),
         },
