@@ -721,12 +721,7 @@ class MemoryService:
             view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
             hits = self.index.search(query, flt, limit, ranking, query_vector, view)
             results: list[ScoredEntry] = []
-            values = self.index.salience(hits.slots, view or self._always_view()).tolist()
-            for slot, score, value in zip(hits.slots.tolist(), hits.scores.tolist(), values, strict=True):
-                entry = self._hydrate(self.index.bm25.keys[slot])
-                if entry is not None:
-                    score = None if score != score else round(score, 6)
-                    results.append(self._scored(entry, score, value))
+            results = self._scored_hits(hits.slots, hits.scores.tolist(), view or self._always_view())
             if reinforce and query and query.strip():
                 self._reinforce([r.entry.id for r in results if not r.entry.archived])
             return SearchResults(
@@ -756,13 +751,29 @@ class MemoryService:
     def with_uses(self, entry: MemoryEntry) -> MemoryEntry:
         """`entry` with its uses as known now (its file holds those up to its last write; the access log the
         rest)."""
-        own = Access(entry.reinforcement_count, (entry.last_seen_at or entry.created_at).timestamp())
-        known = own.merged(self.index.access(entry.id))
-        if known == own:
-            return entry
-        return entry.model_copy(
-            update={"reinforcement_count": known.count, "last_seen_at": datetime.fromtimestamp(known.last, UTC)}
-        )
+        return _with_access(entry, self.index.access(entry.id))
+
+    def _scored_hits(self, slots: np.ndarray, scores: list[float], view: SalienceView) -> list[ScoredEntry]:
+        """Hits read back from their files, with their uses, salience and tier (columns gathered at once: this
+        runs for every result of every search). Caller holds the lock."""
+        index = self.index
+        columns = zip(
+            slots.tolist(), scores, index.salience(slots, view).tolist(), index.access_count.view[slots].tolist(),
+            index.last_access.view[slots].tolist(), strict=True,
+        )  # fmt: skip
+        results = []
+        for slot, score, value, count, last in columns:
+            entry = self._hydrate(index.bm25.keys[slot])
+            if entry is not None:
+                results.append(
+                    ScoredEntry(
+                        entry=_with_access(entry, Access(count, last)),
+                        score=None if score != score else round(score, 6),  # NaN: a listing
+                        salience=round(value, 4),
+                        tier=tier(value),
+                    )
+                )
+        return results
 
     def most_salient(self, limit: int, include_dormant: bool = False) -> list[ScoredEntry]:
         """Active memories by salience (pinned first), for the session start; with `include_dormant`, all of
@@ -773,12 +784,7 @@ class MemoryService:
         with self._lock:
             self._sync()
             hits = self.index.most_salient(limit, view)
-            results = []
-            for slot, value in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
-                entry = self._hydrate(self.index.bm25.keys[slot])
-                if entry is not None:
-                    results.append(self._scored(entry, None, value))
-            return results
+            return self._scored_hits(hits.slots, [float("nan")] * len(hits.slots), view)
 
     def saliences(self) -> Saliences:
         """Every live (not archived) memory's salience as of now, with its inputs (uses merged with the access
@@ -804,9 +810,6 @@ class MemoryService:
         """Salience as of now, whether or not it shapes ranking (it is still shown)."""
         s = self.settings
         return SalienceView(self._clock().timestamp(), s.salience_lambda, s.salience_floor, include_dormant)
-
-    def _scored(self, entry: MemoryEntry, score: float | None, value: float) -> ScoredEntry:
-        return ScoredEntry(entry=self.with_uses(entry), score=score, salience=round(value, 4), tier=tier(value))
 
     def _check_mode(self, mode: str | None) -> str:
         if mode is None:
@@ -950,6 +953,15 @@ class MemoryService:
                 tiers=tier_counts(self.index.salience(live, self._always_view())),
                 pinned=int(self.index.pinned.view[live].sum()),
             )
+
+
+def _with_access(entry: MemoryEntry, access: Access | None) -> MemoryEntry:
+    """`entry` with `access` merged in (each field the larger), copied only when that changes it."""
+    seen = entry.last_seen_at or entry.created_at
+    if access is None or (access.count <= entry.reinforcement_count and access.last <= seen.timestamp()):
+        return entry
+    count, last = max(access.count, entry.reinforcement_count), max(access.last, seen.timestamp())
+    return entry.model_copy(update={"reinforcement_count": count, "last_seen_at": datetime.fromtimestamp(last, UTC)})
 
 
 def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:
