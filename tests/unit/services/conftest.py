@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 
-from .helpers import FakeClock, Services
+from .helpers import FakeClock, Opener, Services
 
 
 @pytest.fixture
@@ -33,3 +34,22 @@ def clock() -> FakeClock:
 @pytest.fixture
 def service(services: Services, clock: FakeClock) -> MemoryService:
     return services.open(clock=clock)
+
+
+@pytest.fixture
+def opener(settings: Settings, clock: FakeClock) -> Iterator[Opener]:
+    opened: list[GraphService] = []
+
+    def make(clock_: FakeClock | None = None) -> GraphService:
+        graph = GraphService(settings, clock=clock_ or clock)
+        opened.append(graph)
+        return graph
+
+    yield make
+    for graph in opened:
+        graph.close()
+
+
+@pytest.fixture
+def graph(opener: Opener) -> GraphService:
+    return opener()

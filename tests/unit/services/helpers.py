@@ -4,7 +4,7 @@ what it opened."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -12,8 +12,11 @@ import numpy as np
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingRefused
 from rockmem_mcp.services.embedding import PROBE_TEXT, Embedder
+from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from tests.embedding_server import hashed_vectors
+
+Opener = Callable[..., GraphService]  # opens a GraphService (closed at the end of the test)
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,6 @@ import logging
 import math
 import random
 import unicodedata
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,28 +19,7 @@ from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import mention_key, name_key, normalize_entity_type, normalize_name, normalize_predicate
 from rockmem_mcp.services.graph import MAX_ITEMS, GraphService
 
-from .helpers import T0, FakeClock
-
-Opener = Callable[..., GraphService]
-
-
-@pytest.fixture
-def opener(settings: Settings, clock: FakeClock) -> Iterator[Opener]:
-    opened: list[GraphService] = []
-
-    def make(clock_: FakeClock | None = None) -> GraphService:
-        graph = GraphService(settings, clock=clock_ or clock)
-        opened.append(graph)
-        return graph
-
-    yield make
-    for graph in opened:
-        graph.close()
-
-
-@pytest.fixture
-def graph(opener: Opener) -> GraphService:
-    return opener()
+from .helpers import T0, FakeClock, Opener
 
 
 def files_in(settings: Settings, kind: str) -> list[str]:

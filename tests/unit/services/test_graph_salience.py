@@ -5,7 +5,6 @@ by new memories off the save path, and recall prefers the more salient facts wit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,34 +16,14 @@ from rockmem_mcp.services.graph import ENTITY_BASE, GraphService, NewEntries
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.reinforcement import Reinforcer
 
-from .helpers import FakeClock
+from .helpers import FakeClock, Opener
 
 MINUTE = timedelta(minutes=1)
-Opener = Callable[..., GraphService]
 
 
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(step=timedelta(0))  # time moves only when a test moves it
-
-
-@pytest.fixture
-def opener(settings: Settings, clock: FakeClock) -> Iterator[Opener]:
-    opened: list[GraphService] = []
-
-    def make() -> GraphService:
-        graph = GraphService(settings, clock=clock)
-        opened.append(graph)
-        return graph
-
-    yield make
-    for graph in opened:
-        graph.close()
-
-
-@pytest.fixture
-def graph(opener: Opener) -> GraphService:
-    return opener()
 
 
 def triple(subject: str, obj: str, confidence: float = 1.0, predicate: str = "knows") -> dict[str, object]:
