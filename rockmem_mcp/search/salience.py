@@ -23,6 +23,8 @@ Uses are tracked by `services/reinforcement.py`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 BASE_EXPLICIT = 1.0  # the user asked to remember it
@@ -59,9 +61,11 @@ def salience_of(
     base: float, last_access: float, access_count: int, pinned: bool, now: float, lam: float,
     type_weight: float = MEMORY_TYPE_WEIGHT,
 ) -> float:  # fmt: skip
-    one = salience(np.array([base]), np.array([last_access]), np.array([access_count]), np.array([pinned]), now, lam,
-                   type_weight)  # fmt: skip
-    return float(one[0])
+    """One item's salience, the same formula in plain Python (numpy costs more than it saves for a few)."""
+    if pinned:
+        return 1.0
+    days = max(now - last_access, 0.0) / SECONDS_PER_DAY
+    return min(1.0, base * math.exp(-lam * days) * math.log2(max(access_count, 1) + 1.0) * type_weight)
 
 
 def tier(value: float) -> str:

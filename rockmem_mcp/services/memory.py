@@ -744,8 +744,7 @@ class MemoryService:
 
     def reinforce(self, entry_ids: list[str]) -> None:
         """Count a use of these entries (recall's injected memories; a link from a new item)."""
-        with self._lock:
-            self._sync()
+        with self._lock:  # no catch-up first: the ids were just read, and a gone one is skipped
             self._reinforce([i for i in entry_ids if i in self.index])
 
     def with_uses(self, entry: MemoryEntry) -> MemoryEntry:

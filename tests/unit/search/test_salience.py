@@ -14,6 +14,7 @@ from rockmem_mcp.search.salience import (
     FADING,
     SECONDS_PER_DAY,
     ranking_factor,
+    salience,
     salience_of,
     tier,
 )
@@ -60,3 +61,13 @@ def test_tiers(value: float, expected: str) -> None:
 def test_ranking_factor_leaves_active_alone_and_never_goes_below_the_floor() -> None:
     factor = ranking_factor(np.array([1.0, 0.5, 0.35, 0.2, 0.01]), 0.4)
     assert factor.tolist() == pytest.approx([1.0, 1.0, 0.7, 0.4, 0.4])
+
+
+def test_the_scalar_formula_is_the_vectorised_one() -> None:
+    rng = np.random.default_rng(3)
+    base, ages = rng.uniform(0, 1, 200), rng.uniform(0, 400, 200)
+    counts, pinned = rng.integers(1, 50, 200), rng.random(200) < 0.1
+    vector = salience(base, days_ago(ages), counts, pinned, NOW, LAM, 0.8)
+    scalar = [salience_of(float(b), float(days_ago(a)), int(c), bool(p), NOW, LAM, 0.8)
+              for b, a, c, p in zip(base, ages, counts, pinned, strict=True)]  # fmt: skip
+    assert scalar == pytest.approx(vector.tolist())
