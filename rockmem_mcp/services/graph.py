@@ -942,11 +942,16 @@ class GraphService:
 
     # ------------------------------------------------------------------ shaping
     def _facts(self, triples: list[Triple], hops: list[int] | None = None, now: float | None = None) -> list[Fact]:
-        values = self._saliences(TRIPLE, triples, self._now() if now is None else now) if triples else []
+        """Triples as tools and recall show them, with their uses and salience (each triple's uses looked up
+        once, salience in plain Python: this runs for every fact a traversal or recall returns)."""
+        now = self._now() if now is None else now
+        lam = self.settings.salience_lambda
         facts = []
-        for i, (triple, value) in enumerate(zip(triples, values, strict=True)):
+        for i, triple in enumerate(triples):
             subject, obj = self.entities.get(triple.subject), self.entities.get(triple.object)
             uses = self._access(TRIPLE, triple)
+            value = salience_of(ENTITY_BASE * triple.confidence, uses.last, uses.count, False, now, lam,
+                                GRAPH_TYPE_WEIGHT)  # fmt: skip
             facts.append(
                 Fact(
                     id=triple.id,
