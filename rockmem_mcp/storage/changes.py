@@ -60,6 +60,7 @@ class ChangeJournal:
     def __init__(self, directory: Path, writer_id: str | None = None) -> None:
         self.directory = directory
         self.writer_id = writer_id or secrets.token_hex(6)
+        self._folder = os.fspath(directory)
         self._thread_lock = threading.Lock()
         self._generation = 0
         try:
@@ -147,8 +148,17 @@ class ChangeJournal:
             return JournalPosition(generation, 0)
 
     def read_since(self, position: JournalPosition) -> JournalRead:
-        """Records other writers appended after `position` (one stat when there are none)."""
+        """Records other writers appended after `position` (two stats when there are none)."""
         generation, offset = position.generation, position.offset
+        # The common case, every tool call: nothing new. Plain os calls on strings (no open, no Path objects).
+        folder = self._folder
+        try:
+            if os.stat(f"{folder}/changes-{generation:08d}.jsonl").st_size == offset and not os.path.exists(
+                f"{folder}/changes-{generation + 1:08d}.jsonl"
+            ):
+                return JournalRead([], position, gap=False)
+        except OSError:
+            pass  # gone, or unreadable: the full read below says what that means
         records: list[dict[str, Any]] = []
         while True:
             path = self._path(generation)
