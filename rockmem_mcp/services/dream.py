@@ -476,7 +476,11 @@ class Dreamer:
         if run.report.dry_run:
             return run.applied("archive", [entry_id], reason)
         with self._writing(run, "archive", [entry_id]) as unchanged:
-            if unchanged:
+            # Uses do not change the file, so the unchanged-check cannot see them: asked again under the lock,
+            # after its catch-up, a memory that reached 5 uses since the plan was checked is still spared.
+            if unchanged and (why := self._protection(entry, pruning=True)):
+                run.reject("archive", [entry_id], f"protected memories are never pruned: {why}")
+            elif unchanged:
                 self.memory.delete(entry_id, reason=f"dream: {reason}" if reason else "dream: noise or stale")
                 run.applied("archive", [entry_id], reason)
         return None

@@ -4,6 +4,7 @@ material an agent reads, and random memory sets with random plans checked agains
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -37,6 +38,7 @@ from rockmem_mcp.services.fact_check import lost_facts as lost_details
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.storage.access_log import Access
 
 from .helpers import T0, FakeClock, FakeProvider, Services
 
@@ -1551,3 +1553,22 @@ def test_random_memories_through_the_deterministic_pass(
     assert second.tiers == third.tiers and sum(third.tiers.values()) == len(
         [e for e in service.iter_entries() if not e.archived]
     )
+
+
+def test_a_memory_that_reaches_5_uses_while_the_dream_runs_is_still_spared(
+    dreamer: Dreamer, service: MemoryService, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = seed(service, "a note another agent is reading right now")
+    before = files(settings)
+    real_unchanged = service.unchanged
+
+    @contextlib.contextmanager
+    def uses_arrive(seen, new_ids=()):  # another process's reinforcement, caught up just before the write
+        with real_unchanged(seen, new_ids) as changed:
+            service.index.set_access(entry.id, Access(6, T0.timestamp()))
+            yield changed
+
+    monkeypatch.setattr(service, "unchanged", uses_arrive)
+    report = dreamer.apply(DreamPlan(archives=[PlanArchive(id=entry.id, reason="noise")]), "consolidation")
+    assert report.applied == [] and f"{entry.id} was used 6 times" in report.rejected[0].reason
+    assert files(settings) == before
