@@ -23,7 +23,7 @@ from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
 from rockmem_mcp.search.salience import salience as salience_values
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
-from rockmem_mcp.storage.access_log import Access
+from rockmem_mcp.storage.access_log import Access, uses_of
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.memory_files import EntryLocation
@@ -113,8 +113,7 @@ class MemoryIndex:
         return self.bm25.remove(entry_id)
 
     def _access_of(self, entry: MemoryEntry) -> Access:
-        own = Access(entry.reinforcement_count, (entry.last_seen_at or entry.created_at).timestamp())
-        return own.merged(self.accesses.get(entry.id))
+        return uses_of(entry).merged(self.accesses.get(entry.id))
 
     def set_access(self, entry_id: str, access: Access) -> None:
         """A use recorded since the entry was indexed (this process's or another's)."""

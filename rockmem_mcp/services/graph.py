@@ -69,7 +69,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, salience_of, tier
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
-from rockmem_mcp.storage.access_log import Access
+from rockmem_mcp.storage.access_log import Access, uses_of, with_uses
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
@@ -892,22 +892,15 @@ class GraphService:
     # ------------------------------------------------------------------ uses and salience
     def _access(self, kind: str, record: Entity | Triple) -> Access:
         """A record's uses: its file's, merged with the access log's."""
-        own = Access(record.reinforcement_count, (record.last_seen_at or record.created_at).timestamp())
-        return own.merged(self.reinforcer.accesses(kind).get(record.id))
+        return uses_of(record).merged(self.reinforcer.accesses(kind).get(record.id))
 
     def _with_uses(self, kind: str, record: Record) -> Record:
-        own = Access(record.reinforcement_count, (record.last_seen_at or record.created_at).timestamp())
-        known = own.merged(self.reinforcer.accesses(kind).get(record.id))
-        if known == own:  # nothing used since its file was written (no last use: its creation)
-            return record
-        return record.model_copy(
-            update={"reinforcement_count": known.count, "last_seen_at": datetime.fromtimestamp(known.last, UTC)}
-        )
+        return with_uses(record, self.reinforcer.accesses(kind).get(record.id))
 
     def _use(self, kind: str, records: Iterable[Entity | Triple]) -> None:
         """A use of these records (caller holds the lock): counted in memory now, written to the access log in
         the background, at most once per `reinforce_interval_s` each."""
-        current = {r.id: Access(r.reinforcement_count, (r.last_seen_at or r.created_at).timestamp()) for r in records}
+        current = {r.id: uses_of(r) for r in records}
         if current:
             self.reinforcer.use(kind, current)
 

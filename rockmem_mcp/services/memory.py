@@ -49,7 +49,7 @@ from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer, open_access_log
-from rockmem_mcp.storage.access_log import Access
+from rockmem_mcp.storage.access_log import Access, with_uses
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
@@ -504,18 +504,11 @@ class MemoryService:
             self._record(unique.values(), moved, bulk=True)
         return replaced + len(entries) - len(unique)
 
-    def adjust_many(self, changes: dict[str, dict[str, Any]]) -> int:
-        """Set fields (not content or category) of many entries in one durable batch, each applied to the
-        entry as it is now, so a concurrent edit is not overwritten; ids no longer there are skipped. For
-        background maintenance: `updated_at` is left alone. Returns how many were changed."""
-        if any({"content", "category", "id"} & set(fields) for fields in changes.values()):
-            raise InvalidInputError("adjust_many changes neither content, category nor id; use update")
-        return self.revise_many(list(changes), lambda current: changes[current.id])
-
     def revise_many(self, entry_ids: list[str], revise: Callable[[MemoryEntry], dict[str, Any] | None]) -> int:
-        """Like adjust_many, with the fields computed from each entry as it is now, under its id's lock
-        (`revise` returns the fields to set, None or {} to leave it; never content, category or id): for a
-        mapping that must not overwrite what another process wrote meanwhile (the format migration)."""
+        """Set fields of many entries in one durable batch, computed by `revise` from each entry as it is now,
+        under its id's lock (the fields to set, or None or {} to leave it; never content, category or id;
+        `updated_at` is left alone): for a mapping that must not overwrite what another process wrote meanwhile
+        (the format migration). Returns how many were changed."""
         with self._lock, self._id_locks.hold(entry_ids):
             self._sync()
             updated = []
@@ -750,7 +743,7 @@ class MemoryService:
     def with_uses(self, entry: MemoryEntry) -> MemoryEntry:
         """`entry` with its uses as known now (its file holds those up to its last write; the access log the
         rest)."""
-        return _with_access(entry, self.index.access(entry.id))
+        return with_uses(entry, self.index.access(entry.id))
 
     def _scored_hits(self, slots: np.ndarray, scores: list[float], view: SalienceView) -> list[ScoredEntry]:
         """Hits read back from their files, with their uses, salience and tier (columns gathered at once: this
@@ -766,7 +759,7 @@ class MemoryService:
             if entry is not None:
                 results.append(
                     ScoredEntry(
-                        entry=_with_access(entry, Access(count, last)),
+                        entry=with_uses(entry, Access(count, last)),
                         score=None if score != score else round(score, 6),  # NaN: a listing
                         salience=round(value, 4),
                         tier=tier(value),
@@ -952,15 +945,6 @@ class MemoryService:
                 tiers=tier_counts(self.index.salience(live, self._always_view())),
                 pinned=int(self.index.pinned.view[live].sum()),
             )
-
-
-def _with_access(entry: MemoryEntry, access: Access | None) -> MemoryEntry:
-    """`entry` with `access` merged in (each field the larger), copied only when that changes it."""
-    seen = entry.last_seen_at or entry.created_at
-    if access is None or (access.count <= entry.reinforcement_count and access.last <= seen.timestamp()):
-        return entry
-    count, last = max(access.count, entry.reinforcement_count), max(access.last, seen.timestamp())
-    return entry.model_copy(update={"reinforcement_count": count, "last_seen_at": datetime.fromtimestamp(last, UTC)})
 
 
 def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:

@@ -16,8 +16,9 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
@@ -37,6 +38,32 @@ class Access(NamedTuple):
         if other is None:
             return self
         return Access(max(self.count, other.count), max(self.last, other.last))
+
+
+class Used(Protocol):
+    """What carries uses in its file: memories, entities, triples."""
+
+    reinforcement_count: int
+    last_seen_at: datetime | None
+    created_at: datetime
+
+
+U = TypeVar("U", bound=Used)
+
+
+def uses_of(record: Used) -> Access:
+    """The uses a record's file holds (its last use: its creation until it is used)."""
+    return Access(record.reinforcement_count, (record.last_seen_at or record.created_at).timestamp())
+
+
+def with_uses(record: U, access: Access | None) -> U:
+    """`record` with `access` merged in (each field the larger), copied only when that changes it."""
+    own = uses_of(record)
+    known = own.merged(access)
+    if known == own:
+        return record
+    update = {"reinforcement_count": known.count, "last_seen_at": datetime.fromtimestamp(known.last, UTC)}
+    return record.model_copy(update=update)  # type: ignore[attr-defined]
 
 
 Table = dict[str, dict[str, Access]]  # kind ("memory", "entity", "triple") -> id -> access
