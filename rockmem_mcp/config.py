@@ -105,6 +105,21 @@ class Settings(BaseModel):
         60.0, ge=0, description="An item is reinforced at most once per this many seconds"
     )
 
+    # Core memory (seed 004 §4): MEMORY.md in the home, four blocks, each capped (tokens as rockmem_mcp.tokens
+    # counts them), and a cap on the whole.
+    core_identity_tokens: int = Field(500, ge=1, description="Cap of core memory's Identity block (tokens)")
+    core_active_context_tokens: int = Field(1_000, ge=1, description="Cap of core memory's Active Context block")
+    core_persona_tokens: int = Field(500, ge=1, description="Cap of core memory's Persona block (tokens)")
+    core_critical_facts_tokens: int = Field(1_000, ge=1, description="Cap of core memory's Critical Facts block")
+    core_total_tokens: int = Field(3_000, ge=1, description="Cap of the whole core memory (tokens)")
+    # Learnings (seed 003 layer 4): the newest tool failures and corrections join a session's first recall.
+    learnings_limit: int = Field(10, ge=0, description="Newest learnings in a session's first recall")
+    learnings_tokens: int = Field(500, ge=0, description="Token budget of the learnings in a session's first recall")
+    # Workspace files (seed 003 layer 3): AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md in the home.
+    workspace_tokens: int = Field(
+        1_500, ge=0, description="Token budget of workspace files in a session's first recall"
+    )
+
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
     toolsets: list[str] = Field(
@@ -164,6 +179,11 @@ class Settings(BaseModel):
     def access_dir(self) -> Path:
         """The access log: reinforcement of memories, entities and triples (salience's input)."""
         return self.meta_dir / "access"
+
+    @property
+    def core_file(self) -> Path:
+        """Core memory: always loaded, edited by the agent and by hand."""
+        return self.home / "MEMORY.md"
 
     @property
     def prompts_dir(self) -> Path:
