@@ -26,6 +26,10 @@ class NotFoundError(RockmemError, LookupError):
     """No entry with the given id."""
 
 
+class ChangedSinceReadError(RockmemError):
+    """An edit named the version it read, and the file has changed since (optimistic concurrency)."""
+
+
 class HomeInUseError(RockmemError):
     """An operation that needs the data home to itself (doctor --fix) found other processes using it."""
 

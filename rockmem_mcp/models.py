@@ -345,6 +345,10 @@ class RecalledMemory(BaseModel):
 class RecallBlock(BaseModel):
     text: str = Field(description="The context block to put before the model, delimited as data")
     session_id: str
+    session_start: list[str] = Field(
+        default_factory=list,
+        description="A session's first recall only: core memory, learnings and workspace files, as lines",
+    )
     memories: list[RecalledMemory] = Field(description="Long-term memories injected this turn")
     already_injected: int = Field(description="Matches left out because this session already saw them")
     first_turn_fallback: bool = Field(
@@ -741,3 +745,22 @@ class DreamResult(BaseModel):
     report: DreamReport | None = None
     material: DreamMaterial | None = None
     next_step: str = ""
+
+
+class CoreBlock(BaseModel):
+    name: str = Field(description="Identity, Active Context, Persona or Critical Facts")
+    tokens: int = Field(description="Its content's estimated tokens")
+    cap: int = Field(description="Its cap in tokens")
+    lines: list[str] = Field(description="Its content lines; edits address them by number, from 1")
+
+
+class CoreMemoryView(BaseModel):
+    """Core memory (MEMORY.md) as read: the version to pass to an edit, each block with its lines and size."""
+
+    version: str = Field(description="Pass it to an edit: an edit of a changed file is refused")
+    blocks: list[CoreBlock]
+    tokens: int = Field(description="Estimated tokens of the whole core as loaded into context")
+    cap: int = Field(description="Cap of the whole core in tokens")
+    over_cap: list[str] = Field(default_factory=list, description="Blocks (or the whole) over their cap")
+    text: str = Field("", description="The blocks with numbered lines, as a model reads them")
+    changed: str | None = Field(None, description="What the edit did")

@@ -17,12 +17,14 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.server import prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
+from rockmem_mcp.server.tools import core as core_tools
 from rockmem_mcp.server.tools import dream as dream_tools
 from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
@@ -50,6 +52,13 @@ INSTRUCTIONS_BY_TOOLSET = {
 - Correct stale facts with update_memory; retire wrong ones with delete_memory (archived: update_memory
   with restore=true brings one back).
 - list_memory_categories shows how memory is organised; reuse existing categories.
+""",
+    "core": """\
+- Core memory (MEMORY.md) is always loaded: the first recall of a session starts with it, so you need not
+  search for what it says. Keep it small and current with core_memory: Identity (who the user is), Active
+  Context (what is happening now), Persona (how to work with them), Critical Facts (never to forget; pinned).
+  Edit it when you learn something clearly important about the user or the active context shifts; if an edit
+  would pass a block's cap, summarise or remove the least relevant lines first. Other facts go to save_memory.
 """,
     "working": """\
 - Working memory is scratch space that expires (default 5 minutes): park large tool results or hand work to
@@ -107,13 +116,15 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
+        core = CoreMemory(settings, memory)
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
             settings=settings,
             conversation=ConversationMemory(settings),
-            recall=Recall(memory, graph_opening.result),
+            recall=Recall(memory, graph_opening.result, core=core),
             templates=Templates(settings.prompts_dir),
+            core=core,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
@@ -123,6 +134,7 @@ def build_server(
             async with anyio.create_task_group() as background:
                 if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
                     background.start_soon(sweep_working_memory, settings)
+                    background.start_soon(anyio.to_thread.run_sync, core.sync_vault)  # hand edits made meanwhile
                 try:
                     yield opened
                 finally:
@@ -149,6 +161,7 @@ def build_server(
     working_tools.register(server)
     conversation_tools.register(server)
     recall_tools.register(server)
+    core_tools.register(server)
     graph_tools.register(server)
     dream_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither

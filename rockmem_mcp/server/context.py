@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.conversation import ConversationMemory
+from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.dream import Dreamer
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.graph import GraphService
@@ -32,6 +33,7 @@ class Services:
     conversation: ConversationMemory
     recall: Recall
     templates: Templates
+    core: CoreMemory
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.tools import translating
 from rockmem_mcp.services.decay import salience_listing
+from rockmem_mcp.text import visible
 
 reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
 
@@ -26,6 +27,18 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         """What to know at the start of a session: pinned and most salient memories, categories, working memory."""
         svc = current()
         return svc.recall.session_start(svc.working(None))
+
+    @server.resource("rockmem://core", mime_type="text/markdown", title="Core memory (MEMORY.md)")
+    @reports_resource_errors
+    def core() -> str:
+        """Core memory, always loaded: its four blocks with numbered lines, sizes against caps, and the version
+        an edit (the core_memory tool) names."""
+        view = current().core.read()
+        notes = "".join(f"\n> Over its cap: {problem}" for problem in view.over_cap)
+        return (
+            f"# Core memory (MEMORY.md, version {view.version}, {view.tokens:,}/{view.cap:,} tokens)\n{notes}\n\n"
+            + visible(view.text)
+        )
 
     @server.resource("rockmem://recall/{query}", mime_type="text/plain", title="Recall for a query")
     @reports_resource_errors

@@ -24,6 +24,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
         "list_memory_categories",
     ),
     "recall": ("recall", "reset_recall"),
+    "core": ("core_memory",),
     "working": (
         *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
         *("list_working_memory", "search_working_memory"),
@@ -36,8 +37,9 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
 }
 
-# Every tool a client had before toolsets existed stays on by default.
-DEFAULT: tuple[str, ...] = ("memory", "recall", "working", "conversation", "graph", "dream")
+# Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the
+# agent needs its one tool to keep it current).
+DEFAULT: tuple[str, ...] = ("memory", "recall", "core", "working", "conversation", "graph", "dream")
 
 # Names that stand for several sets in a selection ("default,audit" = the default sets plus audit).
 GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT, "all": tuple(TOOLSETS)}

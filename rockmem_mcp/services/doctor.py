@@ -4,13 +4,14 @@ Checks: memory, graph and working-memory files that do not parse or sit where th
 files of interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose
 memory is gone; graph triples whose entities are gone; expired working-memory entries; unreadable dream
 reports; symbolic links anywhere in the home (rockmem follows none); FIFOs, sockets and devices anywhere in
-the home (rockmem opens none). Fixing moves every bad user file to `quarantine/{time}/…` (same relative path)
-— it never deletes a user's data — and symbolic links and special files too (the link, never its target);
-removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired working memory. A store
-folder that is a link is reported and nothing else is checked: the home does not open, and checking or fixing
-would go through the link. --fix needs the home to itself: it refuses, naming them, while servers or commands
-have it open (a write in flight could look broken), and a store opened during the repair waits for it. Without
---fix the report says who has the home open.
+the home (rockmem opens none); a core memory (MEMORY.md) that is malformed or over a cap (reported, never
+changed: only its owner can say what to keep). Fixing moves every bad user file to `quarantine/{time}/…` (same
+relative path) — it never deletes a user's data — and symbolic links and special files too (the link, never
+its target); removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired working
+memory. A store folder that is a link is reported and nothing else is checked: the home does not open, and
+checking or fixing would go through the link. --fix needs the home to itself: it refuses, naming them, while
+servers or commands have it open (a write in flight could look broken), and a store opened during the repair
+waits for it. Without --fix the report says who has the home open.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import RefusedFileError
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
+from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
 from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
@@ -40,7 +43,7 @@ DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
 @dataclass
 class Finding:
     kind: str  # malformed, misplaced, temp-file, stale-index, orphaned-vector, orphaned-triple, expired-working,
-    # symlink, linked-folder, special-file
+    # symlink, linked-folder, special-file, core-malformed, core-over-cap
     path: str  # relative to the home
     detail: str
     fixed: str = ""  # what --fix did
@@ -104,6 +107,7 @@ class Doctor:
         self._working(report, fix)
         self._vectors(report, fix, memory_ids)
         self._reports(report, fix)
+        self._core(report)
         self._temp_files(report, fix)
         self._indexes(report, fix, memory_ids)
         if self._quarantine_dir is not None:
@@ -240,6 +244,21 @@ class Doctor:
                 finding = self._found(report, "malformed", path, _first_line(exc))
                 if fix:
                     finding.fixed = self._quarantine(path)
+
+    def _core(self, report: DoctorReport) -> None:
+        """MEMORY.md malformed or over a cap: reported, never changed (it is the user's own text; only they, or
+        an agent's edit that prunes it, can say what to keep)."""
+        core = CoreMemory(self.settings)
+        if self.settings.core_file.exists() or self.settings.core_file.is_symlink():
+            report.checked["core"] = 1
+        try:
+            problems = core.problems()
+        except OSError as exc:  # a link or a FIFO named MEMORY.md: _odd_files reports it
+            problems = [] if isinstance(exc, RefusedFileError) else [_first_line(exc)]
+        malformed = core.read_error() is not None
+        for problem in problems:
+            kind = "core-malformed" if malformed else "core-over-cap"
+            self._found(report, kind, self.settings.core_file, f"{problem}; left as it is: edit MEMORY.md by hand")
 
     def _temp_files(self, report: DoctorReport, fix: bool) -> None:
         for path in _files(self.home):

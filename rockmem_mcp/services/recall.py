@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, check_text, utc_now
 from rockmem_mcp.services.conversation import check_session_id
+from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.sessions import SessionTable
@@ -45,10 +46,16 @@ class Recall:
         memory: MemoryService,
         graph: GraphService | Callable[[], GraphService] | None = None,
         clock: Callable[[], datetime] = utc_now,
+        core: CoreMemory | None = None,
+        starters: Sequence[Callable[[str], list[str]]] = (),
     ) -> None:
-        """`graph` may be a function giving it (the server's graph loads in the background)."""
+        """`graph` may be a function giving it (the server's graph loads in the background). A session's first
+        recall starts with `core`'s context and then each of `starters`' lines for the message (learnings,
+        workspace files)."""
         self.memory = memory
         self._graph = graph
+        self.core = core
+        self._starters = list(starters)
         self._lock = threading.Lock()
         self._injected: SessionTable[set[str]] = SessionTable(  # session -> ids already injected
             idle=timedelta(minutes=memory.settings.conversation_idle_minutes),
@@ -75,6 +82,11 @@ class Recall:
             fresh = [h for h in hits if h.entry.id not in seen]
             seen.update(h.entry.id for h in fresh)
             self._injected.resized(session_id)
+        start = self.session_start_lines(message) if first_turn and delta else []
+        if self.core is not None:  # what core quotes is already in context (this turn or the session's first)
+            quoted = [h for h in fresh if self.core.quotes(h.entry.id, h.entry.content)]
+            if quoted:
+                fresh = [h for h in fresh if h not in quoted]
         if not fallback and fresh:
             self.memory.reinforce([h.entry.id for h in fresh])
         memories = [
@@ -86,6 +98,7 @@ class Recall:
         block = RecallBlock(
             text="",
             session_id=session_id,
+            session_start=start,
             memories=memories,
             already_injected=already,
             first_turn_fallback=fallback,
@@ -100,6 +113,13 @@ class Recall:
         block.text = render(block, working.namespace)
         return block
 
+    def session_start_lines(self, message: str) -> list[str]:
+        """What heads a session's first recall: core memory, then the starters' lines (learnings, workspace)."""
+        lines = self.core.context_lines() if self.core is not None else []
+        for starter in self._starters:
+            lines += starter(message)
+        return lines
+
     def reset(self, session_id: str) -> RecallReset:
         session_id = check_session_id(session_id)
         with self._lock:
@@ -107,11 +127,17 @@ class Recall:
         return RecallReset(session_id=session_id, forgotten=len(forgotten))
 
     def session_start(self, working: WorkingMemory) -> str:
-        """Session-start context (the `rockmem://recall` resource): pinned and the most salient memories, the
-        top-level categories and the recall block without a message, all in one wrapper as the recall tool
-        gives it."""
+        """Session-start context (the `rockmem://recall` resource): core memory, learnings and workspace files,
+        pinned and the most salient memories (those core quotes left out), the top-level categories and the
+        recall block without a message, all in one wrapper as the recall tool gives it."""
         block = self.build("", working.namespace.replace("/", ":"), working, delta=False)
-        salient = self.memory.most_salient(SESSION_START_MEMORIES)
+        block.session_start = self.session_start_lines("")
+        core = self.core
+        salient = [
+            h
+            for h in self.memory.most_salient(SESSION_START_MEMORIES)
+            if core is None or not core.quotes(h.entry.id, h.entry.content)
+        ]
         tree = self.memory.categories()
         before = ["Pinned and most salient memories:"]
         before += [_memory_line(h.entry.id, h.entry.category, h.entry.content, h.entry.pinned) for h in salient]
@@ -122,7 +148,7 @@ class Recall:
 
 def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> str:
     """The block's text; `before`: lines to put first inside the wrapper."""
-    lines = list(before)
+    lines = [*block.session_start, *before]
     if block.memories:
         lines.append(
             "Most salient long-term memories (nothing matched this message):"

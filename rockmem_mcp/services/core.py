@@ -1,0 +1,366 @@
+"""Core memory (seed 004 §4): MEMORY.md in the home, always loaded, edited by the agent and by hand.
+
+Four blocks — Identity, Active Context, Persona, Critical Facts — each capped in tokens (500, 1,000, 500, 1,000)
+and 3,000 in all, as `rockmem_mcp.tokens.estimate_tokens` counts them. A block's size is its content lines'; the
+whole is the context a session is given (the four headings and their content; comments and the title cost
+nothing because they are left out). An edit that would take a block or the whole over its cap is refused with
+the overflow, unless it makes the core no larger (so an over-cap file can always be pruned). Edits name the
+version they read: a file changed since (by another agent, another process or a hand edit) refuses the edit.
+
+Critical Facts lines are pinned: each is mirrored by a pinned memory (category `core/critical-facts`, the vault
+of the salience model), so search finds it and nothing decays, archives or merges it; a line removed from the
+block archives its mirror. The mirror follows the file after every edit, at start and when a hand edit is first
+read. Recall leaves out memories core already quotes (a mirror, a memory whose text is a core line, or one whose
+`[id]` a core line names).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, RockmemError
+from rockmem_mcp.models import CoreBlock, CoreMemoryView, check_text
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.core_file import (
+    BLOCKS,
+    LIST_BLOCK,
+    TEMPLATE,
+    Block,
+    CoreDocument,
+    CoreFile,
+    CoreFormatError,
+    block_name,
+    is_heading,
+    is_layout,
+    is_list_line,
+    list_item,
+    parse,
+    version_of,
+)
+from rockmem_mcp.text import fold
+from rockmem_mcp.tokens import estimate_tokens
+
+log = logging.getLogger(__name__)
+
+EditAction = Literal["append", "replace_line", "remove_line", "replace_block"]
+EDIT_ACTIONS: tuple[str, ...] = get_args(EditAction)
+VAULT_CATEGORY = "core/critical-facts"
+VAULT_SOURCE = {"source": "MEMORY.md"}  # the metadata that marks a mirror
+_QUOTED_ID = re.compile(r"\[([0-9a-f]{12})\]")
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    version: str
+    doc: CoreDocument | None  # None: malformed
+    error: CoreFormatError | None
+    crlf: bool
+    quoted_ids: frozenset[str]
+    quoted_texts: frozenset[str]
+
+
+class CoreMemory:
+    def __init__(self, settings: Settings, memory: MemoryService | None = None) -> None:
+        """`memory`: the store Critical Facts are pinned in (None: no mirror, e.g. a read-only tool)."""
+        self.settings = settings
+        self.memory = memory
+        self.file = CoreFile(settings.core_file, settings.meta_dir)
+        self.caps = {
+            "Identity": settings.core_identity_tokens,
+            "Active Context": settings.core_active_context_tokens,
+            "Persona": settings.core_persona_tokens,
+            "Critical Facts": settings.core_critical_facts_tokens,
+        }
+        self._parsed: _Parsed | None = None
+        self._synced_version: str | None = None
+        self._lock = threading.Lock()
+
+    # Reading
+
+    def _current(self) -> _Parsed:
+        data = self.file.read()
+        parsed = self._parsed
+        if parsed is not None and parsed.version == version_of(data):
+            return parsed
+        parsed = _parse_bytes(data)
+        self._parsed = parsed
+        return parsed
+
+    def read(self, block: str | None = None) -> CoreMemoryView:
+        """The core (or one block) with its version; a malformed file raises CoreFormatError."""
+        parsed = self._current()
+        if parsed.doc is None:
+            assert parsed.error is not None
+            raise parsed.error
+        only = _block_argument(block) if block else None
+        return self._view(parsed.version, parsed.doc, only)
+
+    def _view(self, version: str, doc: CoreDocument, only: str | None = None) -> CoreMemoryView:
+        blocks = [
+            CoreBlock(name=name, tokens=estimate_tokens("\n".join(content)), cap=self.caps[name], lines=content)
+            for name in BLOCKS
+            if only in (None, name)
+            for content in [_content(doc, name)]
+        ]
+        total = estimate_tokens(context_text(doc))
+        over = [f"{b.name} is {b.tokens:,} tokens, over its cap of {b.cap:,}" for b in blocks if b.tokens > b.cap]
+        if total > self.settings.core_total_tokens and only is None:
+            over.append(f"the whole core is {total:,} tokens, over its cap of {self.settings.core_total_tokens:,}")
+        text = "\n".join(
+            f"## {b.name} ({b.tokens:,}/{b.cap:,} tokens)\n"
+            + ("\n".join(f"{n}. {line.strip()}" for n, line in enumerate(b.lines, start=1)) or "(empty)")
+            for b in blocks
+        )
+        return CoreMemoryView(
+            version=version,
+            blocks=blocks,
+            tokens=total,
+            cap=self.settings.core_total_tokens,
+            over_cap=over,
+            text=text,
+        )
+
+    def context_lines(self) -> list[str]:
+        """What a session starts with: a heading line, then each non-empty block's heading and content lines
+        (comments left out); a malformed file becomes one line saying so. [] when there is no content."""
+        parsed = self._current()
+        if parsed.doc is None:
+            assert parsed.error is not None
+            return [f"Core memory (MEMORY.md) was not loaded: {parsed.error} (rockmem-mcp doctor shows it)."]
+        self._follow_hand_edit(parsed)
+        body = [line for name in BLOCKS if (content := _content(parsed.doc, name)) for line in (f"## {name}", *content)]
+        if not body:
+            return []
+        return [f"Core memory (MEMORY.md, version {parsed.version}; always loaded, edit it with core_memory):", *body]
+
+    def quotes(self, entry_id: str, content: str) -> bool:
+        """Whether core already shows this memory: its `[id]` in a line, or its text as a line."""
+        parsed = self._current()
+        return entry_id in parsed.quoted_ids or _key(content) in parsed.quoted_texts
+
+    def read_error(self) -> CoreFormatError | None:
+        """Why the file cannot be read as core memory, or None."""
+        return self._current().error
+
+    def problems(self) -> list[str]:
+        """Why the file is malformed or over a cap ([] when fine): for doctor."""
+        parsed = self._current()
+        if parsed.doc is None:
+            assert parsed.error is not None
+            return list(parsed.error.problems)
+        return self._view(parsed.version, parsed.doc).over_cap
+
+    # Editing
+
+    def edit(
+        self, action: str, block: str, version: str, text: str | None = None, line: int | None = None
+    ) -> CoreMemoryView:
+        """Change one block (`action`: append, replace_line, remove_line, replace_block) of the core read at
+        `version`; refused if the file changed since, if the result would pass a cap, or if it is malformed."""
+        if action not in EDIT_ACTIONS:
+            raise InvalidInputError(f"action must be read or one of {', '.join(EDIT_ACTIONS)}; got {action!r}")
+        name = _block_argument(block)
+        if not version:
+            raise InvalidInputError("version is required: read core memory first and pass the version it gives")
+        new_lines = _edit_lines(name, action, text, self.settings.max_content_bytes)
+        with self._lock, self.file.locked():
+            data = self.file.read()
+            current = version_of(data)
+            if version.strip() != current:
+                raise ChangedSinceReadError(
+                    f"core memory changed since you read it (you read version {version!r}, it is now {current!r}): "
+                    "read it again and redo your edit on what it says now"
+                )
+            parsed = _parse_bytes(data) if data else _parse_bytes(TEMPLATE.encode())
+            if parsed.doc is None:
+                assert parsed.error is not None
+                raise parsed.error
+            doc = parsed.doc
+            before = self._view(current, doc)
+            target = doc.block(name)
+            if target is None:  # a block the file lacks is added in the seed's order
+                target = Block(name, f"## {name}")
+                doc.blocks.append(target)
+                doc.blocks.sort(key=lambda b: BLOCKS.index(b.name))
+            changed = _apply(target, action, new_lines, line)
+            after = self._view("", doc)
+            self._check_caps(name, before, after)
+            out = doc.render()
+            self.file.write((out.replace("\n", "\r\n") if parsed.crlf else out).encode())
+            fresh = self._current()
+            if name == LIST_BLOCK:
+                self._sync_vault(fresh)
+        assert fresh.doc is not None
+        view = self._view(fresh.version, fresh.doc, name)
+        view.changed = changed
+        return view
+
+    def _check_caps(self, name: str, before: CoreMemoryView, after: CoreMemoryView) -> None:
+        old = next(b for b in before.blocks if b.name == name)
+        new = next(b for b in after.blocks if b.name == name)
+        advice = "summarise or prune it first (replace_block with a shorter text, or remove_line), then try again"
+        if new.tokens > new.cap and new.tokens > old.tokens:
+            raise InvalidInputError(
+                f"refused: {name} would be {new.tokens:,} tokens, over its cap of {new.cap:,} by "
+                f"{new.tokens - new.cap:,}; {advice}"
+            )
+        if after.tokens > after.cap and after.tokens > before.tokens:
+            raise InvalidInputError(
+                f"refused: core memory would be {after.tokens:,} tokens, over its cap of {after.cap:,} by "
+                f"{after.tokens - after.cap:,}; {advice.replace('it first', 'a block first')}"
+            )
+
+    # The vault mirror of Critical Facts
+
+    def sync_vault(self) -> None:
+        """Make the pinned mirrors follow Critical Facts now (at start); a failure is logged, not raised."""
+        try:
+            if self._current().doc is not None:
+                with self._lock, self.file.locked():
+                    self._sync_vault(self._current())
+        except (RockmemError, OSError) as exc:
+            log.warning("core memory: Critical Facts could not be pinned in the vault (%s)", exc)
+
+    def _follow_hand_edit(self, parsed: _Parsed) -> None:
+        memory = self.memory
+        if memory is None or memory.read_only is not None or parsed.version == self._synced_version:
+            return
+        if self._lock.acquire(blocking=False):  # an edit in progress syncs anyway
+            try:
+                with self.file.locked():
+                    self._sync_vault(self._current())
+            except (RockmemError, OSError) as exc:
+                log.warning("core memory: Critical Facts could not be pinned in the vault (%s)", exc)
+                self._synced_version = parsed.version  # said once; the next edit or start tries again
+            finally:
+                self._lock.release()
+
+    def _sync_vault(self, parsed: _Parsed) -> None:
+        """Under the core lock: a pinned mirror for each Critical Facts line, none for lines gone."""
+        memory = self.memory
+        if memory is None or parsed.doc is None:
+            return
+        wanted = {_key(item): item for item in (list_item(line) for line in _content(parsed.doc, LIST_BLOCK)) if item}
+        try:
+            mirrors = memory.search(
+                None, category=VAULT_CATEGORY, limit=self.settings.search_limit_max, include_dormant=True
+            ).results
+            have: dict[str, str] = {}
+            for hit in mirrors:
+                entry = hit.entry
+                if entry.metadata.get("source") != VAULT_SOURCE["source"]:
+                    continue
+                key = _key(entry.content)
+                if key in wanted and key not in have:
+                    have[key] = entry.id
+                else:  # a line gone (or a twin): its mirror is archived, unpinned by the confirmation
+                    memory.delete(entry.id, reason="no longer in MEMORY.md's Critical Facts", confirm_pinned=True)
+            for key, item in wanted.items():
+                if key not in have:
+                    memory.save(item, category=VAULT_CATEGORY, tags=["core-memory"], metadata=VAULT_SOURCE, pinned=True)
+        except (RockmemError, OSError) as exc:
+            log.warning("core memory: Critical Facts could not be pinned in the vault (%s); trying again later", exc)
+            return
+        self._synced_version = parsed.version
+
+
+def context_text(doc: CoreDocument) -> str:
+    """The core as a session is given it (headings and content, no comments): what the total cap counts."""
+    return "\n".join(line for name in BLOCKS if (c := _content(doc, name)) for line in (f"## {name}", *c))
+
+
+def _content(doc: CoreDocument, name: str) -> list[str]:
+    block = doc.block(name)
+    return [line.strip() for line in block.content] if block is not None else []
+
+
+def _key(text: str) -> str:
+    return fold(" ".join(text.split()))
+
+
+def _parse_bytes(data: bytes) -> _Parsed:
+    version = version_of(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        error = CoreFormatError([f"not UTF-8 text (byte {exc.start})"])
+        return _Parsed(version, None, error, False, frozenset(), frozenset())
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        doc = parse(text)
+    except CoreFormatError as error:
+        return _Parsed(version, None, error, False, frozenset(), frozenset())
+    lines = [line for name in BLOCKS for line in _content(doc, name)]
+    ids = frozenset(m for line in lines for m in _QUOTED_ID.findall(line))
+    texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
+    return _Parsed(version, doc, None, "\r\n" in text, ids, texts)
+
+
+def _block_argument(block: str) -> str:
+    name = block_name(block or "")
+    if name is None:
+        raise InvalidInputError(f"block must be one of {', '.join(BLOCKS)}; got {block!r}")
+    return name
+
+
+def _edit_lines(name: str, action: str, text: str | None, limit: int) -> list[str]:
+    """The lines `text` adds, checked: no block headings or comments (they would change the file's shape);
+    in Critical Facts each one a list line."""
+    if action == "remove_line":
+        return []
+    if text is None:
+        raise InvalidInputError(f"{action} needs text: the {'block' if action == 'replace_block' else 'line'}")
+    check_text(text, "text", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Core memory is for short lines.")
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if action != "replace_block" and not lines:
+        raise InvalidInputError("text is empty: give the line to write")
+    if action == "replace_line" and len(lines) > 1:
+        raise InvalidInputError("replace_line replaces one line: give text without line breaks")
+    for line in lines:
+        if is_heading(line) or "<!--" in line or "-->" in line:
+            raise InvalidInputError(f"text may not hold block headings ('## …') or comments ('<!--'): {line[:60]!r}")
+    if name == LIST_BLOCK:
+        lines = [line if is_list_line(line) else f"- {line.strip()}" for line in lines]
+    return lines
+
+
+def _apply(block: Block, action: str, new_lines: list[str], line: int | None) -> str:
+    """Change `block` in place; returns what was done."""
+    positions = [i for i, text in enumerate(block.lines) if not is_layout(text)]
+    if action == "append":
+        at = positions[-1] + 1 if positions else _content_start(block)
+        block.lines[at:at] = new_lines
+        return f"appended {len(new_lines)} line{'s' * (len(new_lines) != 1)} to {block.name}"
+    if action == "replace_block":
+        start = _content_start(block)
+        end = len(block.lines)
+        while end > start and not block.lines[end - 1].strip():
+            end -= 1
+        block.lines = [*block.lines[:start], *new_lines, *block.lines[end:]]  # its guidance and spacing kept
+        return f"replaced {block.name} ({len(positions)} lines) with {len(new_lines)} lines"
+    if line is None or not 1 <= line <= len(positions):
+        have = f"lines 1–{len(positions)}" if positions else "no lines"
+        raise InvalidInputError(f"line must be the number of one of {block.name}'s lines: it has {have}")
+    at = positions[line - 1]
+    old = block.lines[at].strip()
+    if action == "remove_line":
+        del block.lines[at]
+        return f"removed line {line} of {block.name}: {old[:80]}"
+    block.lines[at] = new_lines[0]
+    return f"replaced line {line} of {block.name}: {old[:80]}"
+
+
+def _content_start(block: Block) -> int:
+    """Where a block's content starts: after the comments that lead it (the seed's guidance)."""
+    at = start = 0
+    while at < len(block.lines) and is_layout(block.lines[at]):
+        at += 1
+        if block.lines[at - 1].strip():
+            start = at
+    return start
