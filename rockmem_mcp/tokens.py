@@ -20,22 +20,13 @@ from __future__ import annotations
 
 import re
 
-_PIECES = re.compile(r"[A-Za-z]+|[0-9]+|\s*\n\s*|\s+|.", re.DOTALL)
-LETTERS_PER_TOKEN = 6
-DIGITS_PER_TOKEN = 3
+# One match per token: letters in runs of up to 6 and digits of up to 3 (greedy, so a run of n letters makes
+# ceil(n / 6) matches), a line break with the whitespace after it, any other visible character. Whitespace
+# without a line break matches nothing. Counting matches keeps the work in the regex engine (about 20× faster
+# than a Python loop over pieces: core memory is counted on every edit).
+_TOKENS = re.compile(r"[A-Za-z]{1,6}|[0-9]{1,3}|\n\s*|[^\sA-Za-z0-9]")
 
 
 def estimate_tokens(text: str) -> int:
     """The estimated token count of `text` (see the module's rules)."""
-    total = 0
-    for piece in _PIECES.findall(text):
-        first = piece[0]
-        if first.isascii() and first.isalpha():
-            total += -(-len(piece) // LETTERS_PER_TOKEN)
-        elif first.isdigit() and first.isascii():
-            total += -(-len(piece) // DIGITS_PER_TOKEN)
-        elif piece.isspace():
-            total += 1 if "\n" in piece else 0
-        else:
-            total += 1
-    return total
+    return len(_TOKENS.findall(text))

@@ -16,6 +16,7 @@ read. Recall leaves out memories core already quotes (a mirror, a memory whose t
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import threading
@@ -55,13 +56,39 @@ _QUOTED_ID = re.compile(r"\[([0-9a-f]{12})\]")
 
 
 @dataclass(frozen=True)
+class _Measured:
+    """A document's content lines and sizes, counted once per version (counting is most of a read's cost)."""
+
+    content: dict[str, list[str]]  # block -> content lines, stripped
+    tokens: dict[str, int]  # block -> its content's tokens
+    total: int  # the context a session is given: headings and content
+
+    @classmethod
+    def of(cls, doc: CoreDocument, known: _Measured | None = None, changed: str | None = None) -> _Measured:
+        """`known`: the same document's sizes before `changed` (the one block an edit touched) changed."""
+        content = {name: _content(doc, name) for name in BLOCKS}
+        tokens = {
+            name: known.tokens[name]
+            if known is not None and name != changed
+            else estimate_tokens("\n".join(content[name]))
+            for name in BLOCKS
+        }
+        # Stripped, non-blank lines joined by line breaks: each break is one token and merges with nothing, so
+        # the context's estimate is its parts' (tested equal to estimating context_text).
+        filled = [name for name in BLOCKS if content[name]]
+        total = sum(estimate_tokens(f"## {name}") + 1 + tokens[name] for name in filled) + max(len(filled) - 1, 0)
+        return cls(content, tokens, total)
+
+
+@dataclass(frozen=True)
 class _Parsed:
     version: str
     doc: CoreDocument | None  # None: malformed
     error: CoreFormatError | None
-    crlf: bool
-    quoted_ids: frozenset[str]
-    quoted_texts: frozenset[str]
+    crlf: bool = False
+    measured: _Measured | None = None
+    quoted_ids: frozenset[str] = frozenset()
+    quoted_texts: frozenset[str] = frozenset()
 
 
 class CoreMemory:
@@ -98,16 +125,16 @@ class CoreMemory:
             assert parsed.error is not None
             raise parsed.error
         only = _block_argument(block) if block else None
-        return self._view(parsed.version, parsed.doc, only)
+        assert parsed.measured is not None
+        return self._view(parsed.version, parsed.measured, only)
 
-    def _view(self, version: str, doc: CoreDocument, only: str | None = None) -> CoreMemoryView:
+    def _view(self, version: str, measured: _Measured, only: str | None = None) -> CoreMemoryView:
         blocks = [
-            CoreBlock(name=name, tokens=estimate_tokens("\n".join(content)), cap=self.caps[name], lines=content)
+            CoreBlock(name=name, tokens=measured.tokens[name], cap=self.caps[name], lines=measured.content[name])
             for name in BLOCKS
             if only in (None, name)
-            for content in [_content(doc, name)]
         ]
-        total = estimate_tokens(context_text(doc))
+        total = measured.total
         over = [f"{b.name} is {b.tokens:,} tokens, over its cap of {b.cap:,}" for b in blocks if b.tokens > b.cap]
         if total > self.settings.core_total_tokens and only is None:
             over.append(f"the whole core is {total:,} tokens, over its cap of {self.settings.core_total_tokens:,}")
@@ -133,7 +160,9 @@ class CoreMemory:
             assert parsed.error is not None
             return [f"Core memory (MEMORY.md) was not loaded: {parsed.error} (rockmem-mcp doctor shows it)."]
         self._follow_hand_edit(parsed)
-        body = [line for name in BLOCKS if (content := _content(parsed.doc, name)) for line in (f"## {name}", *content)]
+        assert parsed.measured is not None
+        content = parsed.measured.content
+        body = [line for name in BLOCKS if content[name] for line in (f"## {name}", *content[name])]
         if not body:
             return []
         return [f"Core memory (MEMORY.md, version {parsed.version}; always loaded, edit it with core_memory):", *body]
@@ -153,7 +182,8 @@ class CoreMemory:
         if parsed.doc is None:
             assert parsed.error is not None
             return list(parsed.error.problems)
-        return self._view(parsed.version, parsed.doc).over_cap
+        assert parsed.measured is not None
+        return self._view(parsed.version, parsed.measured).over_cap
 
     # Editing
 
@@ -176,27 +206,33 @@ class CoreMemory:
                     f"core memory changed since you read it (you read version {version!r}, it is now {current!r}): "
                     "read it again and redo your edit on what it says now"
                 )
-            parsed = _parse_bytes(data) if data else _parse_bytes(TEMPLATE.encode())
-            if parsed.doc is None:
-                assert parsed.error is not None
-                raise parsed.error
-            doc = parsed.doc
-            before = self._view(current, doc)
+            known = self._parsed
+            if not data:  # no file yet: the first edit writes the seed's layout
+                known = _parse_bytes(TEMPLATE.encode())
+            elif known is None or known.version != current:
+                known = _parse_bytes(data)
+            if known.doc is None:
+                assert known.error is not None
+                raise known.error
+            doc = copy.deepcopy(known.doc)  # the cached one stays as read until the write succeeds
+            assert known.measured is not None
+            before = self._view(current, known.measured)
             target = doc.block(name)
             if target is None:  # a block the file lacks is added in the seed's order
                 target = Block(name, f"## {name}")
                 doc.blocks.append(target)
                 doc.blocks.sort(key=lambda b: BLOCKS.index(b.name))
             changed = _apply(target, action, new_lines, line)
-            after = self._view("", doc)
-            self._check_caps(name, before, after)
+            measured = _Measured.of(doc, known.measured, name)
+            self._check_caps(name, before, self._view("", measured))
             out = doc.render()
-            self.file.write((out.replace("\n", "\r\n") if parsed.crlf else out).encode())
-            fresh = self._current()
+            data = (out.replace("\n", "\r\n") if known.crlf else out).encode()
+            self.file.write(data)
+            fresh = _described(version_of(data), doc, known.crlf, measured)
+            self._parsed = fresh
             if name == LIST_BLOCK:
                 self._sync_vault(fresh)
-        assert fresh.doc is not None
-        view = self._view(fresh.version, fresh.doc, name)
+        view = self._view(fresh.version, measured, name)
         view.changed = changed
         return view
 
@@ -289,17 +325,21 @@ def _parse_bytes(data: bytes) -> _Parsed:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         error = CoreFormatError([f"not UTF-8 text (byte {exc.start})"])
-        return _Parsed(version, None, error, False, frozenset(), frozenset())
+        return _Parsed(version, None, error)
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
         doc = parse(text)
     except CoreFormatError as error:
-        return _Parsed(version, None, error, False, frozenset(), frozenset())
-    lines = [line for name in BLOCKS for line in _content(doc, name)]
+        return _Parsed(version, None, error)
+    return _described(version, doc, "\r\n" in text, _Measured.of(doc))
+
+
+def _described(version: str, doc: CoreDocument, crlf: bool, measured: _Measured) -> _Parsed:
+    lines = [line for name in BLOCKS for line in measured.content[name]]
     ids = frozenset(m for line in lines for m in _QUOTED_ID.findall(line))
     texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
-    return _Parsed(version, doc, None, "\r\n" in text, ids, texts)
+    return _Parsed(version, doc, None, crlf, measured, ids, texts)
 
 
 def _block_argument(block: str) -> str:

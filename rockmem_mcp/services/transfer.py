@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -40,8 +41,12 @@ from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.migrations import mapped
 from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
+from rockmem_mcp.storage.atomic import atomic_create
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.working_files import WorkingFiles
+
+log = logging.getLogger(__name__)
 
 IMPORT_BATCH = 2_000
 # Longest line either importer takes: a backup line holding a 1 MB working-memory value fits even when every
@@ -96,6 +101,9 @@ class HomeStores:
         self._triples: list[Triple] = []
         self._working: list[WorkingEntry] = []
         self._signals: list[Feedback] = []
+        self._files: dict[str, str] = {}
+        # Markdown files a person edits, carried whole: core memory.
+        self.home_files = {"MEMORY.md": settings.core_file}
         self.exported = 0
 
     def export_lines(self) -> Iterator[str]:
@@ -113,12 +121,24 @@ class HomeStores:
         for day in self.feedback.days():
             for signal in self.feedback.read(day):
                 yield json.dumps({"store": "feedback", **signal.model_dump(mode="json")}, ensure_ascii=False)
+        for name, path in self.home_files.items():
+            try:
+                text = read_bytes(path).decode("utf-8")
+            except FileNotFoundError:
+                continue
+            except (OSError, UnicodeDecodeError) as exc:  # a link, a FIFO, bytes that are not text: said, kept out
+                log.warning("backup: %s left out (%s)", name, exc)
+                continue
+            yield json.dumps({"store": "file", "name": name, "text": text}, ensure_ascii=False)
 
     def add(self, record: dict[str, Any]) -> None:
         """Validate one tagged line (ValueError if it is not a valid record of its store)."""
         store = record.pop("store")
         if not isinstance(store, str):
             raise ValueError(f"'store' must be text (entity, triple, working or feedback), not {type(store).__name__}")
+        if store == "file":
+            self._add_file(record)
+            return
         model, bucket = {
             "entity": (Entity, self._entities),
             "triple": (Triple, self._triples),
@@ -134,6 +154,13 @@ class HomeStores:
             entry_key_segments(parsed.key)
         self._check_caps(parsed)
         bucket.append(parsed)
+
+    def _add_file(self, record: dict[str, Any]) -> None:
+        name, text = record.get("name"), record.get("text")
+        if name not in self.home_files:
+            raise ValueError(f"file {name!r} is not one rockmem keeps: {', '.join(self.home_files)}")
+        check_text(text, name, self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
+        self._files[name] = text
 
     def _check_caps(self, record: BaseModel) -> None:
         """The caps the tools hold these records to (README "Limits"), so a restore cannot let in more."""
@@ -193,13 +220,33 @@ class HomeStores:
                 skipped.append(f"feedback {signal.id}: {exc}")
             else:
                 fresh.append(signal)
+        files = 0
+        for name, text in self._files.items():
+            restored = self._restore_file(name, text)
+            if restored is None:
+                files += 1
+            elif restored:
+                skipped.append(restored)
         counts = {
+            "files": files,
             "entities": len(self._entities),
             "triples": len(self._triples),
             "working": len([e for e in live if e.key not in evicted]),
             "feedback": len(fresh),
         }
         return counts, skipped
+
+    def _restore_file(self, name: str, text: str) -> str | None:
+        """Write a backed-up home file where there is none (None); a file already there is kept ('' when it
+        is the same, else the reason): a restore never overwrites what a person may have written since."""
+        path, data = self.home_files[name], text.encode("utf-8")
+        try:
+            if atomic_create(path, data):
+                return None
+            same = read_bytes(path) == data
+        except OSError as exc:  # e.g. a link or a FIFO by that name: refused, never followed
+            return f"file {name}: {exc}"
+        return "" if same else f"file {name}: the home has its own, kept (the backup's not restored)"
 
 
 def import_jsonl(

@@ -65,6 +65,22 @@ def atomic_write(path: Path, content: Content, *, durable: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def atomic_create(path: Path, content: bytes) -> bool:
+    """Write `path` whole and durably only if nothing is there (False, nothing written, if something is):
+    a hard link of the finished temp file cannot replace an existing name, unlike a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _write_temp(path, content, durable=True)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True
+
+
 def atomic_write_many(items: Iterable[tuple[str | Path, bytes]]) -> int:
     """Write a batch of files, each atomically, the whole batch durably, with two syncs in all.
 

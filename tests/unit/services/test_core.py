@@ -3,6 +3,7 @@ alone, Critical Facts pinned in the vault, and core heading a session's first re
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
@@ -10,12 +11,12 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
-from rockmem_mcp.services.core import VAULT_CATEGORY, CoreMemory
+from rockmem_mcp.services.core import VAULT_CATEGORY, CoreMemory, _Measured, context_text
 from rockmem_mcp.services.doctor import Doctor
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.working import WorkingMemory
-from rockmem_mcp.storage.core_file import CoreFormatError, version_of
+from rockmem_mcp.storage.core_file import CoreFormatError, parse, version_of
 from rockmem_mcp.tokens import estimate_tokens
 
 
@@ -207,3 +208,18 @@ def test_the_core_as_loaded_fits_its_cap(core: CoreMemory, settings: Settings) -
     view = core.read()
     assert not view.over_cap and view.tokens <= settings.core_total_tokens
     assert estimate_tokens("\n".join(core.context_lines())) <= settings.core_total_tokens + 30
+
+
+def test_the_total_counted_from_the_blocks_equals_counting_the_context_text() -> None:
+    """The whole core's size is summed from its blocks (so an edit counts one block again, not all four);
+    the sum must be what estimating the context text itself gives."""
+    rng = random.Random(5)
+    pieces = ["- Name: Alice", "  indented line  ", "東京", "v1.2.3", "x" * 13, "<!-- note -->", "", "* star", "a,b;c"]
+    for _ in range(200):
+        text = ""
+        for name in rng.sample(["Identity", "Active Context", "Persona"], k=rng.randint(0, 3)):
+            text += f"## {name}\n" + "\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 5))) + "\n"
+        if rng.random() < 0.5:
+            text += "## Critical Facts\n" + "".join(f"- fact {rng.randint(0, 99)}\n" for _ in range(rng.randint(0, 3)))
+        doc = parse(text)
+        assert _Measured.of(doc).total == estimate_tokens(context_text(doc))

@@ -249,3 +249,33 @@ def test_an_imported_archive_reason_is_capped_like_a_delete_reason(service: Memo
     assert report.imported == 1 and [e.line for e in report.errors] == [1, 2]
     assert "archive_reason is 4004 bytes; the limit is 4000" in report.errors[0].error
     assert "invalid memory id '../x'" in report.errors[1].error
+
+
+def test_a_backup_carries_core_memory_and_a_restore_never_overwrites_one(
+    settings: Settings, services: Services, tmp_path: Path
+) -> None:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import HomeStores
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    core = "# MEMORY.md\n\n## Identity\n- Name: Alice — café\n"
+    settings.core_file.write_text(core, encoding="utf-8")
+    graph = GraphService(settings)
+    try:
+        lines = [json.loads(line) for line in HomeStores(settings, graph).export_lines()]
+    finally:
+        graph.close()
+    assert lines == [{"store": "file", "name": "MEMORY.md", "text": core}]
+
+    fresh = Settings(home=tmp_path / "fresh")
+    report = restore(fresh, services, lines)
+    assert fresh.core_file.read_text(encoding="utf-8") == core and report.other_stores["files"] == 1
+    assert not report.skipped and not list(fresh.home.glob(".*.tmp"))
+
+    fresh.core_file.write_text("## Identity\n- Name: Bob\n")  # written since: the restore keeps it
+    report = restore(fresh, services, lines)
+    assert fresh.core_file.read_text() == "## Identity\n- Name: Bob\n" and report.other_stores["files"] == 0
+    assert report.skipped == ["file MEMORY.md: the home has its own, kept (the backup's not restored)"]
+
+    refused = restore(fresh, services, [{"store": "file", "name": "../escape.md", "text": "x"}])
+    assert "is not one rockmem keeps" in refused.errors[0].error and not (tmp_path / "escape.md").exists()
