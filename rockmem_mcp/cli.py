@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     order.add_argument("--most", dest="order", action="store_const", const="most", help="most salient first")
     salience.add_argument("--limit", type=int, default=20)
     salience.add_argument("--json", action="store_true", help="the listing as JSON")
+    core = sub.add_parser("core", parents=[common], help="core memory (MEMORY.md): blocks, sizes against caps")
+    core.add_argument("--block", help="one block: Identity, Active Context, Persona or Critical Facts")
+    core.add_argument("--json", action="store_true", help="as JSON (the core_memory tool's read)")
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
     )
@@ -584,6 +587,21 @@ def _salience(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _core(settings: Settings, args: argparse.Namespace) -> int:
+    """Read-only: no store is opened, so it runs beside a server. Exit 1 for a malformed or over-cap file."""
+    from rockmem_mcp.services.core import CoreMemory
+
+    view = CoreMemory(settings).read(args.block)
+    if args.json:
+        print(view.model_dump_json(indent=2, exclude={"text", "changed"}))
+    else:
+        print(view.text)  # made visible by _visible_output, as every command's output
+        print(f"version {view.version}; {view.tokens:,} of {view.cap:,} tokens", file=sys.stderr)
+    for problem in view.over_cap:
+        print(f"over its cap: {problem}", file=sys.stderr)
+    return 1 if view.over_cap else 0
+
+
 def _reindex(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.services import graph
     from rockmem_mcp.services.memory import SNAPSHOT_NAME
@@ -627,5 +645,6 @@ COMMANDS = {
     "stats": _stats,
     "tools": _tools,
     "salience": _salience,
+    "core": _core,
     "reindex": _reindex,
 }

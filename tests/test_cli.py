@@ -989,3 +989,21 @@ def test_search_hides_dormant_memories_unless_asked(home: Path, tmp_path: Path) 
         for line in ok("--home", home, "search", "hopper", "--include-dormant", "--json").stdout.splitlines()
     ]
     assert [(hit["entry"]["id"], hit["tier"]) for hit in found] == [("hopper", "archive_candidate")]
+
+
+def test_core_shows_the_blocks_and_exits_1_for_a_file_over_its_caps_or_malformed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "MEMORY.md").write_text("## Identity\n- Name: Alice \x1b]0;pwned\x07\n## Critical Facts\n- Peanuts\n")
+    shown = ok("--home", home, "core")
+    assert "## Identity (" in shown.stdout and "1. - Name: Alice \\u001b]0;pwned\\u0007" in shown.stdout
+    assert "\x1b" not in shown.stdout and "version " in shown.stderr
+    one = json.loads(ok("--home", home, "core", "--block", "critical facts", "--json").stdout)
+    assert [b["lines"] for b in one["blocks"]] == [["- Peanuts"]]
+    (home / "MEMORY.md").write_text("## Persona\n" + "- a long line about how to work with the user\n" * 60)
+    over = rockmem("--home", home, "core")
+    assert over.returncode == 1 and "over its cap: Persona is" in over.stderr
+    (home / "MEMORY.md").write_text("## Hobbies\n- chess\n")
+    malformed = rockmem("--home", home, "core")
+    assert malformed.returncode == 1 and "line 1: unknown block 'Hobbies'" in malformed.stderr
+    assert (home / "MEMORY.md").read_text() == "## Hobbies\n- chess\n"
