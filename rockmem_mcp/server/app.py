@@ -24,7 +24,9 @@ from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.enrichment import Enricher
+from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
@@ -114,6 +116,7 @@ def build_server(
             conversation=ConversationMemory(settings),
             recall=Recall(memory, graph_opening.result),
             templates=Templates(settings.prompts_dir),
+            learnings=Learnings(FeedbackLog(settings), memory, settings),
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
