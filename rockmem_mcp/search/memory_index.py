@@ -215,7 +215,7 @@ class MemoryIndex:
             lut = np.zeros(len(self.categories) + 1, dtype=bool)  # index 0 is "uncategorized"
             for code, cat in enumerate(self.categories):
                 lut[code + 1] = cat == prefix or cat.startswith(prefix + "/")
-            narrow(lut[self.category_code.view + 1])
+            narrow(np.take(lut, self.category_code.view + 1))  # take: half the time of lut[...] at 100k
         for tag in flt.tags:
             code = self._tag_ids.get(tag_key(tag))
             has = np.zeros(self.bm25.slot_count, dtype=bool)
@@ -274,9 +274,10 @@ class MemoryIndex:
             return ranking_factor(salience.view[slots], view.floor)
         return factor.view[slots]
 
-    def most_salient(self, limit: int, view: SalienceView) -> Hits:
-        """Active (not archived) entries by salience, pinned ones first (they are 1), then the newest."""
-        slots = np.flatnonzero(self.bm25.state.view == ACTIVE)
+    def most_salient(self, limit: int, view: SalienceView, flt: SearchFilter | None = None) -> Hits:
+        """Active (not archived) entries by salience, pinned ones first (they are 1), then the newest; `flt`
+        narrows them (its include_archived is ignored)."""
+        slots = np.flatnonzero(self._eligible(self._allowed(flt) if flt else None, include_archived=False))
         values = self.salience(slots, view)
         keep = values >= FADING_MIN if not view.include_dormant else np.ones(len(slots), dtype=bool)
         slots, values = slots[keep], values[keep]

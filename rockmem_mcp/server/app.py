@@ -26,7 +26,9 @@ from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
+from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
@@ -117,14 +119,16 @@ def build_server(
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
         core = CoreMemory(settings, memory)
+        learnings = Learnings(FeedbackLog(settings), memory, settings)
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
             settings=settings,
             conversation=ConversationMemory(settings),
-            recall=Recall(memory, graph_opening.result, core=core),
+            recall=Recall(memory, graph_opening.result, core=core, starters=[learnings.session_lines]),
             templates=Templates(settings.prompts_dir),
             core=core,
+            learnings=learnings,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):

@@ -16,6 +16,7 @@ from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.dream import Dreamer
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
@@ -34,6 +35,7 @@ class Services:
     recall: Recall
     templates: Templates
     core: CoreMemory
+    learnings: Learnings  # tool failures, corrections and anti-patterns
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

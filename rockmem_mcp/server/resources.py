@@ -1,5 +1,5 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
-salient memories, a working entry."""
+salient memories, the learnings (tool failures, corrections), a working entry."""
 
 from __future__ import annotations
 
@@ -87,6 +87,20 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @reports_resource_errors
     def latest_dream() -> str:
         return current().dreamer().report().model_dump_json(indent=2)
+
+    @server.resource("rockmem://learnings/errors", mime_type="text/markdown", title="Learnings: tool failures")
+    @reports_resource_errors
+    def learnings_errors() -> str:
+        """Tool failures recorded with record_feedback (type ToolFailure), newest first (the 200 newest), each
+        with its time, session and metadata: what went wrong before, so you do not repeat it."""
+        return current().learnings.markdown("errors")
+
+    @server.resource("rockmem://learnings/corrections", mime_type="text/markdown", title="Learnings: corrections")
+    @reports_resource_errors
+    def learnings_corrections() -> str:
+        """User corrections recorded with record_feedback (type Correction), newest first (the 200 newest),
+        each with its time, session and metadata."""
+        return current().learnings.markdown("corrections")
 
     @server.resource("rockmem://working/{+key}", mime_type="application/json", title="A working-memory entry")
     @reports_resource_errors

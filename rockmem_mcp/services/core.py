@@ -52,7 +52,7 @@ EditAction = Literal["append", "replace_line", "remove_line", "replace_block"]
 EDIT_ACTIONS: tuple[str, ...] = get_args(EditAction)
 VAULT_CATEGORY = "core/critical-facts"
 VAULT_SOURCE = {"source": "MEMORY.md"}  # the metadata that marks a mirror
-_QUOTED_ID = re.compile(r"\[([0-9a-f]{12})\]")
+QUOTED_ID = re.compile(r"\[([0-9a-f]{12})\]")  # how a line names a memory: "- [id] (category): …"
 
 
 @dataclass(frozen=True)
@@ -337,7 +337,7 @@ def _parse_bytes(data: bytes) -> _Parsed:
 
 def _described(version: str, doc: CoreDocument, crlf: bool, measured: _Measured) -> _Parsed:
     lines = [line for name in BLOCKS for line in measured.content[name]]
-    ids = frozenset(m for line in lines for m in _QUOTED_ID.findall(line))
+    ids = frozenset(m for line in lines for m in QUOTED_ID.findall(line))
     texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
     return _Parsed(version, doc, None, crlf, measured, ids, texts)
 

@@ -767,15 +767,17 @@ class MemoryService:
                 )
         return results
 
-    def most_salient(self, limit: int, include_dormant: bool = False) -> list[ScoredEntry]:
+    def most_salient(self, limit: int, include_dormant: bool = False, category: str | None = None) -> list[ScoredEntry]:
         """Active memories by salience (pinned first), for the session start; with `include_dormant`, all of
-        them (the `stats` listing of least and most salient uses the index directly)."""
+        them (the `stats` listing of least and most salient uses the index directly); `category` keeps that
+        category and those under it."""
         if not self.settings.salience:  # salience switched off: RockBot's newest
-            return self.search(None, limit=limit, include_dormant=True).results
+            return self.search(None, category=category, limit=limit, include_dormant=True).results
         view = self._always_view(include_dormant)
+        flt = SearchFilter(category=normalize_category(category))
         with self._lock:
             self._sync()
-            hits = self.index.most_salient(limit, view)
+            hits = self.index.most_salient(limit, view, flt)
             return self._scored_hits(hits.slots, [float("nan")] * len(hits.slots), view)
 
     def saliences(self) -> Saliences:

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, check_text, utc_now
 from rockmem_mcp.services.conversation import check_session_id
-from rockmem_mcp.services.core import CoreMemory
+from rockmem_mcp.services.core import QUOTED_ID, CoreMemory
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.sessions import SessionTable
@@ -83,10 +83,17 @@ class Recall:
             seen.update(h.entry.id for h in fresh)
             self._injected.resized(session_id)
         start = self.session_start_lines(message) if first_turn and delta else []
-        if self.core is not None:  # what core quotes is already in context (this turn or the session's first)
-            quoted = [h for h in fresh if self.core.quotes(h.entry.id, h.entry.content)]
-            if quoted:
-                fresh = [h for h in fresh if h not in quoted]
+        # What the session start shows by id (anti-patterns) is not shown twice; what core quotes is already in
+        # context, this turn or since the session's first.
+        shown = set(QUOTED_ID.findall("\n".join(start)))
+        core = self.core
+        fresh = [
+            h
+            for h in fresh
+            if h.entry.id not in shown and (core is None or not core.quotes(h.entry.id, h.entry.content))
+        ]
+        if shown:
+            self.memory.reinforce(sorted(shown))  # given to the model: a use, as any recalled memory
         if not fallback and fresh:
             self.memory.reinforce([h.entry.id for h in fresh])
         memories = [
