@@ -186,7 +186,8 @@ def test_invalid_settings_exit_2_with_a_message(home: Path) -> None:
 def test_tools_lists_the_toolsets_and_what_the_flag_or_the_environment_selects(home: Path) -> None:
     table = ok("--home", home, "tools").stdout
     assert "| `graph` | yes | `add_entities`, `add_triples`," in table
-    assert table.rstrip().splitlines()[-1].startswith("selected (default): memory, recall, core, working, conversation,")
+    selected = table.rstrip().splitlines()[-1]
+    assert selected.startswith("selected (default): memory, recall, core, working, conversation,")
     from_env = ok("--home", home, "tools", env=clean_env(ROCKMEM_TOOLSETS="graph")).stdout.rstrip()
     assert from_env.splitlines()[-1].startswith("selected (graph): graph; 8 tools, ≈ ")
     flag = ok("tools", "--home", home, "--toolsets", "recall,memory", env=clean_env(ROCKMEM_TOOLSETS="graph"))
