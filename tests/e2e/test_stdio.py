@@ -20,7 +20,7 @@ TOOLS = {
     *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"),
     *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
     *("list_working_memory", "search_working_memory"),
-    *("record_turn", "get_conversation", "recall", "reset_recall"),
+    *("record_turn", "get_conversation", "recall", "reset_recall", "core_memory"),
     *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
     *("delete_entity", "delete_triple", "merge_entities"),
     *("record_feedback", "dream", "apply_dream", "get_dream_report"),
@@ -292,7 +292,10 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
         await call(client, "save_to_working_memory", key="shared/team/plan", data="ship on friday")
         static = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert static == {"rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"}
+        assert static == {
+            *("rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"),
+            "rockmem://core",
+        }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
             "rockmem://recall/{query}",
