@@ -89,6 +89,7 @@ class _Parsed:
     measured: _Measured | None = None
     quoted_ids: frozenset[str] = frozenset()
     quoted_texts: frozenset[str] = frozenset()
+    data: bytes = b""  # the bytes parsed (identity tells the file is unchanged)
 
 
 class CoreMemory:
@@ -110,13 +111,19 @@ class CoreMemory:
     # Reading
 
     def _current(self) -> _Parsed:
-        data = self.file.read()
-        parsed = self._parsed
-        if parsed is not None and parsed.version == version_of(data):
-            return parsed
+        data = self.file.read()  # the same bytes object while the file is unchanged: no hashing then
+        known = self._parsed
+        if known is not None and (known.data is data or known.version == version_of(data)):
+            return known
         parsed = _parse_bytes(data)
         self._parsed = parsed
         return parsed
+
+    def follow_hand_edit(self) -> None:
+        """Pin a hand edit's Critical Facts now (search calls it: a line typed into the file is found)."""
+        parsed = self._current()
+        if parsed.doc is not None:
+            self._follow_hand_edit(parsed)
 
     def read(self, block: str | None = None) -> CoreMemoryView:
         """The core (or one block) with its version; a malformed file raises CoreFormatError."""
@@ -124,6 +131,7 @@ class CoreMemory:
         if parsed.doc is None:
             assert parsed.error is not None
             raise parsed.error
+        self._follow_hand_edit(parsed)
         only = _block_argument(block) if block else None
         assert parsed.measured is not None
         return self._view(parsed.version, parsed.measured, only)
@@ -228,7 +236,7 @@ class CoreMemory:
             out = doc.render()
             data = (out.replace("\n", "\r\n") if known.crlf else out).encode()
             self.file.write(data)
-            fresh = _described(version_of(data), doc, known.crlf, measured)
+            fresh = _described(version_of(data), doc, known.crlf, measured, data)
             self._parsed = fresh
             if name == LIST_BLOCK:
                 self._sync_vault(fresh)
@@ -324,22 +332,23 @@ def _parse_bytes(data: bytes) -> _Parsed:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        error = CoreFormatError([f"not UTF-8 text (byte {exc.start})"])
-        return _Parsed(version, None, error)
+        line = data[: exc.start].count(b"\n") + 1
+        error = CoreFormatError([f"line {line}: not UTF-8 text (byte {exc.start} of the file)"])
+        return _Parsed(version, None, error, data=data)
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
         doc = parse(text)
     except CoreFormatError as error:
-        return _Parsed(version, None, error)
-    return _described(version, doc, "\r\n" in text, _Measured.of(doc))
+        return _Parsed(version, None, error, data=data)
+    return _described(version, doc, "\r\n" in text, _Measured.of(doc), data)
 
 
-def _described(version: str, doc: CoreDocument, crlf: bool, measured: _Measured) -> _Parsed:
+def _described(version: str, doc: CoreDocument, crlf: bool, measured: _Measured, data: bytes) -> _Parsed:
     lines = [line for name in BLOCKS for line in measured.content[name]]
     ids = frozenset(m for line in lines for m in QUOTED_ID.findall(line))
     texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
-    return _Parsed(version, doc, None, crlf, measured, ids, texts)
+    return _Parsed(version, doc, None, crlf, measured, ids, texts, data)
 
 
 def _block_argument(block: str) -> str:

@@ -61,11 +61,9 @@ class CoreFormatError(RockmemError):
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        super().__init__(
-            "MEMORY.md is malformed and was left as it is: "
-            + "; ".join(problems)
-            + f". The blocks are {', '.join(f'## {b}' for b in BLOCKS)} (each at most once); fix the file by hand"
-        )
+        about_blocks = any("block" in problem for problem in problems)
+        blocks = f". The blocks are {', '.join(f'## {b}' for b in BLOCKS)} (each at most once)" if about_blocks else ""
+        super().__init__(f"MEMORY.md is malformed and was left as it is: {'; '.join(problems)}{blocks}; fix it by hand")
 
 
 def version_of(data: bytes) -> str:
@@ -131,12 +129,12 @@ def parse(text: str) -> CoreDocument:
     doc = CoreDocument()
     problems: list[str] = []
     current: Block | None = None
-    in_comment = False
+    in_comment = 0  # the line an open comment started on
     for number, line in enumerate(text.splitlines(), start=1):
         if in_comment:
-            in_comment = "-->" not in line
+            in_comment = 0 if "-->" in line else in_comment
         elif line.lstrip().startswith("<!--") and "-->" not in line:
-            in_comment = True  # a comment over several lines: layout, kept as written
+            in_comment = number  # a comment over several lines: layout, kept as written
         elif heading := _HEADING.match(line):
             name = block_name(heading.group(1))
             if name is None:
@@ -152,7 +150,7 @@ def parse(text: str) -> CoreDocument:
             problems.append(f"line {number}: Critical Facts holds list lines ('- fact') only, got {line[:60]!r}")
         (current.lines if current is not None else doc.preamble).append(line)
     if in_comment:
-        problems.append("an HTML comment (<!--) is never closed")
+        problems.append(f"line {in_comment}: an HTML comment (<!--) is never closed (-->)")
     if problems:
         raise CoreFormatError(problems)
     # Comments spanning lines are layout too, but a line of one is not a comment by itself: keep them out of
