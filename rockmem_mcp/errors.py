@@ -26,6 +26,10 @@ class NotFoundError(RockmemError, LookupError):
     """No entry with the given id."""
 
 
+class ChangedSinceReadError(RockmemError):
+    """A write named the version it read, and the file is no longer that version (someone changed it since)."""
+
+
 class HomeInUseError(RockmemError):
     """An operation that needs the data home to itself (doctor --fix) found other processes using it."""
 
