@@ -143,16 +143,24 @@ def _prefix_within(line: str, tokens: int) -> str:
     return " ".join(words[:low]).rstrip()
 
 
+FilesSeen = tuple[tuple[str, tuple[int, int, int]], ...]
+
+
+def _versions(files: Sequence[WorkspaceFile]) -> FilesSeen:
+    """What a result derived from `files` depends on: which files, and each one's identity on disk."""
+    return tuple((file.name, file.identity) for file in files)
+
+
 class Workspace:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         paths = {**{name: settings.home / name for name in WORKSPACE_FILES}, CORE_FILE: settings.core_file}
         self.files_on_disk = WorkspaceFiles(paths, settings.meta_dir / "workspace.lock")
         self._lock = threading.Lock()
-        self._indexed: tuple[object, ...] | None = None  # the files the index was built from
+        self._indexed: FilesSeen | None = None  # the files the index was built from
         self._index = BM25Index()
         self._sections: list[Section] = []
-        self._session: tuple[tuple[object, ...], list[str]] | None = None
+        self._session: tuple[FilesSeen, list[str]] | None = None  # session_lines() and the files they are of
 
     # ------------------------------------------------------------------ reading
     def _present(self, names: Sequence[str]) -> list[WorkspaceFile]:
@@ -192,7 +200,7 @@ class Workspace:
             return []
         present = self._present(SEARCHED_FILES)
         with self._lock:
-            key = tuple(file.identity for file in present) + tuple(file.name for file in present)
+            key = _versions(present)
             if key != self._indexed:
                 self._sections = [part for file in present for part in sections(file.name, file.text)]
                 index = BM25Index()
@@ -212,7 +220,7 @@ class Workspace:
         estimate_tokens counts the lines joined by line breaks). A file that does not fit whole is cut and says
         so. Lines are raw text: wrap them before use."""
         present = self._present(WORKSPACE_FILES)
-        key = tuple(file.identity for file in present) + tuple(file.name for file in present)
+        key = _versions(present)
         cached = self._session
         if cached is not None and cached[0] == key:
             return list(cached[1])

@@ -292,13 +292,20 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         tea = await call(client, "save_memory", content="The user drinks green tea", category="user-preferences")
         await call(client, "save_to_working_memory", key="shared/team/plan", data="ship on friday")
         static = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert static == {"rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"}
+        assert static == {
+            "rockmem://recall",
+            "rockmem://categories",
+            "rockmem://salience",
+            "rockmem://dream/latest",
+            "rockmem://workspace",
+        }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
             "rockmem://recall/{query}",
             "rockmem://memory/{id}",
             "rockmem://working/{+key}",
             "rockmem://graph/{entity}",
+            "rockmem://workspace/{name}",
         }
 
         async def read(uri: str) -> str:
