@@ -301,6 +301,8 @@ def _graph(settings: Settings) -> Iterator[Any]:
 
 
 def _search(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.workspace import SEARCH_HITS, Workspace
+
     with _memory(settings) as memory:
         found = memory.search(
             args.query,
@@ -311,6 +313,9 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
             mode=args.mode,
             include_dormant=args.include_dormant,
         )
+    # As search_memory: the workspace files' sections too, for a query that no filter narrows (text output only).
+    if args.query and not (args.json or args.category or args.tags or args.include_archived):
+        found.workspace = Workspace(settings).search(args.query, min(args.limit, SEARCH_HITS))
     for hit in found.results:
         if args.json:
             print(hit.model_dump_json())
@@ -319,9 +324,13 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
         score = "      " if hit.score is None else f"{hit.score:6.3f}"
         flag = " [archived]" if entry.archived else ""
         print(f"{score}  [{entry.id}] ({entry.category or '-'}){flag} {entry.content[:200]}")
+    for section in found.workspace:
+        where = f"{section.file}:{section.line}"
+        print(f"{section.score:6.3f}  [{where}] ({section.heading or '-'}) {' '.join(section.text.split())[:200]}")
     if not args.json:
         waiting = f"; {found.unembedded} not embedded yet (reindex --embeddings)" if found.unembedded else ""
-        summary = f"{len(found.results)} of {found.total_matches} matches, ranked by {found.mode}{waiting}"
+        sections = f"; {len(found.workspace)} workspace sections" if found.workspace else ""
+        summary = f"{len(found.results)} of {found.total_matches} matches, ranked by {found.mode}{waiting}{sections}"
         print(summary, file=sys.stderr)
     return 0
 

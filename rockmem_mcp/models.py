@@ -233,6 +233,16 @@ class ScoredEntry(BaseModel):
     tier: str | None = Field(None, description="active, fading, dormant or archive_candidate")
 
 
+class WorkspaceHit(BaseModel):
+    """A section of a workspace file that matched a search."""
+
+    file: str = Field(description="e.g. 'SOUL.md'")
+    heading: str = Field(description="The section's markdown heading ('' before the first one)")
+    line: int = Field(description="The section's first line number in the file (1-based)")
+    text: str = Field(description="The section (long ones come in parts of at most ~1,500 characters)")
+    score: float = Field(description="BM25 relevance among the workspace sections")
+
+
 class SearchResults(BaseModel):
     results: list[ScoredEntry]
     total_matches: int = Field(description="How many entries matched before the limit was applied")
@@ -240,6 +250,26 @@ class SearchResults(BaseModel):
         "bm25", description="Ranking used: hybrid, bm25, vector or rockbot ('bm25' when embeddings are unavailable)"
     )
     unembedded: int = Field(0, description="Entries still waiting for an embedding (found by keywords only until then)")
+    workspace: list[WorkspaceHit] = Field(
+        default_factory=list,
+        description="Sections of the workspace files (AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md, MEMORY.md) that "
+        "match the query, best first by BM25; only for a query without filters",
+    )
+
+
+class WorkspaceFileInfo(BaseModel):
+    """A workspace file in the data home: where to read it, its size and the version to write it with."""
+
+    name: str = Field(description="AGENTS.md, SOUL.md, USER.md or HEARTBEAT.md")
+    uri: str = Field(description="The resource holding its text, e.g. rockmem://workspace/SOUL.md")
+    bytes: int
+    tokens: int = Field(description="Its estimated token count (rockmem_mcp.tokens)")
+    version: str = Field(description="Short sha256 of its bytes: pass it to write_workspace_file")
+
+
+class WorkspaceListing(BaseModel):
+    files: list[WorkspaceFileInfo] = Field(description="The workspace files in the home, in session-start order")
+    missing: list[str] = Field(description="Workspace file names not in the home (or not readable: see the log)")
 
 
 class DeleteResult(BaseModel):

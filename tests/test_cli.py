@@ -200,7 +200,7 @@ def test_an_unknown_toolset_stops_the_server_before_it_starts(home: Path, args: 
     assert result.returncode == 2
     assert result.stdout == ""  # not a byte on the protocol channel
     assert "unknown toolset 'grpah'" in result.stderr
-    assert "memory, recall, core, working, conversation, graph, dream, default, all" in result.stderr
+    assert "memory, recall, core, working, conversation, graph, dream, workspace, default, all" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -388,6 +388,18 @@ def test_search_json_output_is_one_json_object_per_line(seeded: Path) -> None:
     assert {hit["entry"]["id"] for hit in hits} == {"note-jan", "note-feb", "note-mar", "note-apr"}
     scores = [hit["score"] for hit in hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_search_shows_matching_sections_of_the_workspace_files_after_the_memories(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "SOUL.md").write_text("# Persona\nWarm.\n\n## Tone\nNever sarcastic,\nalways kind.\n")
+    result = ok("--home", home, "search", "sarcastic")
+    line = r"\s*\d+\.\d{3}  \[SOUL\.md:4\] \(Tone\) ## Tone Never sarcastic, always kind\.\n"
+    assert re.fullmatch(line, result.stdout)
+    assert "0 of 0 matches, ranked by bm25; 1 workspace sections" in result.stderr
+    assert ok("--home", home, "search", "sarcastic", "--category", "x").stdout == ""  # a filter: memories only
+    assert ok("--home", home, "search", "sarcastic", "--json").stdout == ""  # JSON lines are memories only
 
 
 def test_search_with_a_bad_limit_fails_cleanly(seeded: Path) -> None:

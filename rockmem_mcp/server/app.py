@@ -23,6 +23,7 @@ from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
+from rockmem_mcp.server.tools import workspace as workspace_tools
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
@@ -35,6 +36,7 @@ from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import sweep_expired
 from rockmem_mcp.services.working_vectors import WorkingVectors
+from rockmem_mcp.services.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,10 @@ INSTRUCTIONS_BY_TOOLSET = {
     "dream": """\
 - When the user corrects you or a tool fails for a reason that will recur, record_feedback. When idle,
   dream: it hands you your memories to consolidate; answer with apply_dream (the server checks every change).
+""",
+    "workspace": """\
+- AGENTS.md, SOUL.md, USER.md and HEARTBEAT.md are the user's files (rockmem://workspace lists them with their
+  versions). Change one with write_workspace_file only when the user asks, passing the version you read.
 """,
 }
 
@@ -120,15 +126,24 @@ def build_server(
         memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
         core = CoreMemory(settings, memory)
         learnings = Learnings(FeedbackLog(settings), memory, settings)
+        workspace = Workspace(settings)
+        # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
+        starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
             settings=settings,
             conversation=ConversationMemory(settings),
-            recall=Recall(memory, graph_opening.result, core=core, starters=[learnings.session_lines]),
+            recall=Recall(
+                memory,
+                graph_opening.result,
+                core=core,
+                starters=starters,
+            ),
             templates=Templates(settings.prompts_dir),
             core=core,
             learnings=learnings,
+            workspace=workspace,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
@@ -168,6 +183,7 @@ def build_server(
     core_tools.register(server)
     graph_tools.register(server)
     dream_tools.register(server)
+    workspace_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -22,6 +22,7 @@ from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import WorkingMemory
 from rockmem_mcp.services.working_vectors import WorkingVectors
+from rockmem_mcp.services.workspace import Workspace
 
 MAX_SESSIONS = 10_000  # namespaces remembered per process (a few hundred bytes each); the oldest are forgotten
 
@@ -36,6 +37,7 @@ class Services:
     templates: Templates
     core: CoreMemory
     learnings: Learnings  # tool failures, corrections and anti-patterns
+    workspace: Workspace  # the user's AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md in the home
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

@@ -1,5 +1,5 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
-salient memories, the learnings (tool failures, corrections), a working entry."""
+salient memories, the learnings (tool failures, corrections), a working entry, the workspace files."""
 
 from __future__ import annotations
 
@@ -107,3 +107,16 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     def working_entry(key: str, ctx: Context) -> str:
         """A working-memory entry by its full path, e.g. rockmem://working/shared/plan/steps."""
         return working_memory(ctx).get(key).model_dump_json(indent=2)
+
+    @server.resource("rockmem://workspace", mime_type="application/json", title="Workspace files")
+    @reports_resource_errors
+    def workspace_files() -> str:
+        """Which of AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md are in the data home: each file's resource, size in
+        bytes and tokens, and version (what write_workspace_file takes)."""
+        return current().workspace.files().model_dump_json(indent=2)
+
+    @server.resource("rockmem://workspace/{name}", mime_type="text/markdown", title="A workspace file")
+    @reports_resource_errors
+    def workspace_file(name: str, ctx: Context) -> str:
+        """A workspace file's text as it is in the data home, e.g. rockmem://workspace/SOUL.md."""
+        return services(ctx).workspace.read(name).text

@@ -35,6 +35,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
         *("delete_entity", "delete_triple", "merge_entities"),
     ),
     "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
+    "workspace": ("write_workspace_file",),
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the

@@ -45,6 +45,7 @@ from rockmem_mcp.storage.atomic import atomic_create
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.working_files import WorkingFiles
+from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ class HomeStores:
         self._working: list[WorkingEntry] = []
         self._signals: list[Feedback] = []
         self._files: dict[str, str] = {}
-        # Markdown files a person edits, carried whole: core memory.
-        self.home_files = {"MEMORY.md": settings.core_file}
+        # Markdown files a person edits, carried whole: core memory and the workspace files.
+        self.home_files = {"MEMORY.md": settings.core_file, **{n: settings.home / n for n in WORKSPACE_FILES}}
         self.exported = 0
 
     def export_lines(self) -> Iterator[str]:

@@ -267,7 +267,7 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
     ("names", "fields"),
     [
         (("save_memory", "get_memory", "update_memory"), {"id", "content", "category", "tags", "created_at"}),
-        (("search_memory",), {"results", "total_matches", "mode", "unembedded"}),
+        (("search_memory",), {"results", "total_matches", "mode", "unembedded", "workspace"}),
         (("delete_memory",), {"id", "permanent", "entry"}),
         (("list_memory_categories",), {"categories", "uncategorized", "total"}),
         (("save_to_working_memory",), {"entry", "evicted"}),

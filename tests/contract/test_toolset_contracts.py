@@ -79,6 +79,28 @@ def test_graph_alone_lists_only_the_graph_tools_and_refuses_the_others(tmp_path:
     assert "call recall" not in instructions and "dream:" not in instructions
 
 
+def test_the_workspace_toolset_is_off_by_default_and_adds_only_its_write_tool(tmp_path: Path) -> None:
+    """The server writes the user's workspace files only through a tool the user turned on."""
+    assert "workspace" not in toolsets.DEFAULT
+    default, default_instructions = listed(tmp_path, None)
+    tools, instructions = listed(tmp_path, "default,workspace")
+    assert "write_workspace_file" not in {tool.name for tool in default}
+    assert default_instructions is not None and "write_workspace_file" not in default_instructions
+    assert sorted(tool.name for tool in tools) == sorted([*toolsets.tools_of(toolsets.DEFAULT), "write_workspace_file"])
+    assert instructions is not None and "write_workspace_file" in instructions
+    [write] = [tool for tool in tools if tool.name == "write_workspace_file"]
+    schema = write.input_schema
+    assert set(schema["properties"]) == {"name", "content", "version"}
+    assert set(schema["required"]) == {"name", "content"} and schema["properties"]["version"]["default"] is None
+    assert write.annotations is not None
+    assert write.annotations.model_dump(exclude_none=True) == {
+        "read_only_hint": False,
+        "destructive_hint": True,
+        "idempotent_hint": True,
+    }
+    assert {"version", "uri", "tokens"} <= set((write.output_schema or {})["properties"])
+
+
 @pytest.mark.parametrize(
     ("selection", "expected"),
     [("default", toolsets.DEFAULT), ("graph,memory", ("memory", "graph")), ("default,graph", toolsets.DEFAULT)],

@@ -295,6 +295,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         assert static == {
             *("rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"),
             *("rockmem://learnings/errors", "rockmem://learnings/corrections", "rockmem://core"),
+            "rockmem://workspace",
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -302,6 +303,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://memory/{id}",
             "rockmem://working/{+key}",
             "rockmem://graph/{entity}",
+            "rockmem://workspace/{name}",
         }
 
         async def read(uri: str) -> str:

@@ -492,6 +492,7 @@ LINKS = {
             }
         ),
     ),
+    "workspace-file": Link("SOUL.md", "SOUL.md", lambda: f"# {CANARY}\nNever sarcastic.\n".encode()),
     "graph-entity": Link(
         f"knowledge-graph/entities/{LINKED_ENTITY_ID}.json",
         "entity.json",
@@ -580,7 +581,7 @@ class Server:
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
-        self.settings = Settings.load({"home": sandbox.home, "conversation_log": True}, env={})
+        self.settings = Settings.load({"home": sandbox.home, "conversation_log": True, "toolsets": "all"}, env={})
         self._stack = ExitStack()
         self.portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
         self.client = self._stack.enter_context(
@@ -783,7 +784,7 @@ def seed(watcher: Watcher) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------------ the tool list
 def _list_tools() -> dict[str, Tool]:
     with tempfile.TemporaryDirectory() as directory:
-        settings = Settings.load({"home": Path(directory) / "home"}, env={})
+        settings = Settings.load({"home": Path(directory) / "home", "toolsets": "all"}, env={})
 
         async def listing() -> list[Tool]:
             async with Client(build_server(settings)) as client:
@@ -906,6 +907,13 @@ SYMLINK_CASES: dict[str, tuple[list[str], TOOL_CALLS]] = {
     "dream-report": (
         ["dream-report"],
         [("get_dream_report", {"report_id": LINKED_REPORT_ID}), ("get_dream_report", {})],
+    ),
+    "workspace-file": (
+        ["workspace-file"],
+        [
+            ("search_memory", {"query": "never sarcastic"}),
+            ("write_workspace_file", {"name": "SOUL.md", "content": "replaces the link itself"}),
+        ],
     ),
     "graph-entity": (
         ["graph-entity"],

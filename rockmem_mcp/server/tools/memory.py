@@ -13,6 +13,7 @@ from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, SearchRe
 from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.services.workspace import SEARCH_HITS
 
 EntryId = Annotated[str, Field(description="Memory id, as returned by save_memory or search_memory")]
 Category = Annotated[
@@ -77,10 +78,17 @@ def register(server: MCPServer) -> None:
         staging'. With embeddings configured, hybrid ranking also finds paraphrases ('my cat' finds 'our
         tabby Whiskers'); otherwise ranking is by keywords (BM25) and `mode` in the reply says so. Without
         a query, returns the newest entries matching the filters. total_matches tells how many matched.
+        A query without filters also searches the user's workspace files: matching sections in `workspace`.
         """
-        return services(ctx).memory.search(
+        svc = services(ctx)
+        svc.core.follow_hand_edit()  # a Critical Fact typed into MEMORY.md is pinned, so found, from now on
+        found = svc.memory.search(
             query, category, tags, limit, created_after, created_before, include_archived, mode, include_dormant, True
         )
+        # Workspace files have no category, tags, dates or archive: a filter on any of them leaves them out.
+        if query and not (category or tags or created_after or created_before or include_archived):
+            found.workspace = svc.workspace.search(query, min(limit, SEARCH_HITS))
+        return found
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors

@@ -260,22 +260,27 @@ def test_a_backup_carries_core_memory_and_a_restore_never_overwrites_one(
     settings.home.mkdir(parents=True, exist_ok=True)
     core = "# MEMORY.md\n\n## Identity\n- Name: Alice — café\n"
     settings.core_file.write_text(core, encoding="utf-8")
+    (settings.home / "SOUL.md").write_text("Be kind.\n")
     graph = GraphService(settings)
     try:
         lines = [json.loads(line) for line in HomeStores(settings, graph).export_lines()]
     finally:
         graph.close()
-    assert lines == [{"store": "file", "name": "MEMORY.md", "text": core}]
+    assert lines == [
+        {"store": "file", "name": "MEMORY.md", "text": core},
+        {"store": "file", "name": "SOUL.md", "text": "Be kind.\n"},
+    ]
 
     fresh = Settings(home=tmp_path / "fresh")
     report = restore(fresh, services, lines)
-    assert fresh.core_file.read_text(encoding="utf-8") == core and report.other_stores["files"] == 1
+    assert fresh.core_file.read_text(encoding="utf-8") == core and report.other_stores["files"] == 2
+    assert (fresh.home / "SOUL.md").read_text() == "Be kind.\n"
     assert not report.skipped and not list(fresh.home.glob(".*.tmp"))
 
     fresh.core_file.write_text("## Identity\n- Name: Bob\n")  # written since: the restore keeps it
     report = restore(fresh, services, lines)
     assert fresh.core_file.read_text() == "## Identity\n- Name: Bob\n" and report.other_stores["files"] == 0
-    assert report.skipped == ["file MEMORY.md: the home has its own, kept (the backup's not restored)"]
+    assert report.skipped == ["file MEMORY.md: the home has its own, kept (the backup's not restored)"]  # SOUL: same
 
     refused = restore(fresh, services, [{"store": "file", "name": "../escape.md", "text": "x"}])
     assert "is not one rockmem keeps" in refused.errors[0].error and not (tmp_path / "escape.md").exists()
