@@ -51,7 +51,10 @@ async def test_files_in_the_home_are_resources_and_workspace_hits_of_search_memo
 
         saved = await call(client, "save_memory", content="The user dislikes a sarcastic tone in reviews")
         found = await call(client, "search_memory", query="sarcastic tone")
-        assert [r["entry"]["id"] for r in found["results"]] == [saved["id"]]  # memories stay in results
+        # Memories stay in results: the saved one, and the Critical Fact's pinned mirror (core memory's vault).
+        memories = {r["entry"]["id"]: r["entry"] for r in found["results"]}
+        assert saved["id"] in memories and len(memories) == 2
+        assert any(e["category"] == "core/critical-facts" and e["pinned"] for e in memories.values())
         hits = [(h["file"], h["heading"], h["line"]) for h in found["workspace"]]
         assert ("SOUL.md", "Tone", 4) in hits and ("MEMORY.md", "Critical Facts", 1) in hits
         assert all(h["file"] != "AGENTS.md" for h in found["workspace"])
