@@ -16,7 +16,6 @@ read. Recall leaves out memories core already quotes (a mirror, a memory whose t
 
 from __future__ import annotations
 
-import copy
 import logging
 import re
 import threading
@@ -35,12 +34,14 @@ from rockmem_mcp.storage.core_file import (
     CoreDocument,
     CoreFile,
     CoreFormatError,
+    CoreUnreadableError,
     block_name,
     is_heading,
     is_layout,
     is_list_line,
     list_item,
     parse,
+    split_lines,
     version_of,
 )
 from rockmem_mcp.text import fold
@@ -86,6 +87,7 @@ class _Parsed:
     doc: CoreDocument | None  # None: malformed
     error: CoreFormatError | None
     crlf: bool = False
+    bom: bool = False
     measured: _Measured | None = None
     quoted_ids: frozenset[str] = frozenset()
     quoted_texts: frozenset[str] = frozenset()
@@ -111,7 +113,10 @@ class CoreMemory:
     # Reading
 
     def _current(self) -> _Parsed:
-        data = self.file.read()  # the same bytes object while the file is unchanged: no hashing then
+        try:
+            data = self.file.read()  # the same bytes object while the file is unchanged: no hashing then
+        except OSError as exc:  # a link, folder or FIFO named MEMORY.md: reported like a malformed file
+            return _Parsed("", None, CoreUnreadableError(exc))
         known = self._parsed
         if known is not None and (known.data is data or known.version == version_of(data)):
             return known
@@ -173,7 +178,15 @@ class CoreMemory:
         body = [line for name in BLOCKS if content[name] for line in (f"## {name}", *content[name])]
         if not body:
             return []
+        if parsed.measured.total > self.settings.core_total_tokens:  # a hand edit past the cap: cut to it
+            body = _within(body, self.settings.core_total_tokens)
+            body.append("… (core memory is over its cap and was cut here: read the rest in rockmem://core)")
         return [f"Core memory (MEMORY.md, version {parsed.version}; always loaded, edit it with core_memory):", *body]
+
+    def quoted_count(self) -> int:
+        """At most how many memories core quotes (recall asks for that many more, so quoted ones leave room)."""
+        parsed = self._current()
+        return len(parsed.quoted_ids) + len(parsed.quoted_texts)
 
     def quotes(self, entry_id: str, content: str) -> bool:
         """Whether core already shows this memory: its `[id]` in a line, or its text as a line."""
@@ -207,7 +220,7 @@ class CoreMemory:
             raise InvalidInputError("version is required: read core memory first and pass the version it gives")
         new_lines = _edit_lines(name, action, text, self.settings.max_content_bytes)
         with self._lock, self.file.locked():
-            data = self.file.read()
+            data = self.file.read(fresh=True)  # the disk itself: a cache could be a moment behind another writer
             current = version_of(data)
             if version.strip() != current:
                 raise ChangedSinceReadError(
@@ -222,7 +235,7 @@ class CoreMemory:
             if known.doc is None:
                 assert known.error is not None
                 raise known.error
-            doc = copy.deepcopy(known.doc)  # the cached one stays as read until the write succeeds
+            doc = known.doc.copy()  # the cached one stays as read until the write succeeds
             assert known.measured is not None
             before = self._view(current, known.measured)
             target = doc.block(name)
@@ -234,9 +247,9 @@ class CoreMemory:
             measured = _Measured.of(doc, known.measured, name)
             self._check_caps(name, before, self._view("", measured))
             out = doc.render()
-            data = (out.replace("\n", "\r\n") if known.crlf else out).encode()
+            data = (("\ufeff" if known.bom else "") + (out.replace("\n", "\r\n") if known.crlf else out)).encode()
             self.file.write(data)
-            fresh = _described(version_of(data), doc, known.crlf, measured, data)
+            fresh = _described(version_of(data), doc, known.crlf, measured, data, known.bom)
             self._parsed = fresh
             if name == LIST_BLOCK:
                 self._sync_vault(fresh)
@@ -290,27 +303,47 @@ class CoreMemory:
         if memory is None or parsed.doc is None:
             return
         wanted = {_key(item): item for item in (list_item(line) for line in _content(parsed.doc, LIST_BLOCK)) if item}
+        failed: list[str] = []
         try:
-            mirrors = memory.search(
-                None, category=VAULT_CATEGORY, limit=self.settings.search_limit_max, include_dormant=True
-            ).results
-            have: dict[str, str] = {}
-            for hit in mirrors:
-                entry = hit.entry
-                if entry.metadata.get("source") != VAULT_SOURCE["source"]:
-                    continue
-                key = _key(entry.content)
-                if key in wanted and key not in have:
-                    have[key] = entry.id
-                else:  # a line gone (or a twin): its mirror is archived, unpinned by the confirmation
-                    memory.delete(entry.id, reason="no longer in MEMORY.md's Critical Facts", confirm_pinned=True)
-            for key, item in wanted.items():
-                if key not in have:
-                    memory.save(item, category=VAULT_CATEGORY, tags=["core-memory"], metadata=VAULT_SOURCE, pinned=True)
+            # Every mirror, however many memories share the category (a limit would leave some unseen: twins).
+            mirrors = [
+                e for e in memory.entries_in(VAULT_CATEGORY) if e.metadata.get("source") == VAULT_SOURCE["source"]
+            ]
         except (RockmemError, OSError) as exc:
-            log.warning("core memory: Critical Facts could not be pinned in the vault (%s); trying again later", exc)
-            return
+            mirrors, failed = [], [str(exc)]
+            wanted = {}
+        have: dict[str, str] = {}
+        for entry in mirrors:
+            key = _key(entry.content)
+            if key in wanted and key not in have:
+                have[key] = entry.id
+                continue
+            try:  # a line gone (or a twin): its mirror is archived, unpinned by the confirmation
+                memory.delete(entry.id, reason="no longer in MEMORY.md's Critical Facts", confirm_pinned=True)
+            except (RockmemError, OSError) as exc:
+                failed.append(str(exc))
+        for key, item in wanted.items():
+            if key not in have:
+                try:  # each on its own: one line that cannot be saved (say, too long) holds up no other
+                    memory.save(item, category=VAULT_CATEGORY, tags=["core-memory"], metadata=VAULT_SOURCE, pinned=True)
+                except (RockmemError, OSError) as exc:
+                    failed.append(str(exc))
+        if failed:  # said once per version of the file; the next edit, hand edit or start tries again
+            log.warning(
+                "core memory: %d Critical Facts change(s) not mirrored in the vault: %s", len(failed), failed[0]
+            )
         self._synced_version = parsed.version
+
+
+def _within(lines: list[str], budget: int) -> list[str]:
+    """The first of `lines` whose estimate, with a line break each, stays within `budget`."""
+    kept, used = [], 0
+    for line in lines:
+        used += estimate_tokens(line) + 1
+        if used > budget:
+            break
+        kept.append(line)
+    return kept
 
 
 def context_text(doc: CoreDocument) -> str:
@@ -335,20 +368,23 @@ def _parse_bytes(data: bytes) -> _Parsed:
         line = data[: exc.start].count(b"\n") + 1
         error = CoreFormatError([f"line {line}: not UTF-8 text (byte {exc.start} of the file)"])
         return _Parsed(version, None, error, data=data)
-    if text.startswith("\ufeff"):
+    bom = text.startswith("\ufeff")
+    if bom:
         text = text[1:]
     try:
         doc = parse(text)
     except CoreFormatError as error:
         return _Parsed(version, None, error, data=data)
-    return _described(version, doc, "\r\n" in text, _Measured.of(doc), data)
+    return _described(version, doc, "\r\n" in text, _Measured.of(doc), data, bom)
 
 
-def _described(version: str, doc: CoreDocument, crlf: bool, measured: _Measured, data: bytes) -> _Parsed:
+def _described(
+    version: str, doc: CoreDocument, crlf: bool, measured: _Measured, data: bytes, bom: bool = False
+) -> _Parsed:
     lines = [line for name in BLOCKS for line in measured.content[name]]
     ids = frozenset(m for line in lines for m in QUOTED_ID.findall(line))
     texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
-    return _Parsed(version, doc, None, crlf, measured, ids, texts, data)
+    return _Parsed(version, doc, None, crlf, bom, measured, ids, texts, data)
 
 
 def _block_argument(block: str) -> str:
@@ -366,7 +402,7 @@ def _edit_lines(name: str, action: str, text: str | None, limit: int) -> list[st
     if text is None:
         raise InvalidInputError(f"{action} needs text: the {'block' if action == 'replace_block' else 'line'}")
     check_text(text, "text", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Core memory is for short lines.")
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in split_lines(text) if line.strip()]
     if action != "replace_block" and not lines:
         raise InvalidInputError("text is empty: give the line to write")
     if action == "replace_line" and len(lines) > 1:
@@ -391,7 +427,9 @@ def _apply(block: Block, action: str, new_lines: list[str], line: int | None) ->
         end = len(block.lines)
         while end > start and not block.lines[end - 1].strip():
             end -= 1
-        block.lines = [*block.lines[:start], *new_lines, *block.lines[end:]]  # its guidance and spacing kept
+        # The content goes; comments (a person's notes, invisible to the model) stay, after the new lines.
+        comments = [line for line in block.lines[start:end] if is_layout(line) and line.strip()]
+        block.lines = [*block.lines[:start], *new_lines, *comments, *block.lines[end:]]
         return f"replaced {block.name} ({len(positions)} lines) with {len(new_lines)} lines"
     if line is None or not 1 <= line <= len(positions):
         have = f"lines 1–{len(positions)}" if positions else "no lines"

@@ -32,6 +32,7 @@ from rockmem_mcp.errors import RefusedFileError
 from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+from rockmem_mcp.storage.core_file import CoreUnreadableError
 from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
@@ -251,11 +252,10 @@ class Doctor:
         core = CoreMemory(self.settings)
         if self.settings.core_file.exists() or self.settings.core_file.is_symlink():
             report.checked["core"] = 1
-        try:
-            problems = core.problems()
-        except OSError as exc:  # a link or a FIFO named MEMORY.md: _odd_files reports it
-            problems = [] if isinstance(exc, RefusedFileError) else [_first_line(exc)]
-        malformed = core.read_error() is not None
+        problems, error = core.problems(), core.read_error()
+        if isinstance(error, CoreUnreadableError) and isinstance(error.cause, RefusedFileError):
+            return  # a link, FIFO, socket or device named MEMORY.md: _odd_files reports (and fixes) it
+        malformed = error is not None
         for problem in problems:
             kind = "core-malformed" if malformed else "core-over-cap"
             self._found(report, kind, self.settings.core_file, f"{problem}; left as it is: edit MEMORY.md by hand")

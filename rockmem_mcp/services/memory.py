@@ -767,6 +767,17 @@ class MemoryService:
                 )
         return results
 
+    def entries_in(self, category: str) -> list[MemoryEntry]:
+        """Every live memory filed under `category` (its subcategories too), newest first, however many: for a
+        store that keeps its own records there (core memory's vault mirrors), where a search's limit would
+        leave some unseen."""
+        flt = SearchFilter(category=normalize_category(category))
+        with self._lock:
+            self._sync()
+            ranking = Ranking("bm25", self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
+            hits = self.index.search(None, flt, max(len(self.index), 1), ranking, None, None)
+            return [e for slot in hits.slots.tolist() if (e := self._hydrate(self.index.bm25.keys[slot])) is not None]
+
     def most_salient(self, limit: int, include_dormant: bool = False, category: str | None = None) -> list[ScoredEntry]:
         """Active memories by salience (pinned first), for the session start; with `include_dormant`, all of
         them (the `stats` listing of least and most salient uses the index directly); `category` keeps that

@@ -15,17 +15,29 @@ previews) can close the wrapper, open a forged one or start a line of its own.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from rockmem_mcp.models import RecallBlock, RecalledMemory, RecallReset, WorkingInfo, check_text, utc_now
+from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.models import (
+    RecallBlock,
+    RecalledMemory,
+    RecallReset,
+    ScoredEntry,
+    WorkingInfo,
+    check_text,
+    utc_now,
+)
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.core import QUOTED_ID, CoreMemory
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.services.working import WorkingMemory
+
+log = logging.getLogger(__name__)
 
 TOP_MATCHES = 8
 FIRST_TURN_FALLBACK = 5
@@ -71,27 +83,28 @@ class Recall:
         # RockBot's order: the top 8, then what the session already has is left out (an identical second
         # message injects nothing new; search_memory reaches further).
         # A blank message matches nothing (search would otherwise list the newest entries as if relevant).
-        hits = self.memory.search(message, limit=TOP_MATCHES).results if message.strip() else []
+        # What core quotes is already in context (this turn or since the session's first): left out, with as
+        # many more asked for (at most 8 more a turn) so it leaves no hole in the top 8.
+        core = self.core
+        extra = core.quoted_count() if core is not None else 0
+        hits = (
+            self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results if message.strip() else []
+        )
+        hits = self._unquoted(hits)[:TOP_MATCHES]
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.open(session_id, set) if delta else set()
             fallback = first_turn and not hits and delta
-            if fallback:
-                hits = self.memory.most_salient(FIRST_TURN_FALLBACK)
+            if fallback:  # pinned first: Critical Facts' mirrors would fill it, and they are in core
+                hits = self._unquoted(self.memory.most_salient(FIRST_TURN_FALLBACK + extra))[:FIRST_TURN_FALLBACK]
             already = sum(1 for h in hits if h.entry.id in seen)
             fresh = [h for h in hits if h.entry.id not in seen]
             seen.update(h.entry.id for h in fresh)
             self._injected.resized(session_id)
         start = self.session_start_lines(message) if first_turn and delta else []
-        # What the session start shows by id (anti-patterns) is not shown twice; what core quotes is already in
-        # context, this turn or since the session's first.
+        # What the session start shows by id (anti-patterns) is not shown twice.
         shown = set(QUOTED_ID.findall("\n".join(start)))
-        core = self.core
-        fresh = [
-            h
-            for h in fresh
-            if h.entry.id not in shown and (core is None or not core.quotes(h.entry.id, h.entry.content))
-        ]
+        fresh = [h for h in fresh if h.entry.id not in shown]
         if shown:
             self.memory.reinforce(sorted(shown))  # given to the model: a use, as any recalled memory
         if not fallback and fresh:
@@ -120,11 +133,19 @@ class Recall:
         block.text = render(block, working.namespace)
         return block
 
+    def _unquoted(self, hits: list[ScoredEntry]) -> list[ScoredEntry]:
+        core = self.core
+        return hits if core is None else [h for h in hits if not core.quotes(h.entry.id, h.entry.content)]
+
     def session_start_lines(self, message: str) -> list[str]:
-        """What heads a session's first recall: core memory, then the starters' lines (learnings, workspace)."""
+        """What heads a session's first recall: core memory, then the starters' lines (learnings, workspace).
+        A part that fails is logged and left out: the session start never costs the turn its recall."""
         lines = self.core.context_lines() if self.core is not None else []
         for starter in self._starters:
-            lines += starter(message)
+            try:
+                lines += starter(message)
+            except (RockmemError, OSError) as exc:
+                log.warning("session start: a part was left out (%s)", exc)
         return lines
 
     def reset(self, session_id: str) -> RecallReset:
@@ -139,12 +160,8 @@ class Recall:
         recall block without a message, all in one wrapper as the recall tool gives it."""
         block = self.build("", working.namespace.replace("/", ":"), working, delta=False)
         block.session_start = self.session_start_lines("")
-        core = self.core
-        salient = [
-            h
-            for h in self.memory.most_salient(SESSION_START_MEMORIES)
-            if core is None or not core.quotes(h.entry.id, h.entry.content)
-        ]
+        extra = self.core.quoted_count() if self.core is not None else 0
+        salient = self._unquoted(self.memory.most_salient(SESSION_START_MEMORIES + extra))[:SESSION_START_MEMORIES]
         tree = self.memory.categories()
         before = ["Pinned and most salient memories:"]
         before += [_memory_line(h.entry.id, h.entry.category, h.entry.content, h.entry.pinned) for h in salient]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
+from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes_and_stat
 
 try:
     import fcntl
@@ -59,11 +59,24 @@ TEMPLATE = """\
 class CoreFormatError(RockmemError):
     """MEMORY.md cannot be read as core memory: the message lists each problem with its line number."""
 
+    SHOWN = 5  # problems named in the message (a pasted file could have thousands)
+
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         about_blocks = any("block" in problem for problem in problems)
         blocks = f". The blocks are {', '.join(f'## {b}' for b in BLOCKS)} (each at most once)" if about_blocks else ""
-        super().__init__(f"MEMORY.md is malformed and was left as it is: {'; '.join(problems)}{blocks}; fix it by hand")
+        named = "; ".join(problems[: self.SHOWN])
+        more = f"; and {len(problems) - self.SHOWN:,} more" if len(problems) > self.SHOWN else ""
+        super().__init__(f"MEMORY.md is malformed and was left as it is: {named}{more}{blocks}; fix it by hand")
+
+
+class CoreUnreadableError(CoreFormatError):
+    """MEMORY.md exists but cannot be opened as a file (a link, a folder, a FIFO, no permission)."""
+
+    def __init__(self, cause: OSError) -> None:
+        self.cause = cause
+        self.problems = [str(cause)]
+        RockmemError.__init__(self, f"MEMORY.md cannot be read and was left as it is: {cause}")
 
 
 def version_of(data: bytes) -> str:
@@ -113,6 +126,10 @@ class CoreDocument:
     preamble: list[str] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)  # in file order
 
+    def copy(self) -> CoreDocument:
+        """A copy an edit may change (lines are strings: copying the lists is enough)."""
+        return CoreDocument(list(self.preamble), [Block(b.name, b.heading, list(b.lines)) for b in self.blocks])
+
     def block(self, name: str) -> Block | None:
         return next((b for b in self.blocks if b.name == name), None)
 
@@ -123,6 +140,15 @@ class CoreDocument:
         return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines split at line feeds only, a CR before one dropped: form feeds, U+2028 and the like stay inside
+    their line (str.splitlines would break it in two, and the next write would keep it broken)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def parse(text: str) -> CoreDocument:
     """The document in `text`; CoreFormatError listing every problem (unknown or repeated block, a Critical
     Facts line that is not a list line, an unclosed comment)."""
@@ -130,7 +156,7 @@ def parse(text: str) -> CoreDocument:
     problems: list[str] = []
     current: Block | None = None
     in_comment = 0  # the line an open comment started on
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         if in_comment:
             in_comment = 0 if "-->" in line else in_comment
         elif line.lstrip().startswith("<!--") and "-->" not in line:
@@ -174,32 +200,42 @@ def _fold_comments(lines: list[str]) -> list[str]:
     return folded
 
 
+Identity = tuple[int, int, int, int]  # inode, mtime, ctime, size
+
+
+def _identity(info: os.stat_result) -> Identity:
+    # ctime too: a hand edit in place that keeps the size and sets the old mtime back still changes it.
+    return (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+
+
 class CoreFile:
     """MEMORY.md on disk: read by identity (a hand edit is seen on the next read), changed under a lock."""
 
     def __init__(self, path: Path, lock_dir: Path) -> None:
         self.path = path
         self._lock_path = lock_dir / "core.lock"
-        self._cached: tuple[tuple[int, int, int] | None, bytes] | None = None
+        self._cached: tuple[Identity | None, bytes] | None = None
 
-    def identity(self) -> tuple[int, int, int] | None:
-        """(inode, mtime, size), None when there is no file: a changed identity means a changed file."""
+    def identity(self) -> Identity | None:
+        """None when there is no file: a changed identity means a changed file."""
         try:
-            info = os.stat(self.path, follow_symlinks=False)
+            return _identity(os.stat(self.path, follow_symlinks=False))
         except FileNotFoundError:
             return None
-        return (info.st_ino, info.st_mtime_ns, info.st_size)
 
-    def read(self) -> bytes:
-        """The file's bytes (b"" when there is none); re-read only when its identity changed."""
-        identity = self.identity()
-        if self._cached is not None and self._cached[0] == identity:
-            return self._cached[1]
+    def read(self, fresh: bool = False) -> bytes:
+        """The file's bytes (b"" when there is none); re-read only when its identity changed, or with `fresh`
+        (an edit under the lock reads the disk itself). A link, folder or FIFO by its name raises OSError."""
+        if not fresh:
+            identity = self.identity()
+            if self._cached is not None and self._cached[0] == identity:
+                return self._cached[1]
         try:
-            data = read_bytes(self.path) if identity is not None else b""
+            data, info = read_bytes_and_stat(self.path)
         except FileNotFoundError:
-            data = b""
-        self._cached = (self.identity() if data else None, data)
+            self._cached = (None, b"")
+            return b""
+        self._cached = (_identity(info), data)  # the identity of the file these bytes came from
         return data
 
     @contextlib.contextmanager
@@ -215,6 +251,7 @@ class CoreFile:
             os.close(fd)  # closing releases the lock
 
     def write(self, data: bytes) -> None:
-        """Replace the file atomically and durably (call under `locked`)."""
+        """Replace the file atomically and durably (call under `locked`). The next read reads it again: a hand
+        edit may land right after the rename, and a stat now could not tell it from ours."""
         atomic_write(self.path, data)
-        self._cached = (self.identity(), data)
+        self._cached = None

@@ -117,15 +117,21 @@ _SPECIAL_KINDS = (
 def read_bytes(path: str | Path) -> bytes:
     """The file's bytes; FileNotFoundError if absent, LinkRefusedError if `path` is a link, SpecialFileError
     if it is a FIFO, socket or device. Sized by the one fstat the type check made."""
+    return read_bytes_and_stat(path)[0]
+
+
+def read_bytes_and_stat(path: str | Path) -> tuple[bytes, os.stat_result]:
+    """`read_bytes`, with the fstat of the very file read (taken before reading: a change during or after the
+    read changes what a later stat says, so a cache keyed by it is never stale)."""
     fd, info = _open_regular(path, os.O_RDONLY)
     try:
         data = os.read(fd, info.st_size + 1)  # + 1: a short read is the end of a regular file, no second call
         if len(data) <= info.st_size:
-            return data
+            return data, info
         chunks = [data]
         while chunk := os.read(fd, 1 << 20):  # it grew since the fstat
             chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), info
     finally:
         os.close(fd)
 

@@ -223,3 +223,91 @@ def test_the_total_counted_from_the_blocks_equals_counting_the_context_text() ->
             text += "## Critical Facts\n" + "".join(f"- fact {rng.randint(0, 99)}\n" for _ in range(rng.randint(0, 3)))
         doc = parse(text)
         assert _Measured.of(doc).total == estimate_tokens(context_text(doc))
+
+
+def test_an_edit_checks_the_disk_not_a_cache_a_moment_behind(core: CoreMemory, settings: Settings) -> None:
+    """Another process's write may land between this process's read and its stat: the version an edit is
+    checked against is read from the disk under the lock, so a stale version can never pass."""
+    stale = core.read().version
+    settings.core_file.write_text("## Identity\n- Timezone: CET (another process)\n")
+    core.file._cached = (core.file.identity(), b"")  # the race: the new identity paired with the old bytes
+    with pytest.raises(ChangedSinceReadError):
+        core.edit("append", "identity", stale, "- Name: Alice")
+    assert "another process" in settings.core_file.read_text()
+
+
+def test_a_link_folder_or_fifo_named_memory_md_breaks_neither_search_nor_recall(
+    core: CoreMemory, service: MemoryService, settings: Settings, tmp_path: Path
+) -> None:
+    import os
+
+    service.save("The deploy key lives in the vault")
+    outside = tmp_path / "dotfiles.md"
+    outside.write_text("## Identity\n- secret\n")
+    recall = Recall(service, core=core)
+    for n, make in enumerate([lambda p: p.symlink_to(outside), lambda p: p.mkdir(), lambda p: os.mkfifo(p)], start=1):
+        make(settings.core_file)
+        core.follow_hand_edit()  # what search_memory calls first
+        block = recall.build("where is the deploy key", f"s{n}", WorkingMemory(settings, "session/s1"))
+        assert "was not loaded" in block.session_start[0] and "secret" not in block.text
+        assert [m.content for m in block.memories] == ["The deploy key lives in the vault"]
+        with pytest.raises(CoreFormatError, match="cannot be read"):
+            core.read()
+        if settings.core_file.is_dir() and not settings.core_file.is_symlink():
+            settings.core_file.rmdir()
+        else:
+            settings.core_file.unlink()
+
+
+def test_every_mirror_is_seen_however_crowded_the_category(
+    core: CoreMemory, service: MemoryService, settings: Settings
+) -> None:
+    for i in range(settings.search_limit_max + 10):  # the user's own memories filed in the category
+        service.save(f"note {i} about allergies", category=VAULT_CATEGORY)
+    v = core.edit("append", "critical facts", core.read().version, "Allergic to peanuts")
+    core.edit("append", "critical facts", v.version, "Never deploy on Fridays")
+    pinned = [e.content for e in service.entries_in(VAULT_CATEGORY) if e.pinned]
+    assert sorted(pinned) == ["Allergic to peanuts", "Never deploy on Fridays"]  # no twin of the older one
+
+
+def test_one_fact_that_cannot_be_pinned_holds_up_no_other(core: CoreMemory, service: MemoryService) -> None:
+    settings = service.settings
+    settings.home.mkdir(parents=True, exist_ok=True)
+    too_long = "x" * (settings.max_content_bytes + 10)
+    settings.core_file.write_text(f"## Critical Facts\n- {too_long}\n- Allergic to peanuts\n")
+    core.follow_hand_edit()
+    assert [e.content for e in service.entries_in(VAULT_CATEGORY)] == ["Allergic to peanuts"]
+
+
+def test_a_hand_edit_past_the_caps_is_cut_in_the_session_start(core: CoreMemory, settings: Settings) -> None:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.core_file.write_text("## Active Context\n" + "- a pasted line about the project, at length\n" * 2000)
+    lines = core.context_lines()
+    assert estimate_tokens("\n".join(lines)) <= settings.core_total_tokens + 60
+    assert lines[-1].startswith("… (core memory is over its cap")
+    settings.core_file.write_text("## Critical Facts\n" + "prose, not a list line\n" * 2000)
+    (line,) = core.context_lines()
+    assert "and 1,995 more" in line and estimate_tokens(line) < 400
+
+
+def test_mirrors_leave_room_for_the_most_salient_on_a_first_turn(core: CoreMemory, service: MemoryService) -> None:
+    core.edit("replace_block", "critical facts", core.read().version, "\n".join(f"- fact {i}" for i in range(6)))
+    notes = [service.save(f"note {i}", importance=0.9) for i in range(3)]
+    block = Recall(service, core=core).build("hello", "s1", WorkingMemory(service.settings, "session/s1"))
+    assert block.first_turn_fallback and {m.id for m in block.memories} == {n.id for n in notes}
+
+
+def test_an_edit_keeps_other_lines_and_the_users_comments(core: CoreMemory, settings: Settings) -> None:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    original = (
+        "\ufeff## Identity\n- a\u2028b\x0cc\n<!-- TODO(me): ask about\n  her dog's name -->\n- Name: Alice\n"
+        "<!-- keep: hand notes below -->\n\n## Active Context\n- old\n"
+    )
+    settings.core_file.write_text(original, encoding="utf-8")
+    core.edit("append", "active context", core.read().version, "- new")
+    text = settings.core_file.read_text(encoding="utf-8")
+    assert text == original + "- new\n"  # BOM, U+2028 and form feed inside a line, all kept
+    view = core.edit("replace_block", "identity", core.read().version, "- Name: Bob")
+    text = settings.core_file.read_text(encoding="utf-8")
+    assert "her dog's name -->" in text and "<!-- keep: hand notes below -->" in text and "Alice" not in text
+    assert view.blocks[0].lines == ["- Name: Bob"]
