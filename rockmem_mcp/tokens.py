@@ -2,8 +2,9 @@
 
 Core-memory caps, the learnings and workspace budgets and the session-start bound are all counted by
 `estimate_tokens`. There is no model's tokenizer here (none ships without a download, and every model counts
-differently), so the estimate follows how byte-pair tokenizers such as OpenAI's cl100k and o200k split text,
-and errs high rather than low:
+differently), so the estimate follows how byte-pair tokenizers such as OpenAI's cl100k and o200k split text.
+On prose and markdown it errs high rather than low; strings a tokenizer has never seen (random letters, long
+all-caps identifiers) can cost more than it says:
 
 - a run of ASCII letters costs one token per 6 letters, rounded up ("memory" 1, "architecture" 2), with the
   space before it free (BPE merges a leading space into the word);
