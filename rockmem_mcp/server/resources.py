@@ -118,5 +118,6 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @server.resource("rockmem://workspace/{name}", mime_type="text/markdown", title="A workspace file")
     @reports_resource_errors
     def workspace_file(name: str, ctx: Context) -> str:
-        """A workspace file's text as it is in the data home, e.g. rockmem://workspace/SOUL.md."""
-        return services(ctx).workspace.read(name).text
+        """A workspace file's text as it is in the data home, e.g. rockmem://workspace/SOUL.md (terminal control
+        characters shown as \\u escapes, as in rockmem://core)."""
+        return visible(services(ctx).workspace.read(name).text)

@@ -45,7 +45,7 @@ from rockmem_mcp.storage.atomic import atomic_create
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.working_files import WorkingFiles
-from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES
+from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
 
@@ -158,10 +158,11 @@ class HomeStores:
 
     def _add_file(self, record: dict[str, Any]) -> None:
         name, text = record.get("name"), record.get("text")
-        if name not in self.home_files:
+        if not isinstance(name, str) or name not in self.home_files:
             raise ValueError(f"file {name!r} is not one rockmem keeps: {', '.join(self.home_files)}")
-        check_text(text, name, self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
-        self._files[name] = text
+        # The cap workspace files are read with, not a memory's: export carries them whole.
+        advice = "rockmem skips a larger workspace file; shorten the text in the backup line and import it again."
+        self._files[name] = check_text(text, f"file {name}", MAX_FILE_BYTES, "a workspace file's cap", advice)
 
     def _check_caps(self, record: BaseModel) -> None:
         """The caps the tools hold these records to (README "Limits"), so a restore cannot let in more."""

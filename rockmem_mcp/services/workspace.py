@@ -31,7 +31,23 @@ URI_PREFIX = "rockmem://workspace/"
 
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def without_comments(text: str) -> str:
+    """`text` without its HTML comments, `<!--` to the next `-->`; an unclosed `<!--` ends the text there.
+
+    A scan with str.find, linear in the text: the regex `<!--.*?-->` retried every unclosed `<!--` to the end,
+    so a 96 KB file of them took seconds."""
+    kept: list[str] = []
+    at = 0
+    while (start := text.find("<!--", at)) != -1:
+        kept.append(text[at:start])
+        end = text.find("-->", start + 4)
+        if end == -1:
+            return "".join(kept)
+        at = end + 3
+    kept.append(text[at:])
+    return "".join(kept)
 
 
 @dataclass(frozen=True)
@@ -226,7 +242,7 @@ class Workspace:
             return list(cached[1])
         bodies = []
         for file in present:
-            body = [line.rstrip() for line in _COMMENT.sub("", file.text).splitlines() if line.strip()]
+            body = [line.rstrip() for line in without_comments(file.text).splitlines() if line.strip()]
             if body:
                 bodies.append((file.name, body))
         # The least each file can take: whole, or its heading line and cut note. The first files whose least

@@ -1,6 +1,7 @@
 """The one atomic writer: temp file in the target folder, fsync, rename, fsync the folder.
 
-A reader sees the old file or the new one, never a torn write; after return the bytes survive a crash.
+A reader sees the old file or the new one, never a torn write; after return the bytes survive a crash. A rewrite
+keeps the file's permission bits (a private 0600 MEMORY.md stays private); a new file gets the default mode.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 TEMP_SUFFIX = ".tmp"
+_CAN_SET_MODE = hasattr(os, "fchmod")  # POSIX (and Windows from Python 3.13)
 
 
 def temp_path_for(path: str | Path) -> str:
@@ -33,10 +36,12 @@ def fsync_dir(directory: Path) -> None:
 Content = bytes | Callable[[BinaryIO], object]  # the bytes, or a function that writes them to a file
 
 
-def _write_temp(path: str | Path, content: Content, durable: bool) -> str:
+def _write_temp(path: str | Path, content: Content, durable: bool, mode: int | None = None) -> str:
     tmp = temp_path_for(path)
     try:
         with open(tmp, "xb") as f:
+            if mode is not None:  # before the bytes: a private file's text is never in a readable temp file
+                os.fchmod(f.fileno(), mode)
             if isinstance(content, bytes):
                 f.write(content)
             else:
@@ -54,7 +59,7 @@ def _write_temp(path: str | Path, content: Content, durable: bool) -> str:
 def atomic_write(path: Path, content: Content, *, durable: bool = True) -> None:
     """Replace `path` atomically; durable=False skips the fsyncs (for derived data only)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(path, content, durable)
+    tmp = _write_temp(path, content, durable, _kept_mode(path))
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -63,6 +68,17 @@ def atomic_write(path: Path, content: Content, *, durable: bool = True) -> None:
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _kept_mode(path: Path) -> int | None:
+    """The permission bits of the regular file at `path`, which its replacement keeps; None if there is none."""
+    if not _CAN_SET_MODE:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:  # nothing there (a new file), or unreadable: the temp file's default mode
+        return None
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
 
 
 def atomic_create(path: Path, content: bytes) -> bool:

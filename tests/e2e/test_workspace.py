@@ -70,6 +70,11 @@ async def test_files_in_the_home_are_resources_and_workspace_hits_of_search_memo
         found = await call(client, "search_memory", query="cello")
         assert [(h["file"], h["heading"]) for h in found["workspace"]] == [("USER.md", "Music")]
 
+        # Control codes in a file (here: set the terminal's title, then the bidi override) come out escaped.
+        (home / "HEARTBEAT.md").write_text("Check\x1b]0;pwned\x07 the backups\u202e.\n\tDaily.\n")
+        shown = await read(client, "rockmem://workspace/HEARTBEAT.md")
+        assert shown == "Check\\u001b]0;pwned\\u0007 the backups\\u202e.\n\tDaily.\n"
+
         refused = await client.call_tool("write_workspace_file", {"name": "SOUL.md", "content": "x"})
         assert refused.is_error and refused.content[0].text == "Unknown tool: write_workspace_file"
     assert (home / "SOUL.md").read_text() == SOUL

@@ -284,3 +284,37 @@ def test_a_backup_carries_core_memory_and_a_restore_never_overwrites_one(
 
     refused = restore(fresh, services, [{"store": "file", "name": "../escape.md", "text": "x"}])
     assert "is not one rockmem keeps" in refused.errors[0].error and not (tmp_path / "escape.md").exists()
+
+
+def test_a_backup_restores_a_workspace_file_larger_than_a_memory_and_refuses_a_bad_file_record(
+    settings: Settings, services: Services, tmp_path: Path
+) -> None:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import HomeStores
+    from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    user = "Likes tea — and long notes.\n" * 5_000  # 150 KB: over a memory's 100,000 bytes
+    assert len(user.encode()) == 150_000
+    (settings.home / "USER.md").write_text(user, encoding="utf-8")
+    graph = GraphService(settings)
+    try:
+        lines = [json.loads(line) for line in HomeStores(settings, graph).export_lines()]
+    finally:
+        graph.close()
+
+    bad = [
+        {"store": "file", "name": ["MEMORY.md"], "text": "x"},
+        {"store": "file", "name": "SOUL.md", "text": ["x"]},
+        {"store": "file", "name": "AGENTS.md", "text": "a" * (MAX_FILE_BYTES + 1)},
+    ]
+    fresh = Settings(home=tmp_path / "fresh")
+    report = restore(fresh, services, [*bad, *lines])
+    assert (fresh.home / "USER.md").read_bytes() == user.encode("utf-8")
+    assert report.other_stores["files"] == 1
+    assert [e.line for e in report.errors] == [1, 2, 3]
+    assert "file ['MEMORY.md'] is not one rockmem keeps" in report.errors[0].error
+    assert "file SOUL.md must be text, got list" in report.errors[1].error
+    assert f"the limit is {MAX_FILE_BYTES}" in report.errors[2].error
+    assert "shorten the text in the backup line" in report.errors[2].error
+    assert not (fresh.home / "SOUL.md").exists() and not (fresh.home / "AGENTS.md").exists()

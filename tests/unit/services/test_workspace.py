@@ -4,13 +4,14 @@ their token budget, and writes limited to the four files."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, LinkRefusedError, NotFoundError
-from rockmem_mcp.services.workspace import MAX_SECTION_CHARS, Workspace, sections
+from rockmem_mcp.services.workspace import MAX_SECTION_CHARS, Workspace, sections, without_comments
 from rockmem_mcp.tokens import estimate_tokens
 
 SOUL = """\
@@ -245,3 +246,29 @@ def test_a_write_over_the_content_cap_is_refused(home: Path) -> None:
     with pytest.raises(InvalidInputError, match="ROCKMEM_MAX_CONTENT_BYTES"):
         workspace(home, max_content_bytes=100).write("AGENTS.md", "x" * 101)
     assert not (home / "AGENTS.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("Likes tea.<!-- private -->\nHikes.", "Likes tea.\nHikes."),
+        ("a<!-- one -->b<!-- two\nlines -->c", "abc"),
+        ("<!-->still a comment-->shown", "shown"),
+        ("shown<!-- never closed\nhidden", "shown"),
+        ("no comments --> here", "no comments --> here"),
+    ],
+)
+def test_without_comments_drops_each_comment_and_an_unclosed_one_ends_the_text(text: str, kept: str) -> None:
+    assert without_comments(text) == kept
+
+
+def test_a_file_of_unclosed_comment_openers_is_read_in_linear_time(home: Path) -> None:
+    # "<!--" * 24,000 (96 KB) took about 15 s with the regex `<!--.*?-->`; the scan is instant. A thread with a
+    # generous join bound keeps a regression from hanging the suite.
+    (home / "SOUL.md").write_text("Be brief.\n" + "<!--" * 24_000)
+    (home / "USER.md").write_text("Likes tea.\n")
+    found: list[list[str]] = []
+    reader = threading.Thread(target=lambda: found.append(workspace(home).session_lines()), daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert found == [["From SOUL.md:", "Be brief.", "From USER.md:", "Likes tea."]]

@@ -135,3 +135,20 @@ def test_remove_durably(tmp_path: Path) -> None:
     assert remove_durably(target) is True
     assert not target.exists()
     assert remove_durably(target) is False
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_a_rewrite_keeps_the_files_permission_bits(tmp_path: Path, mode: int) -> None:
+    target = tmp_path / "MEMORY.md"
+    target.write_bytes(b"private")
+    target.chmod(mode)
+    atomic_write(target, b"still private")
+    assert target.read_bytes() == b"still private"
+    assert target.stat().st_mode & 0o7777 == mode
+
+
+def test_a_new_file_gets_the_default_mode(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")  # what open() gives under this process's umask
+    atomic_write(tmp_path / "new.json", b"{}")
+    assert (tmp_path / "new.json").stat().st_mode & 0o7777 == plain.stat().st_mode & 0o7777
