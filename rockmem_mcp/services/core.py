@@ -16,6 +16,8 @@ read. Recall leaves out memories core already quotes (a mirror, a memory whose t
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import re
 import threading
@@ -89,9 +91,21 @@ class _Parsed:
     crlf: bool = False
     bom: bool = False
     measured: _Measured | None = None
-    quoted_ids: frozenset[str] = frozenset()
-    quoted_texts: frozenset[str] = frozenset()
     data: bytes = b""  # the bytes parsed (identity tells the file is unchanged)
+
+    # What core quotes, worked out on first use (by recall), not by every edit.
+    @functools.cached_property
+    def _lines(self) -> list[str]:
+        measured = self.measured
+        return [line for name in BLOCKS for line in measured.content[name]] if measured is not None else []
+
+    @functools.cached_property
+    def quoted_ids(self) -> frozenset[str]:
+        return frozenset(m for line in self._lines for m in QUOTED_ID.findall(line))
+
+    @functools.cached_property
+    def quoted_texts(self) -> frozenset[str]:
+        return frozenset(_key(list_item(line) if is_list_line(line) else line) for line in self._lines)
 
 
 class CoreMemory:
@@ -118,7 +132,10 @@ class CoreMemory:
         except OSError as exc:  # a link, folder or FIFO named MEMORY.md: reported like a malformed file
             return _Parsed("", None, CoreUnreadableError(exc))
         known = self._parsed
-        if known is not None and (known.data is data or known.version == version_of(data)):
+        if known is not None and known.data is data:
+            return known
+        if known is not None and known.version == version_of(data):  # the same bytes, read again
+            self._parsed = known = dataclasses.replace(known, data=data)  # so the next read need not hash
             return known
         parsed = _parse_bytes(data)
         self._parsed = parsed
@@ -249,10 +266,12 @@ class CoreMemory:
             out = doc.render()
             data = (("\ufeff" if known.bom else "") + (out.replace("\n", "\r\n") if known.crlf else out)).encode()
             self.file.write(data)
-            fresh = _described(version_of(data), doc, known.crlf, measured, data, known.bom)
+            fresh = _Parsed(version_of(data), doc, None, known.crlf, known.bom, measured, data)
             self._parsed = fresh
             if name == LIST_BLOCK:
                 self._sync_vault(fresh)
+            elif self._synced_version == current:  # Critical Facts unchanged: the mirrors still follow the file
+                self._synced_version = fresh.version
         view = self._view(fresh.version, measured, name)
         view.changed = changed
         return view
@@ -375,16 +394,7 @@ def _parse_bytes(data: bytes) -> _Parsed:
         doc = parse(text)
     except CoreFormatError as error:
         return _Parsed(version, None, error, data=data)
-    return _described(version, doc, "\r\n" in text, _Measured.of(doc), data, bom)
-
-
-def _described(
-    version: str, doc: CoreDocument, crlf: bool, measured: _Measured, data: bytes, bom: bool = False
-) -> _Parsed:
-    lines = [line for name in BLOCKS for line in measured.content[name]]
-    ids = frozenset(m for line in lines for m in QUOTED_ID.findall(line))
-    texts = frozenset(_key(list_item(line) if is_list_line(line) else line) for line in lines)
-    return _Parsed(version, doc, None, crlf, bom, measured, ids, texts, data)
+    return _Parsed(version, doc, None, "\r\n" in text, bom, _Measured.of(doc), data)
 
 
 def _block_argument(block: str) -> str:
