@@ -111,6 +111,11 @@ class BM25Index:
         self._len_sum = {ACTIVE: 0, ARCHIVED: 0}
         # length_norm for every slot, reused until a write changes avgdl or adds a slot
         self._length_norm: tuple[tuple[int, float], np.ndarray] | None = None
+        self.changes = 0  # bumped by every write: what was scored before it is stale
+        # The last unfiltered scores, by (tokens, include_archived, changes): filters narrow results without
+        # changing scores, so a second search of the same words with a filter (a session's first recall asks
+        # for the message's matches, then for its anti-patterns) is the same array masked.
+        self._last_scores: tuple[tuple[tuple[str, ...], bool, int], np.ndarray] | None = None
 
     # ------------------------------------------------------------------ writes
     def __len__(self) -> int:
@@ -132,6 +137,7 @@ class BM25Index:
 
         Vectorised over the batch, so an import pays one numpy pass per batch, not per document.
         """
+        self.changes += 1
         docs = last_versions(docs, key=lambda doc: doc[0])
         for key, _, _ in docs:
             self.remove(key)
@@ -195,6 +201,7 @@ class BM25Index:
         slot = self.slot_of.pop(key, None)
         if slot is None:
             return False
+        self.changes += 1
         state = int(self.state.view[slot])
         self._count[state] -= 1
         self._len_sum[state] -= int(self.doc_len.view[slot])
@@ -207,6 +214,7 @@ class BM25Index:
         old = int(self.state.view[slot])
         new = ARCHIVED if archived else ACTIVE
         if old != new:
+            self.changes += 1
             length = int(self.doc_len.view[slot])
             self._count[old] -= 1
             self._len_sum[old] -= length
@@ -289,6 +297,16 @@ class BM25Index:
         self, tokens: Sequence[str], allowed: np.ndarray | None = None, include_archived: bool = False
     ) -> np.ndarray:
         """The BM25 score of every slot (0: no match, or not allowed), for fusion with other signals."""
+        key = (tuple(tokens), include_archived, self.changes)
+        last = self._last_scores
+        if last is not None and last[0] == key:
+            return last[1].copy() if allowed is None else np.where(allowed, last[1], 0.0)
+        scores = self._scores(tokens, allowed, include_archived)
+        if allowed is None:
+            self._last_scores = (key, scores.copy())
+        return scores
+
+    def _scores(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:
         state = self.state.view
         counted = state != DEAD if include_archived else state == ACTIVE
         n_docs = self._count[ACTIVE] + (self._count[ARCHIVED] if include_archived else 0)

@@ -83,14 +83,15 @@ class Recall:
         # RockBot's order: the top 8, then what the session already has is left out (an identical second
         # message injects nothing new; search_memory reaches further).
         # A blank message matches nothing (search would otherwise list the newest entries as if relevant).
-        # What core quotes is already in context (this turn or since the session's first): left out, with as
-        # many more asked for (at most 8 more a turn) so it leaves no hole in the top 8.
+        # What core quotes is already in context (this turn or since the session's first): left out, and when
+        # that leaves a hole in the top 8, up to 8 more are asked for (only then: most turns quote nothing).
         core = self.core
         extra = core.quoted_count() if core is not None else 0
-        hits = (
-            self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results if message.strip() else []
-        )
-        hits = self._unquoted(hits)[:TOP_MATCHES]
+        hits = self.memory.search(message, limit=TOP_MATCHES).results if message.strip() else []
+        kept = self._unquoted(hits)
+        if len(kept) < len(hits) == TOP_MATCHES:
+            kept = self._unquoted(self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results)
+        hits = kept[:TOP_MATCHES]
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.open(session_id, set) if delta else set()

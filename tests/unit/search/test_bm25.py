@@ -349,3 +349,35 @@ def test_a_snapshot_of_fewer_pairs_than_make_one_hot_is_written(tmp_path) -> Non
         keys = np.arange(count, dtype=np.int64)
         hot, slots, tf = _hot_pairs(keys, np.ones(count, dtype=np.int32), np.ones(count, dtype=np.int32))
         assert len(hot) == 0 and len(slots) == len(tf) == 0  # every key distinct: none hot
+
+
+def test_a_filtered_search_after_an_unfiltered_one_reuses_its_scores_and_a_write_voids_them() -> None:
+    """The last unfiltered score array serves a filtered search of the same words (filters change results,
+    not scores); any write (add, replace, remove, archive) makes it stale."""
+    rng = random.Random(4)
+    words = "deploy staging review ticket friday vault key tea cat".split()
+    index = BM25Index()
+    for i in range(300):
+        index.add(f"d{i}", [rng.choice(words) for _ in range(rng.randint(1, 8))], archived=i % 17 == 0)
+    for step in range(200):
+        tokens = rng.sample(words, rng.randint(1, 3))
+        allowed = np.array([rng.random() < 0.3 for _ in range(index.slot_count)])
+        unfiltered = index.scores(tokens)
+        index._last_scores = None
+        assert np.array_equal(unfiltered, index.scores(tokens))
+        cached = index.scores(tokens, allowed)  # from the unfiltered array just stored
+        index._last_scores = None
+        assert np.array_equal(cached, index.scores(tokens, allowed))
+        action = step % 4
+        key = f"d{rng.randrange(300)}"
+        if action == 0:
+            index.add(key, [rng.choice(words) for _ in range(3)])
+        elif action == 1 and key in index:
+            index.set_archived(key, not bool(rng.random() < 0.5))
+        elif action == 2:
+            index.remove(key)
+        index.scores(tokens)  # stored...
+        index.add(f"n{step}", tokens)  # ...and made stale by this write, which matches the words
+        fresh = index.scores(tokens)
+        index._last_scores = None
+        assert np.array_equal(fresh, index.scores(tokens))

@@ -311,3 +311,10 @@ def test_an_edit_keeps_other_lines_and_the_users_comments(core: CoreMemory, sett
     text = settings.core_file.read_text(encoding="utf-8")
     assert "her dog's name -->" in text and "<!-- keep: hand notes below -->" in text and "Alice" not in text
     assert view.blocks[0].lines == ["- Name: Bob"]
+
+
+def test_a_quoted_memory_leaves_no_hole_in_the_top_eight(core: CoreMemory, service: MemoryService) -> None:
+    notes = [service.save(f"deploy note number {i}") for i in range(9)]
+    core.edit("append", "active context", core.read().version, f"- see [{notes[-1].id}]")  # quotes the newest
+    block = Recall(service, core=core).build("deploy note", "s1", WorkingMemory(service.settings, "session/s1"))
+    assert len(block.memories) == 8 and notes[-1].id not in {m.id for m in block.memories}
