@@ -137,7 +137,8 @@ class BM25Index:
 
         Vectorised over the batch, so an import pays one numpy pass per batch, not per document.
         """
-        self.changes += 1
+        if docs:
+            self.changes += 1
         docs = last_versions(docs, key=lambda doc: doc[0])
         for key, _, _ in docs:
             self.remove(key)
