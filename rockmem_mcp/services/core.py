@@ -257,7 +257,7 @@ class CoreMemory:
             before = self._view(current, known.measured)
             target = doc.block(name)
             if target is None:  # a block the file lacks is added in the seed's order
-                target = Block(name, f"## {name}")
+                target = Block(name, f"## {name}", [""])  # a blank line before the next block's heading
                 doc.blocks.append(target)
                 doc.blocks.sort(key=lambda b: BLOCKS.index(b.name))
             changed = _apply(target, action, new_lines, line)

@@ -163,6 +163,15 @@ def test_critical_facts_are_pinned_in_the_vault_and_follow_the_block(
     assert any(h.entry.content == "Never deploy on Fridays" and h.entry.archived_at for h in archived)
 
 
+def test_a_block_the_file_lacks_is_added_in_the_seeds_order(core: CoreMemory, settings: Settings) -> None:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.core_file.write_text("## Identity\n- Name: Alice\n\n## Critical Facts\n- Peanuts\n")
+    core.edit("append", "persona", core.read().version, "Wants options before decisions")
+    assert settings.core_file.read_text() == (
+        "## Identity\n- Name: Alice\n\n## Persona\nWants options before decisions\n\n## Critical Facts\n- Peanuts\n"
+    )
+
+
 def test_a_crlf_file_keeps_its_line_endings(core: CoreMemory, settings: Settings) -> None:
     settings.home.mkdir(parents=True, exist_ok=True)
     settings.core_file.write_bytes(b"## Identity\r\n- Name: Alice\r\n")
