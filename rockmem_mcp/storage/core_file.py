@@ -17,18 +17,13 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes_and_stat
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process coordination
-    fcntl = None  # type: ignore[assignment]
+from rockmem_mcp.storage.file_lock import held
+from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
 BLOCKS = ("Identity", "Active Context", "Persona", "Critical Facts")
 LIST_BLOCK = "Critical Facts"
@@ -238,17 +233,9 @@ class CoreFile:
         self._cached = (_identity(info), data)  # the identity of the file these bytes came from
         return data
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """Hold the core lock (other processes' changes wait)."""
-        make_folders(self._lock_path.parent)
-        fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+        return held(self._lock_path)
 
     def write(self, data: bytes) -> None:
         """Replace the file atomically and durably (call under `locked`). The next read reads it again: a hand

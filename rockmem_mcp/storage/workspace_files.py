@@ -12,24 +12,19 @@ with the version they read cannot both win: the second is told the file changed 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rockmem_mcp.errors import ChangedSinceReadError, RefusedFileError
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes, writing
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process coordination
-    fcntl = None  # type: ignore[assignment]
+from rockmem_mcp.storage.file_lock import held
+from rockmem_mcp.storage.no_follow import read_bytes, writing
 
 log = logging.getLogger(__name__)
 
@@ -118,22 +113,11 @@ class WorkspaceFiles:
         data = read_bytes(path)  # a link or special file is refused here, never followed or waited on
         return WorkspaceFile(name, decode(data, path), version_of(data), len(data), identity)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        make_folders(self.lock_file.parent)
-        fd = open_fd(self.lock_file, os.O_RDWR | os.O_CREAT)
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
-
     def write(self, name: str, data: bytes, version: str | None = None) -> WorkspaceFile:
         """Replace the file with `data` atomically and durably; with `version`, only if the file is still that
         version (ChangedSinceReadError otherwise: absent, unreadable or different)."""
         path = self.paths[name]
-        with self._locked():
+        with held(self.lock_file):
             if version is not None:
                 try:
                     current = version_of(read_bytes(path))  # fresh, not cached: under the lock, the truth

@@ -1,0 +1,33 @@
+"""The one cross-process lock of a file store: an exclusive `flock` on a lock file beside it.
+
+The lock belongs to the open file, so closing the descriptor releases it, also when the holder dies. The lock
+file is opened like every file in the home (no link followed, no FIFO waited on); a read-only home raises
+ReadOnlyHomeError when the folder or file cannot be made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from rockmem_mcp.storage.no_follow import make_folders, open_fd
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process coordination
+    fcntl = None  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def held(lock_file: Path) -> Iterator[None]:
+    """Hold `lock_file` exclusively for the body (other processes' holders wait)."""
+    make_folders(lock_file.parent)
+    fd = open_fd(lock_file, os.O_RDWR | os.O_CREAT)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
