@@ -168,6 +168,11 @@ class Settings(BaseModel):
         return self.home / "feedback"
 
     @property
+    def episodes_dir(self) -> Path:
+        """The episodic store: one append-only log per UTC day."""
+        return self.home / "episodes"
+
+    @property
     def dream_reports_dir(self) -> Path:
         return self.home / "dream-reports"
 
@@ -204,6 +209,7 @@ class Settings(BaseModel):
             self.graph_dir / "entities",
             self.graph_dir / "triples",
             self.feedback_dir,
+            self.episodes_dir,
             self.dream_reports_dir,
             self.prompts_dir,
             self.meta_dir,

@@ -794,3 +794,21 @@ class CoreMemoryView(BaseModel):
     over_cap: list[str] = Field(default_factory=list, description="Blocks (or the whole) over their cap")
     text: str = Field("", description="The blocks with numbered lines, as a model reads them")
     changed: str | None = Field(None, description="What the edit did")
+
+
+EpisodeType = Literal["decision", "fact", "preference", "task", "event", "emotion", "correction"]
+Confidence = Literal["high", "medium", "low"]
+EpisodeSource = Literal["conversation", "reflection", "user-explicit"]
+
+
+class Episode(BaseModel):
+    """One event of the episodic store (seed 004 §5): appended to its day's log, never edited."""
+
+    id: str
+    at: datetime = Field(description="When it happened (UTC)")
+    type: EpisodeType = "event"
+    confidence: Confidence = "medium"
+    tags: list[str] = Field(default_factory=list)
+    source: EpisodeSource = "conversation"
+    content: str
+    memory_id: str | None = Field(None, description="The memory this episode logged, when save_memory wrote it")

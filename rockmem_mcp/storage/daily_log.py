@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -132,6 +133,40 @@ class DailyLog(Generic[Record]):
                 atomic_write(path, keep)  # appenders waiting for the lock find the new file and re-open it
             else:
                 remove_durably(path)
+        finally:
+            os.close(fd)
+
+    def remove_where(self, day: date, drop: Callable[[Record], bool]) -> int:
+        """Rewrite `day`'s log without the records `drop` picks, atomically and under the lock appenders take
+        (an append waiting meanwhile lands in the new file); returns how many went. Lines that do not parse
+        are kept as they are: they are not this call's to judge."""
+        path = self.path(day)
+        try:
+            fd = open_fd(path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _still_at(fd, path):
+                    return self.remove_where(day, drop)  # consumed or rewritten while we waited: the new file
+            data = os.pread(fd, os.fstat(fd).st_size, 0)
+            kept, dropped = [], 0
+            for line in data.splitlines(keepends=True):
+                try:
+                    if line.strip() and drop(self.model.model_validate_json(line)):
+                        dropped += 1
+                        continue
+                except (ValidationError, ValueError):
+                    pass
+                kept.append(line if line.endswith(b"\n") else line + b"\n")
+            if dropped:
+                rest = b"".join(kept)
+                if rest.strip():
+                    atomic_write(path, rest)
+                else:
+                    remove_durably(path)
+            return dropped
         finally:
             os.close(fd)
 
