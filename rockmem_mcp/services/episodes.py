@@ -10,7 +10,7 @@ without it. Time queries ("on", "between", "last week") read only the days in ra
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import get_args
 
 from rockmem_mcp.config import Settings
@@ -108,12 +108,17 @@ class Episodes:
         forge a heading."""
         lines = [f"# {day.isoformat()} — Episode Log", ""]
         for episode in self.on(day):
-            at = episode.at.astimezone(UTC)
+            at = episode.at  # UTC, as stored (strftime would cost a third of a 10,000-episode day)
+            tags = ", ".join(episode.tags)
             lines.append(
-                f"## {at:%H:%M} | {episode.type} | confidence:{episode.confidence} | tags:[{', '.join(episode.tags)}]"
+                f"## {at.hour:02d}:{at.minute:02d} | {episode.type} | confidence:{episode.confidence} | tags:[{tags}]"
             )
-            lines += [f"\\{line}" if line.lstrip().startswith("#") else line for line in episode.content.splitlines()]
-            lines.append("")
+            content = episode.content
+            if "#" in content:
+                content = "\n".join(
+                    f"\\{line}" if line.lstrip().startswith("#") else line for line in content.split("\n")
+                )
+            lines += (content, "")
         return "\n".join(lines)
 
 
