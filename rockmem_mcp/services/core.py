@@ -44,8 +44,8 @@ from rockmem_mcp.storage.core_file import (
     list_item,
     parse,
     split_lines,
-    version_of,
 )
+from rockmem_mcp.storage.edited_files import version_of
 from rockmem_mcp.text import fold
 from rockmem_mcp.tokens import estimate_tokens
 

@@ -14,7 +14,6 @@ the file changed since.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.file_lock import held
+from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
 BLOCKS = ("Identity", "Active Context", "Persona", "Critical Facts")
@@ -72,11 +71,6 @@ class CoreUnreadableError(CoreFormatError):
         self.cause = cause
         self.problems = [str(cause)]
         RockmemError.__init__(self, f"MEMORY.md cannot be read and was left as it is: {cause}")
-
-
-def version_of(data: bytes) -> str:
-    """A file's version: the first 12 hex digits of its SHA-256 (a missing file is the empty one)."""
-    return hashlib.sha256(data).hexdigest()[:12]
 
 
 def is_layout(line: str) -> bool:

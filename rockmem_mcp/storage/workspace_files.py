@@ -13,7 +13,6 @@ with the version they read cannot both win: the second is told the file changed 
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import threading
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from rockmem_mcp.errors import ChangedSinceReadError, RefusedFileError
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.file_lock import held
+from rockmem_mcp.storage.edited_files import held, version_of
 from rockmem_mcp.storage.no_follow import read_bytes, writing
 
 log = logging.getLogger(__name__)
@@ -31,7 +30,6 @@ log = logging.getLogger(__name__)
 # The files a user places in the home, in the order a session start loads them.
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "HEARTBEAT.md")
 MAX_FILE_BYTES = 1_000_000  # a larger file is skipped with a warning: these are meant to be read every session
-VERSION_CHARS = 12  # hex digits of the sha256 of the bytes that name a version
 
 Identity = tuple[int, int, int]  # (inode, mtime_ns, size)
 
@@ -56,11 +54,6 @@ class WorkspaceFile:
     version: str
     size: int  # bytes on disk
     identity: Identity
-
-
-def version_of(data: bytes) -> str:
-    """A file's version: the first hex digits of the sha256 of its bytes."""
-    return hashlib.sha256(data).hexdigest()[:VERSION_CHARS]
 
 
 class WorkspaceFiles:

@@ -16,7 +16,8 @@ from rockmem_mcp.services.doctor import Doctor
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.working import WorkingMemory
-from rockmem_mcp.storage.core_file import CoreFormatError, parse, version_of
+from rockmem_mcp.storage.core_file import CoreFormatError, parse
+from rockmem_mcp.storage.edited_files import version_of
 from rockmem_mcp.tokens import estimate_tokens
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.errors import LinkRefusedError
-from rockmem_mcp.storage.core_file import TEMPLATE, CoreFile, CoreFormatError, parse, version_of
+from rockmem_mcp.storage.core_file import TEMPLATE, CoreFile, CoreFormatError, parse
+from rockmem_mcp.storage.edited_files import version_of
 
 SEED_STYLE = """\
 # MEMORY.md — Core Memory

@@ -13,7 +13,8 @@ import pytest
 
 from rockmem_mcp.errors import ChangedSinceReadError, LinkRefusedError, SpecialFileError
 from rockmem_mcp.storage import workspace_files
-from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES, TooLargeFileError, WorkspaceFiles, version_of
+from rockmem_mcp.storage.edited_files import version_of
+from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES, TooLargeFileError, WorkspaceFiles
 
 
 @pytest.fixture

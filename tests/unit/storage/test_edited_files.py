@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.errors import LinkRefusedError
-from rockmem_mcp.storage.file_lock import held
+from rockmem_mcp.storage.edited_files import held
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path: Path) -> None:
