@@ -6,7 +6,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -799,6 +799,9 @@ class CoreMemoryView(BaseModel):
 EpisodeType = Literal["decision", "fact", "preference", "task", "event", "emotion", "correction"]
 Confidence = Literal["high", "medium", "low"]
 EpisodeSource = Literal["conversation", "reflection", "user-explicit"]
+EPISODE_TYPES: tuple[str, ...] = get_args(EpisodeType)
+CONFIDENCES: tuple[str, ...] = get_args(Confidence)
+EPISODE_SOURCES: tuple[str, ...] = get_args(EpisodeSource)
 
 
 class Episode(BaseModel):
@@ -812,3 +815,18 @@ class Episode(BaseModel):
     source: EpisodeSource = "conversation"
     content: str
     memory_id: str | None = Field(None, description="The memory this episode logged, when save_memory wrote it")
+
+
+class EpisodeHit(BaseModel):
+    """An episode a search found, with the day's resource it is in."""
+
+    store: Literal["episodes"] = "episodes"
+    episode: Episode
+    score: float | None = Field(description="Relevance (BM25 × salience's factor); null when listing by time")
+    salience: float | None = Field(None, description="0 to 1: how alive the episode is (confidence, age, use)")
+    resource: str = Field(description="The day's episode log, e.g. rockmem://episodes/2026-11-25")
+
+
+class EpisodeSearch(BaseModel):
+    hits: list[EpisodeHit]
+    total_matches: int

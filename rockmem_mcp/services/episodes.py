@@ -11,34 +11,56 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
-from typing import get_args
+
+import numpy as np
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import (
-    Confidence,
+    CONFIDENCES,
+    EPISODE_SOURCES,
+    EPISODE_TYPES,
     Episode,
-    EpisodeSource,
-    EpisodeType,
+    EpisodeHit,
+    EpisodeSearch,
     as_utc,
     check_text,
     new_entry_id,
     normalize_tags,
+    tag_key,
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.search.episode_index import EpisodeIndex, touch_directory
+from rockmem_mcp.search.salience import (
+    BASE_AGENT,
+    BASE_DERIVED,
+    BASE_EXPLICIT,
+    RANKING_FLOOR,
+    TYPE_WEIGHTS,
+    ranking_factor,
+    salience,
+)
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.reinforcement import Reinforcer
+from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
 
-EPISODE_TYPES: tuple[str, ...] = get_args(EpisodeType)
-CONFIDENCES: tuple[str, ...] = get_args(Confidence)
-SOURCES: tuple[str, ...] = get_args(EpisodeSource)
+# Salience's base per confidence (seed 004 §9: what the user stated counts most, what was inferred least).
+CONFIDENCE_BASE = np.array([BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED])  # high, medium, low
+EPISODE = "episode"  # the access log's kind
+REFINED = 3  # a search weighs this many × limit candidates with every process's uses, not only this one's
 
 
 class Episodes:
-    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self, settings: Settings, clock: Callable[[], datetime] = utc_now, reinforcer: Reinforcer | None = None
+    ) -> None:
+        """`reinforcer`: the memory store's (one per process), so episodes' uses reach the access log."""
         self.settings = settings
         self.log = DailyLog(settings.episodes_dir, Episode)
+        self.index = EpisodeIndex(self.log)
+        self.reinforcer = reinforcer
         self._clock = clock
 
     def record(
@@ -54,13 +76,14 @@ class Episodes:
         """Append an episode to its day's log, durably; `at` defaults to now."""
         _one_of(type, EPISODE_TYPES, "type")
         _one_of(confidence, CONFIDENCES, "confidence")
-        _one_of(source, SOURCES, "source")
+        _one_of(source, EPISODE_SOURCES, "source")
         check_text(content, "content", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Summarise it.")
         if not content.strip():
             raise InvalidInputError("content is empty: say what happened")
+        now = self._clock()
         episode = Episode(
             id=new_entry_id(),
-            at=as_utc(at) if at is not None else self._clock(),
+            at=as_utc(at) if at is not None else now,
             type=type,  # type: ignore[arg-type]
             confidence=confidence,  # type: ignore[arg-type]
             tags=normalize_tags(tags, self.settings.max_tags),
@@ -68,8 +91,126 @@ class Episodes:
             content=content,
             memory_id=validate_entry_id(memory_id) if memory_id else None,
         )
-        self.log.append(episode, episode.at.date())
+        day = episode.at.date()
+        self.log.append(episode, day)
+        if day < now.date() - timedelta(days=1):  # its listing did not change: tell followers
+            touch_directory(self.settings.episodes_dir)
         return episode
+
+    def search(
+        self,
+        query: str | None = None,
+        limit: int = 10,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: list[str] | None = None,
+        tags: list[str] | None = None,
+        reinforce: bool = False,
+    ) -> EpisodeSearch:
+        """Episodes matching `query` best first (BM25 × salience's ranking factor: an old, unused, low-confidence
+        episode ranks lower, never out), or without a query every episode in the period in the order they
+        happened (the first `limit`). `since` inclusive, `until` exclusive; `types`: any of them; `tags`: all."""
+        for kind in types or ():
+            _one_of(kind, EPISODE_TYPES, "type")
+        wanted_tags = {tag_key(t) for t in normalize_tags(tags, self.settings.max_tags)} if tags else set()
+        index = self.index
+        with index.lock:
+            index.sync()
+            allowed = index.live()
+            at = index.at.view
+            if since is not None:
+                allowed &= at >= as_utc(since).timestamp()
+            if until is not None:
+                allowed &= at < as_utc(until).timestamp()
+            if types:
+                allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
+            words = tokenize(query) if query else []
+            if query and query.strip():
+                hits = index.search(words, allowed, max(limit, 1) * REFINED + (50 if wanted_tags else 0), self._factor)
+                slots, scores, total = list(hits.slots), list(hits.scores), hits.total
+            else:
+                listed = np.flatnonzero(allowed)
+                order = np.argsort(at[listed], kind="stable")
+                slots, scores, total = list(listed[order]), [], len(listed)
+            found = self._read(slots, scores, wanted_tags, limit, ranked=bool(scores))
+            if wanted_tags:
+                total = len(found) if len(found) < limit else total
+            if reinforce and found:
+                self._use([hit.episode for hit in found])
+        return EpisodeSearch(hits=found, total_matches=total)
+
+    def _read(
+        self, slots: list[int], scores: list[float], wanted_tags: set[str], limit: int, ranked: bool
+    ) -> list[EpisodeHit]:
+        hits: list[EpisodeHit] = []
+        now = self._clock().timestamp()
+        for i, slot in enumerate(slots):
+            if not ranked and len(hits) >= limit:
+                break
+            episode = self.index.read(int(slot))
+            if episode is None or (wanted_tags and not wanted_tags <= {tag_key(t) for t in episode.tags}):
+                continue
+            value = self._salience(episode, int(slot), now)
+            score = float(scores[i]) if ranked else None
+            if score is not None and self.settings.salience:  # weighed again with every process's uses
+                score = score / float(self._factor(np.array([slot]))[0]) * _factor_of(value)
+            hits.append(EpisodeHit(episode=episode, score=score, salience=round(value, 4), resource=resource(episode)))
+        if ranked:
+            hits.sort(key=lambda hit: -(hit.score or 0.0))
+        return hits[:limit]
+
+    # ------------------------------------------------------------------ salience
+    def _factor(self, slots: np.ndarray) -> np.ndarray:
+        """Salience's ranking factor for these slots, from this process's view of their uses."""
+        index = self.index
+        base = CONFIDENCE_BASE[index.confidence_code.view[slots]]
+        values = salience(
+            base,
+            index.last_use.view[slots],
+            index.uses.view[slots],
+            np.zeros(len(slots), dtype=bool),
+            self._clock().timestamp(),
+            self.settings.salience_lambda,
+            TYPE_WEIGHTS["episodic"],
+        )
+        return ranking_factor(values, RANKING_FLOOR) if self.settings.salience else np.ones(len(slots))
+
+    def _access(self, episode: Episode, slot: int) -> Access:
+        index = self.index
+        known = Access(int(index.uses.view[slot]), float(index.last_use.view[slot]))
+        table = self.reinforcer.accesses(EPISODE) if self.reinforcer is not None else {}
+        return known.merged(table.get(episode.id))
+
+    def _salience(self, episode: Episode, slot: int, now: float) -> float:
+        access = self._access(episode, slot)
+        base = CONFIDENCE_BASE[CONFIDENCES.index(episode.confidence)]
+        days = max(now - access.last, 0.0) / 86_400.0
+        weight = TYPE_WEIGHTS["episodic"]
+        return min(
+            1.0, base * float(np.exp(-self.settings.salience_lambda * days)) * np.log2(access.count + 1) * weight
+        )
+
+    def _use(self, episodes: list[Episode]) -> None:
+        """A use of these episodes (caller holds the index lock): counted now, logged in the background."""
+        if self.reinforcer is None:
+            return
+        current = {}
+        for episode in episodes:
+            slot = self.index.slot(episode.id)
+            if slot is not None:
+                current[episode.id] = self._access(episode, slot)
+        for episode_id, access in self.reinforcer.use(EPISODE, current).items():
+            slot = self.index.slot(episode_id)
+            if slot is not None:
+                self.index.set_use(slot, access.count, access.last)
+
+    def reinforce(self, episode_ids: list[str]) -> None:
+        """Count a use of these episodes (recall showed them)."""
+        with self.index.lock:
+            episodes = [
+                e for i in episode_ids if (slot := self.index.slot(i)) is not None and (e := self.index.read(slot))
+            ]
+            self._use(episodes)
 
     def on(self, day: date) -> list[Episode]:
         """The day's episodes, in the order they happened."""
@@ -120,6 +261,14 @@ class Episodes:
                 )
             lines += (content, "")
         return "\n".join(lines)
+
+
+def resource(episode: Episode) -> str:
+    return f"rockmem://episodes/{episode.at.date().isoformat()}"
+
+
+def _factor_of(value: float) -> float:
+    return float(ranking_factor(np.array([value]), RANKING_FLOOR)[0])
 
 
 def _text(episode: Episode) -> str:

@@ -100,6 +100,28 @@ class DailyLog(Generic[Record]):
             return [], 0
         return self._parse(data, day), inode
 
+    def read_from(self, day: date, offset: int, inode: int | None = None) -> tuple[list[tuple[Record, int]], int, int]:
+        """The whole records logged on `day` past `offset`, each with the offset just past its line, and the
+        file's inode and size. With `inode` (the file `offset` was measured in) and a different file there now
+        (rewritten by a delete), everything from 0. A line still being written is left for a later read."""
+        path = self.path(day)
+        try:
+            fd = open_fd(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return [], 0, 0
+        except RefusedFileError as exc:
+            log.warning("skipped %s", exc)
+            return [], 0, 0
+        try:
+            stat = os.fstat(fd)
+            if (inode is not None and stat.st_ino != inode) or offset > stat.st_size:
+                offset = 0
+            data = os.pread(fd, stat.st_size - offset, offset)
+        finally:
+            os.close(fd)
+        parsed = self._parse(data, day)
+        return [(record, offset + end) for record, end in parsed], stat.st_ino, stat.st_size
+
     def _parse(self, data: bytes, day: date) -> list[tuple[Record, int]]:
         """Each record with the offset just past its line. All lines are validated in one call when they all
         parse (10,000 records: ~5× faster than one call per line); otherwise line by line, skipping bad ones."""

@@ -106,3 +106,41 @@ def test_appends_from_many_threads_while_deleting_lose_nothing(settings: Setting
         thread.join()
     ids = [e.id for e in Episodes(settings).on(DAY.date())]
     assert sorted(ids) == sorted(written) and target.id not in ids
+
+
+def test_search_finds_episodes_by_keywords_best_first_and_lists_a_period_in_order(episodes: Episodes) -> None:
+    episodes.record("We chose PostgreSQL for the billing service", type="decision", confidence="high")
+    episodes.record("Lunch was late", type="event")
+    episodes.record("PostgreSQL upgrade postponed; PostgreSQL 17 later", type="task", tags=["db"])
+    found = episodes.search("postgresql billing")
+    assert found.hits[0].episode.content == "We chose PostgreSQL for the billing service"
+    assert found.total_matches == 2 and all(h.store == "episodes" for h in found.hits)
+    assert found.hits[0].resource == "rockmem://episodes/2026-02-02"
+    assert [h.episode.type for h in episodes.search("postgresql", types=["task"]).hits] == ["task"]
+    assert [h.episode.type for h in episodes.search("postgresql", tags=["DB"]).hits] == ["task"]
+    listed = episodes.search(since=DAY, until=DAY + timedelta(days=1))
+    assert [h.episode.content.split()[0] for h in listed.hits] == ["We", "Lunch", "PostgreSQL"]
+    assert all(h.score is None for h in listed.hits) and listed.total_matches == 3
+    assert episodes.search(since=DAY + timedelta(hours=1), until=DAY + timedelta(hours=3), limit=1).total_matches == 2
+
+
+def test_search_follows_other_processes_appends_deletes_and_old_days(settings: Settings) -> None:
+    clock = lambda: DAY  # noqa: E731
+    reader, writer = Episodes(settings, clock=clock), Episodes(settings, clock=clock)
+    assert reader.search("kiwi").hits == []  # the index is built (empty) before the other writes
+    first = writer.record("kiwi harvest started", at=DAY)
+    assert [h.episode.id for h in reader.search("kiwi").hits] == [first.id]  # an append to today's file
+    old = writer.record("kiwi seeds planted", at=DAY - timedelta(days=30))  # a day beyond the newest two
+    assert {h.episode.id for h in reader.search("kiwi").hits} == {first.id, old.id}
+    assert writer.delete(first.id, DAY.date())
+    assert [h.episode.id for h in reader.search("kiwi").hits] == [old.id]
+
+
+def test_old_unused_low_confidence_episodes_rank_lower_but_are_not_hidden(settings: Settings) -> None:
+    now = DAY + timedelta(days=200)
+    episodes = Episodes(settings, clock=lambda: now)
+    old = episodes.record("espresso machine descaled", confidence="low", at=DAY)
+    new = episodes.record("espresso machine descaled", confidence="high", at=now)
+    hits = episodes.search("espresso descaled").hits
+    assert [h.episode.id for h in hits] == [new.id, old.id]
+    assert hits[1].score < hits[0].score and hits[1].salience < 0.05

@@ -1,0 +1,186 @@
+"""The episode index: BM25 over the episodic store's day logs, with each episode's time and where its line is.
+
+It holds no content (a hit is read back from its day file by offset: 100,000 episodes cost postings and five
+numbers each) and follows the files, so another process's episodes are found by the next search:
+- a day file that grew is read from where this index stopped (only the new lines are parsed);
+- a day file replaced (a delete rewrites its day) is read again from its start;
+- new and removed day files show in the directory's listing, read when the directory changes. An append to
+  a day other than the newest two changes no listing, so the writer touches the directory (`touch_directory`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from rockmem_mcp.models import CONFIDENCES, EPISODE_TYPES, Episode
+from rockmem_mcp.search.bm25 import ACTIVE, BM25Index, Hits, last_versions, top_k
+from rockmem_mcp.search.columns import Column
+from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.no_follow import open_fd
+
+FOLLOWED_DAYS = 2  # the newest day files are checked on every search; older ones when the directory changes
+
+
+def episode_tokens(episode: Episode) -> list[str]:
+    """What an episode is found by: its content, tags and type."""
+    return tokenize(" ".join([episode.content, *episode.tags, episode.type]))
+
+
+@dataclass
+class _Day:
+    inode: int = 0
+    upto: int = 0  # offset just past the last line indexed
+    keys: list[str] = field(default_factory=list)
+
+
+class EpisodeIndex:
+    def __init__(self, log: DailyLog[Episode]) -> None:
+        self.log = log
+        self.bm25 = BM25Index()
+        self.at = Column(np.float64)  # per slot: seconds since the epoch
+        self.day = Column(np.int32)  # date ordinal
+        self.start = Column(np.int64)  # the line's byte range in its day file
+        self.end = Column(np.int64)
+        self.type_code = Column(np.int8)
+        self.confidence_code = Column(np.int8)
+        self.uses = Column(np.int32)  # salience's inputs as this process knows them (its own uses at once)
+        self.last_use = Column(np.float64)
+        self._days: dict[date, _Day] = {}
+        self._listing_stamp: tuple[int, int] | None = None
+        self.lock = threading.RLock()  # held by a search around sync and reads
+
+    def __len__(self) -> int:
+        return len(self.bm25)
+
+    # ------------------------------------------------------------------ following the files
+    def sync(self) -> None:
+        """Catch up with the day files (one stat of the directory and of the newest days when nothing changed)."""
+        with self.lock:
+            stamp = _stamp(self.log.directory)
+            if stamp != self._listing_stamp:
+                self._listing_stamp = stamp
+                days = self.log.days()
+                for gone in set(self._days) - set(days):
+                    self._drop_day(gone)
+                for day in days:
+                    self._follow(day, check_inode=True)
+                return
+            for day in sorted(self._days)[-FOLLOWED_DAYS:]:
+                self._follow(day, check_inode=False)
+
+    def _follow(self, day: date, check_inode: bool) -> None:
+        known = self._days.get(day)
+        path = self.log.path(day)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if known is not None:
+                self._drop_day(day)
+            return
+        if known is not None and st.st_ino == known.inode and st.st_size == known.upto:
+            return
+        if known is not None and st.st_ino != known.inode:
+            self._drop_day(day)  # rewritten: read again from the start
+            known = None
+        if known is None:
+            known = self._days[day] = _Day()
+        records, inode, _size = self.log.read_from(day, known.upto, known.inode or None)
+        if inode != known.inode and known.keys:  # replaced between the stat and the read
+            self._drop_day(day)
+            known = self._days[day] = _Day()
+            records, inode, _size = self.log.read_from(day, 0)
+        known.inode = inode
+        start = known.upto
+        rows = []
+        for episode, end in records:
+            rows.append((episode, start, end))
+            start = end
+        if records:
+            known.upto = records[-1][1]
+        self._add(day, rows, known)
+
+    def _add(self, day: date, rows: list[tuple[Episode, int, int]], known: _Day) -> None:
+        rows = last_versions(rows, key=lambda row: row[0].id)  # an id twice (a copied line): its last line
+        if not rows:
+            return
+        self.bm25.add_many([(episode.id, episode_tokens(episode), False) for episode, _, _ in rows])
+        at = np.array([episode.at.timestamp() for episode, _, _ in rows], dtype=np.float64)
+        self.at.extend(at)
+        self.last_use.extend(at)
+        self.uses.extend(np.ones(len(rows), dtype=np.int32))
+        self.day.extend(np.full(len(rows), day.toordinal(), dtype=np.int32))
+        self.start.extend(np.array([start for _, start, _ in rows], dtype=np.int64))
+        self.end.extend(np.array([end for _, _, end in rows], dtype=np.int64))
+        self.type_code.extend(np.array([EPISODE_TYPES.index(e.type) for e, _, _ in rows], dtype=np.int8))
+        self.confidence_code.extend(np.array([CONFIDENCES.index(e.confidence) for e, _, _ in rows], dtype=np.int8))
+        known.keys += [episode.id for episode, _, _ in rows]
+
+    def _drop_day(self, day: date) -> None:
+        known = self._days.pop(day, None)
+        for key in known.keys if known else ():
+            self.bm25.remove(key)
+
+    # ------------------------------------------------------------------ reading
+    def live(self) -> np.ndarray:
+        return self.bm25.state.view == ACTIVE
+
+    def search(
+        self, tokens: list[str], allowed: np.ndarray | None, limit: int, weigh: Callable[[np.ndarray], np.ndarray]
+    ) -> Hits:
+        """The best `limit` slots for `tokens` (BM25 × `weigh`), among `allowed`."""
+        scores = self.bm25.scores(tokens, allowed)
+        slots = np.flatnonzero(scores > 0)
+        values = scores[slots] * weigh(slots)
+        order = top_k(slots, values, limit)
+        return Hits(slots[order], values[order], len(slots))
+
+    def read(self, slot: int) -> Episode | None:
+        """The episode in `slot`, read from its day file (None if its file changed under it: sync again)."""
+        day = date.fromordinal(int(self.day.view[slot]))
+        start, end = int(self.start.view[slot]), int(self.end.view[slot])
+        try:
+            fd = open_fd(self.log.path(day), os.O_RDONLY)
+        except (FileNotFoundError, OSError):
+            return None
+        try:
+            line = os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+        try:
+            episode = Episode.model_validate_json(line)
+        except ValueError:
+            return None
+        return episode if episode.id == self.bm25.keys[slot] else None
+
+    def slot(self, key: str) -> int | None:
+        return self.bm25.slot_of.get(key)
+
+    def set_use(self, slot: int, count: int, last: float) -> None:
+        self.uses[slot] = max(count, int(self.uses.view[slot]))
+        self.last_use[slot] = max(last, float(self.last_use.view[slot]))
+
+    def key(self, slot: int) -> str:
+        return self.bm25.keys[slot]
+
+
+def _stamp(directory: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_ctime_ns
+
+
+def touch_directory(directory: Path) -> None:
+    """Tell followers a day beyond the newest two changed (its listing did not)."""
+    with contextlib.suppress(OSError):  # followers then see it when the directory next changes, or at a start
+        os.utime(directory)
