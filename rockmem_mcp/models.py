@@ -227,6 +227,7 @@ class MemoryEntry(BaseModel):
 
 
 class ScoredEntry(BaseModel):
+    store: Literal["memories"] = "memories"
     entry: MemoryEntry
     score: float | None = Field(description="Relevance (higher is better; scale depends on mode); null when listing")
     salience: float | None = Field(None, description="0 to 1: how alive the memory is (use, age, pin)")
@@ -255,6 +256,12 @@ class SearchResults(BaseModel):
         description="Sections of the workspace files (AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md, MEMORY.md) that "
         "match the query, best first by BM25; only for a query without filters",
     )
+    episodes: list[EpisodeHit] = Field(
+        default_factory=list,
+        description="Episodes (what happened, when) that match, best first; without a query, the period's in "
+        "order. Episodes that log a memory in results are left out",
+    )
+    route: str | None = Field(None, description="A time phrase in the query narrows episodes to its period")
 
 
 class WorkspaceFileInfo(BaseModel):
@@ -372,9 +379,23 @@ class RecalledMemory(BaseModel):
     score: float | None = Field(description="Relevance; null for first-turn fallback entries")
 
 
+class RecalledEpisode(BaseModel):
+    id: str
+    at: datetime
+    type: str
+    content: str
+    resource: str = Field(description="The day's episode log")
+    score: float | None = Field(description="Relevance; null when the period's episodes are listed in order")
+
+
 class RecallBlock(BaseModel):
     text: str = Field(description="The context block to put before the model, delimited as data")
     session_id: str
+    route: str = Field(
+        "general",
+        description="How the message was answered (seed 004 §11.1): when (episodes by time and keywords), how "
+        "(procedures), about (an entity and its graph), latest (recent episodes, active context) or general",
+    )
     session_start: list[str] = Field(
         default_factory=list,
         description="A session's first recall only: core memory, learnings and workspace files, as lines",
@@ -383,6 +404,11 @@ class RecallBlock(BaseModel):
     already_injected: int = Field(description="Matches left out because this session already saw them")
     first_turn_fallback: bool = Field(
         description="True when nothing matched on the first turn and recent memories were used"
+    )
+    episodes: list[RecalledEpisode] = Field(default_factory=list, description="Episodes injected this turn")
+    procedures: list[str] = Field(default_factory=list, description="Procedures offered: their trigger matched")
+    active_context: list[str] = Field(
+        default_factory=list, description="The latest route: core memory's Active Context lines"
     )
     entities: list[str] = Field(default_factory=list, description="Knowledge-graph entities the message names")
     graph: list[Fact] = Field(default_factory=list, description="Triples within 2 hops of those entities (<= 15)")
@@ -830,3 +856,6 @@ class EpisodeHit(BaseModel):
 class EpisodeSearch(BaseModel):
     hits: list[EpisodeHit]
     total_matches: int
+
+
+SearchResults.model_rebuild()

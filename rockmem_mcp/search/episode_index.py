@@ -161,6 +161,9 @@ class EpisodeIndex:
             return None
         return episode if episode.id == self.bm25.keys[slot] else None
 
+    def day_counts(self) -> list[tuple[date, int]]:
+        return [(day, len(self._days[day].keys)) for day in sorted(self._days) if self._days[day].keys]
+
     def slot(self, key: str) -> int | None:
         return self.bm25.slot_of.get(key)
 

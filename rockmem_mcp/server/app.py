@@ -19,6 +19,7 @@ from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
 from rockmem_mcp.server.tools import dream as dream_tools
+from rockmem_mcp.server.tools import episodes as episodes_tools
 from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import recall as recall_tools
@@ -27,6 +28,7 @@ from rockmem_mcp.server.tools import workspace as workspace_tools
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
+from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.learnings import Learnings
@@ -78,6 +80,10 @@ INSTRUCTIONS_BY_TOOLSET = {
 - When the user corrects you or a tool fails for a reason that will recur, record_feedback. When idle,
   dream: it hands you your memories to consolidate; answer with apply_dream (the server checks every change).
 """,
+    "episodes": """\
+- Log what happened (a decision taken, a task done, a correction) with record_episode; save_memory logs its
+  own. "When did …" questions are answered from episodes: recall routes them, search_memory finds them.
+""",
     "workspace": """\
 - AGENTS.md, SOUL.md, USER.md and HEARTBEAT.md are the user's files (rockmem://workspace lists them with their
   versions). Change one with write_workspace_file only when the user asks, passing the version you read.
@@ -127,6 +133,7 @@ def build_server(
         core = CoreMemory(settings, memory)
         learnings = Learnings(FeedbackLog(settings), memory, settings)
         workspace = Workspace(settings)
+        episodes = Episodes(settings, reinforcer=memory.reinforcer)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         opened = Services(
@@ -139,11 +146,13 @@ def build_server(
                 graph_opening.result,
                 core=core,
                 starters=starters,
+                episodes=episodes,
             ),
             templates=Templates(settings.prompts_dir),
             core=core,
             learnings=learnings,
             workspace=workspace,
+            episodes=episodes,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
@@ -184,6 +193,7 @@ def build_server(
     graph_tools.register(server)
     dream_tools.register(server)
     workspace_tools.register(server)
+    episodes_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.tools import translating
 from rockmem_mcp.services.decay import salience_listing
+from rockmem_mcp.services.episodes import parse_day
 from rockmem_mcp.text import visible
 
 reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
@@ -82,6 +83,23 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         lines += ["", f"Within 2 hops ({len(walk.facts)} triples{', truncated' if walk.truncated else ''}):"]
         lines += [fact.line() for fact in walk.facts] or ["(no triples yet)"]
         return "\n".join(lines)
+
+    @server.resource("rockmem://episodes", mime_type="application/json", title="Episode logs by day")
+    @reports_resource_errors
+    def episode_days() -> str:
+        """Every day with an episode log, newest first: its resource and how many episodes it holds."""
+        days = current().episodes.days()
+        return json.dumps(
+            [{"day": d.isoformat(), "episodes": n, "resource": f"rockmem://episodes/{d.isoformat()}"}
+             for d, n in reversed(days)],
+            indent=2,
+        )  # fmt: skip
+
+    @server.resource("rockmem://episodes/{day}", mime_type="text/markdown", title="A day's episode log")
+    @reports_resource_errors
+    def episode_log(day: str, ctx: Context) -> str:
+        """A day's episodes (UTC, YYYY-MM-DD) as the seed's markdown log: `## HH:MM | type | confidence | tags`."""
+        return visible(services(ctx).episodes.markdown(parse_day(day)))
 
     @server.resource("rockmem://dream/latest", mime_type="application/json", title="The latest dream report")
     @reports_resource_errors

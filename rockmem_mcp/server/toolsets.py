@@ -36,6 +36,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     ),
     "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
     "workspace": ("write_workspace_file",),
+    "episodes": ("record_episode", "delete_episode"),
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the

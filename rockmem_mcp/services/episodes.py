@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import (
     CONFIDENCES,
     EPISODE_SOURCES,
@@ -23,6 +23,7 @@ from rockmem_mcp.models import (
     Episode,
     EpisodeHit,
     EpisodeSearch,
+    MemoryEntry,
     as_utc,
     check_text,
     new_entry_id,
@@ -43,6 +44,7 @@ from rockmem_mcp.search.salience import (
 )
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import Reinforcer
+from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
 
@@ -97,6 +99,43 @@ class Episodes:
             touch_directory(self.settings.episodes_dir)
         return episode
 
+    def log_save(self, entry: MemoryEntry) -> Episode:
+        """The line save_memory adds to the day's log (seed 003: "saves to daily log + structured DB"): the
+        memory's content and tags, a type read from its category, confidence from its importance (>= 0.9
+        high, >= 0.6 medium, else low), source user-explicit for importance 1 (the user asked)."""
+        importance = entry.importance
+        return self.record(
+            entry.content,
+            type=_type_of(entry.category),
+            confidence="high" if importance >= 0.9 else "medium" if importance >= 0.6 else "low",
+            tags=entry.tags,
+            source="user-explicit" if importance >= 1.0 else "conversation",
+            memory_id=entry.id,
+            at=entry.created_at,
+        )
+
+    def find(
+        self,
+        query: str | None,
+        limit: int,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        tags: list[str] | None = None,
+        besides: set[str] = frozenset(),  # type: ignore[assignment]
+    ) -> tuple[list[EpisodeHit], str | None]:
+        """search_memory's episodes: with no period given, a time phrase in `query` ("last week",
+        "on 2026-03-04") narrows them to its period and the rest of the query is searched; episodes that log a
+        memory in `besides` (already returned) are left out. Returns the hits and the route taken, if any."""
+        taken = None
+        if query and since is None and until is None:
+            routed = route(query, self._clock())
+            if routed.since is not None:  # the rest of the query, less the question's words, is searched
+                since, until, query = routed.since, routed.until, routed.subject or None
+                taken = routed.describe()
+        found = self.search(query, limit + len(besides), since, until, tags=tags, reinforce=bool(query))
+        hits = [hit for hit in found.hits if hit.episode.memory_id not in besides][:limit]
+        return hits, taken
+
     def search(
         self,
         query: str | None = None,
@@ -105,11 +144,13 @@ class Episodes:
         until: datetime | None = None,
         types: list[str] | None = None,
         tags: list[str] | None = None,
+        newest: bool = False,
         reinforce: bool = False,
     ) -> EpisodeSearch:
         """Episodes matching `query` best first (BM25 × salience's ranking factor: an old, unused, low-confidence
         episode ranks lower, never out), or without a query every episode in the period in the order they
-        happened (the first `limit`). `since` inclusive, `until` exclusive; `types`: any of them; `tags`: all."""
+        happened (the first `limit`, or with `newest` the last). `since` inclusive, `until` exclusive; `types`:
+        any of them; `tags`: all."""
         for kind in types or ():
             _one_of(kind, EPISODE_TYPES, "type")
         wanted_tags = {tag_key(t) for t in normalize_tags(tags, self.settings.max_tags)} if tags else set()
@@ -131,6 +172,8 @@ class Episodes:
             else:
                 listed = np.flatnonzero(allowed)
                 order = np.argsort(at[listed], kind="stable")
+                if newest and not wanted_tags:
+                    order = order[-limit:]
                 slots, scores, total = list(listed[order]), [], len(listed)
             found = self._read(slots, scores, wanted_tags, limit, ranked=bool(scores))
             if wanted_tags:
@@ -243,6 +286,27 @@ class Episodes:
         validate_entry_id(episode_id)
         return self.log.remove_where(day, lambda episode: episode.id == episode_id) > 0
 
+    def remove(self, episode_id: str) -> Episode:
+        """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
+        validate_entry_id(episode_id)
+        with self.index.lock:
+            self.index.sync()
+            slot = self.index.slot(episode_id)
+            episode = self.index.read(slot) if slot is not None else None
+        if episode is None or not self.delete(episode_id, episode.at.date()):
+            raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
+        return episode
+
+    def forget_memory(self, entry: MemoryEntry) -> int:
+        """A memory erased for good takes the episodes that logged it along (their content is its content)."""
+        return self.log.remove_where(entry.created_at.date(), lambda episode: episode.memory_id == entry.id)
+
+    def days(self) -> list[tuple[date, int]]:
+        """Every day with a log and how many episodes it holds, oldest first."""
+        with self.index.lock:
+            self.index.sync()
+            return self.index.day_counts()
+
     def markdown(self, day: date) -> str:
         """The day as the seed's episode log: a title, then `## HH:MM | type | confidence:… | tags:[…]` and the
         content per episode. A content line that starts with `#` is escaped (`\\#`), so stored text cannot
@@ -261,6 +325,31 @@ class Episodes:
                 )
             lines += (content, "")
         return "\n".join(lines)
+
+
+# A saved memory's category, by its words, to the episode type it logs (the first that matches; else fact).
+_CATEGORY_TYPES = (
+    ("preference", "preference"),
+    ("decision", "decision"),
+    ("anti-pattern", "correction"),
+    ("correction", "correction"),
+    ("task", "task"),
+    ("todo", "task"),
+    ("event", "event"),
+)
+
+
+def _type_of(category: str | None) -> str:
+    words = (category or "").lower()
+    return next((kind for word, kind in _CATEGORY_TYPES if word in words), "fact")
+
+
+def parse_day(text: str) -> date:
+    """A day as YYYY-MM-DD, or an error that says so."""
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInputError(f"a day is YYYY-MM-DD (UTC), e.g. 2026-03-04; got {text[:40]!r}") from None
 
 
 def resource(episode: Episode) -> str:

@@ -36,6 +36,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         include_archived=False,
         include_dormant=False,
         mode=None,
+        stores=None,
     ),
     "get_memory": dict(id=REQUIRED),
     "update_memory": dict(
@@ -87,6 +88,7 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "include_archived": "boolean",
         "include_dormant": "boolean",
         "mode": "string|null",
+        "stores": "array|null",
     },
     "get_memory": {"id": "string"},
     "update_memory": {

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, SearchResults
 from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.services.workspace import SEARCH_HITS
+
+Store = Literal["memories", "episodes", "workspace"]
+STORES: tuple[str, ...] = get_args(Store)
+EPISODES_BESIDE = 5  # episodes returned beside memories (all of `limit` when only episodes are asked for)
+
+log = logging.getLogger(__name__)
 
 EntryId = Annotated[str, Field(description="Memory id, as returned by save_memory or search_memory")]
 Category = Annotated[
@@ -48,6 +56,10 @@ def register(server: MCPServer) -> None:
         """
         svc = services(ctx)
         entry = svc.memory.save(content, category, tags, metadata, importance, bool(pinned))
+        try:  # the day's episode log gets a line (seed 003); the memory is saved whatever happens to it
+            svc.episodes.log_save(entry)
+        except (RockmemError, OSError) as exc:
+            log.warning("memory %s saved, but its episode was not logged (%s)", entry.id, exc)
         if svc.enricher is not None:  # with a language model: expanded in the background, after the save
             svc.enricher.submit(entry)
         return entry
@@ -71,6 +83,9 @@ def register(server: MCPServer) -> None:
                 "vector (meaning only), rockbot (RockBot's fusion)"
             ),
         ] = None,
+        stores: Annotated[
+            list[Store] | None, Field(description="Only these stores (default: all); each hit names its store")
+        ] = None,
     ) -> SearchResults:
         """Search long-term memory, best first, with scores.
 
@@ -78,16 +93,32 @@ def register(server: MCPServer) -> None:
         staging'. With embeddings configured, hybrid ranking also finds paraphrases ('my cat' finds 'our
         tabby Whiskers'); otherwise ranking is by keywords (BM25) and `mode` in the reply says so. Without
         a query, returns the newest entries matching the filters. total_matches tells how many matched.
-        A query without filters also searches the user's workspace files: matching sections in `workspace`.
+        Also searched: episodes (what happened when; "last week", "on 2026-03-04" in the query narrow them to
+        that period) and, for a query without filters, the user's workspace files.
         """
         svc = services(ctx)
+        wanted = set(stores or STORES)
         svc.core.follow_hand_edit()  # a Critical Fact typed into MEMORY.md is pinned, so found, from now on
-        found = svc.memory.search(
-            query, category, tags, limit, created_after, created_before, include_archived, mode, include_dormant, True
-        )
+        if "memories" in wanted:
+            found = svc.memory.search(
+                query, category, tags, limit, created_after, created_before, include_archived, mode, include_dormant,
+                True,
+            )  # fmt: skip
+        else:
+            found = SearchResults(results=[], total_matches=0)
         # Workspace files have no category, tags, dates or archive: a filter on any of them leaves them out.
-        if query and not (category or tags or created_after or created_before or include_archived):
+        if (
+            "workspace" in wanted
+            and query
+            and not (category or tags or created_after or created_before or include_archived)
+        ):
             found.workspace = svc.workspace.search(query, min(limit, SEARCH_HITS))
+        if "episodes" in wanted and not (category or include_archived):  # episodes have no category or archive
+            only = wanted == {"episodes"}
+            found.episodes, found.route = svc.episodes.find(
+                query, limit if only else min(limit, EPISODES_BESIDE), created_after, created_before, tags,
+                {hit.entry.id for hit in found.results},
+            )  # fmt: skip
         return found
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -130,9 +161,14 @@ def register(server: MCPServer) -> None:
 
         By default the entry is archived: kept on disk with archived_at and archive_reason, hidden from
         search unless include_archived is set, and update_memory(id, restore=true) brings it back (a dream
-        purges archives after 90 days). permanent=true erases it.
+        purges archives after 90 days). permanent=true erases it and the episode that logged it.
         """
-        return services(ctx).memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
+        svc = services(ctx)
+        entry = svc.memory.get(id) if permanent else None
+        result = svc.memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
+        if entry is not None:  # erased for good: so is the episode that logged its content
+            svc.episodes.forget_memory(entry)
+        return result
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
