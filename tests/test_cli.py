@@ -200,7 +200,9 @@ def test_an_unknown_toolset_stops_the_server_before_it_starts(home: Path, args: 
     assert result.returncode == 2
     assert result.stdout == ""  # not a byte on the protocol channel
     assert "unknown toolset 'grpah'" in result.stderr
-    assert "memory, recall, core, working, conversation, graph, dream, workspace, default, all" in result.stderr
+    assert (
+        "memory, recall, core, working, conversation, graph, dream, workspace, episodes, default, all" in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -384,7 +386,7 @@ def test_search_json_output_is_one_json_object_per_line(seeded: Path) -> None:
     result = ok("--home", seeded, "search", "deploy", "--json")
     hits = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(hits) == 4
-    assert all(set(hit) == {"entry", "score", "salience", "tier"} and hit["score"] > 0 for hit in hits)
+    assert all(set(hit) == {"store", "entry", "score", "salience", "tier"} and hit["score"] > 0 for hit in hits)
     assert {hit["entry"]["id"] for hit in hits} == {"note-jan", "note-feb", "note-mar", "note-apr"}
     scores = [hit["score"] for hit in hits]
     assert scores == sorted(scores, reverse=True)

@@ -52,6 +52,7 @@ class EpisodeIndex:
         self.end = Column(np.int64)
         self.type_code = Column(np.int8)
         self.confidence_code = Column(np.int8)
+        self.logs_memory = Column(np.bool_)  # written by save_memory (the memory says the same)
         self.uses = Column(np.int32)  # salience's inputs as this process knows them (its own uses at once)
         self.last_use = Column(np.float64)
         self._days: dict[date, _Day] = {}
@@ -122,6 +123,7 @@ class EpisodeIndex:
         self.end.extend(np.array([end for _, _, end in rows], dtype=np.int64))
         self.type_code.extend(np.array([EPISODE_TYPES.index(e.type) for e, _, _ in rows], dtype=np.int8))
         self.confidence_code.extend(np.array([CONFIDENCES.index(e.confidence) for e, _, _ in rows], dtype=np.int8))
+        self.logs_memory.extend(np.array([e.memory_id is not None for e, _, _ in rows], dtype=np.bool_))
         known.keys += [episode.id for episode, _, _ in rows]
 
     def _drop_day(self, day: date) -> None:

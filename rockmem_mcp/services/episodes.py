@@ -146,11 +146,12 @@ class Episodes:
         tags: list[str] | None = None,
         newest: bool = False,
         reinforce: bool = False,
+        unlogged: bool = False,
     ) -> EpisodeSearch:
         """Episodes matching `query` best first (BM25 × salience's ranking factor: an old, unused, low-confidence
         episode ranks lower, never out), or without a query every episode in the period in the order they
         happened (the first `limit`, or with `newest` the last). `since` inclusive, `until` exclusive; `types`:
-        any of them; `tags`: all."""
+        any of them; `tags`: all; `unlogged`: only episodes that log no memory (save_memory's are left out)."""
         for kind in types or ():
             _one_of(kind, EPISODE_TYPES, "type")
         wanted_tags = {tag_key(t) for t in normalize_tags(tags, self.settings.max_tags)} if tags else set()
@@ -163,6 +164,8 @@ class Episodes:
                 allowed &= at >= as_utc(since).timestamp()
             if until is not None:
                 allowed &= at < as_utc(until).timestamp()
+            if unlogged:
+                allowed &= ~index.logs_memory.view
             if types:
                 allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
             words = tokenize(query) if query else []

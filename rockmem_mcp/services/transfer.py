@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO, TypeVar
 
 from pydantic import BaseModel
 
@@ -20,6 +20,7 @@ from rockmem_mcp.models import (
     MAX_ALIASES,
     ROOTS,
     Entity,
+    Episode,
     Feedback,
     MemoryEntry,
     Triple,
@@ -36,6 +37,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
@@ -48,6 +50,9 @@ from rockmem_mcp.storage.working_files import WorkingFiles
 from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
+
+STORES = "entity, triple, working, feedback, episode or file"
+Logged = TypeVar("Logged", Feedback, Episode)  # records of the daily logs
 
 IMPORT_BATCH = 2_000
 # Longest line either importer takes: a backup line holding a 1 MB working-memory value fits even when every
@@ -98,6 +103,8 @@ class HomeStores:
         self.graph = graph
         self.files = WorkingFiles(settings.working_dir)
         self.feedback = DailyLog(settings.feedback_dir, Feedback)
+        self.episodes = DailyLog(settings.episodes_dir, Episode)
+        self._episodes: list[Episode] = []
         self._entities: list[Entity] = []
         self._triples: list[Triple] = []
         self._working: list[WorkingEntry] = []
@@ -119,9 +126,10 @@ class HomeStores:
                     entry = WorkingEntry.model_validate(raw)
                     if entry.expires_at > now:
                         yield json.dumps({"store": "working", **entry.model_dump(mode="json")}, ensure_ascii=False)
-        for day in self.feedback.days():
-            for signal in self.feedback.read(day):
-                yield json.dumps({"store": "feedback", **signal.model_dump(mode="json")}, ensure_ascii=False)
+        for store, daily in (("feedback", self.feedback), ("episode", self.episodes)):
+            for day in daily.days():
+                for record in daily.read(day):
+                    yield json.dumps({"store": store, **record.model_dump(mode="json")}, ensure_ascii=False)
         for name, path in self.home_files.items():
             try:
                 text = read_bytes(path).decode("utf-8")
@@ -136,7 +144,7 @@ class HomeStores:
         """Validate one tagged line (ValueError if it is not a valid record of its store)."""
         store = record.pop("store")
         if not isinstance(store, str):
-            raise ValueError(f"'store' must be text (entity, triple, working or feedback), not {type(store).__name__}")
+            raise ValueError(f"'store' must be text ({STORES}), not {type(store).__name__}")
         if store == "file":
             self._add_file(record)
             return
@@ -145,11 +153,12 @@ class HomeStores:
             "triple": (Triple, self._triples),
             "working": (WorkingEntry, self._working),
             "feedback": (Feedback, self._signals),
+            "episode": (Episode, self._episodes),
         }.get(store, (None, None))
         if model is None or bucket is None:
-            raise ValueError(f"unknown store {store!r}: entity, triple, working or feedback")
+            raise ValueError(f"unknown store {store!r}: {STORES}")
         parsed = model.model_validate(record)
-        if isinstance(parsed, Entity | Triple | Feedback):
+        if isinstance(parsed, Entity | Triple | Feedback | Episode):
             validate_entry_id(parsed.id)
         if isinstance(parsed, WorkingEntry):
             entry_key_segments(parsed.key)
@@ -188,6 +197,11 @@ class HomeStores:
                 raise InvalidInputError(
                     "expires later than the longest working-memory TTL from now (ROCKMEM_WORKING_MAX_TTL_MINUTES)"
                 )
+        elif isinstance(record, Episode):
+            check_text(record.content, "content", limits.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
+            normalize_tags(record.tags, limits.max_tags)
+            if record.memory_id is not None:
+                validate_entry_id(record.memory_id)
         elif isinstance(record, Feedback):
             check_text(record.content, "content", limits.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "")
             check_metadata(record.metadata, limits.max_metadata_bytes)
@@ -213,15 +227,10 @@ class HomeStores:
             "the ones closest to expiry went"
             for key in sorted(evicted)
         ]
-        known = {f.id for day in self.feedback.days() for f in self.feedback.read(day)}
-        fresh = []
-        for signal in (f for f in self._signals if f.id not in known):
-            try:
-                self.feedback.append(signal, signal.at.date())
-            except RockmemError as exc:  # e.g. that day's log is a symbolic link
-                skipped.append(f"feedback {signal.id}: {exc}")
-            else:
-                fresh.append(signal)
+        fresh = _append_new(self.feedback, self._signals, "feedback", skipped)
+        episodes = _append_new(self.episodes, self._episodes, "episode", skipped)
+        if episodes:
+            touch_directory(self.settings.episodes_dir)  # past days' logs grew: followers re-read them
         files = 0
         for name, text in self._files.items():
             restored = self._restore_file(name, text)
@@ -235,6 +244,7 @@ class HomeStores:
             "triples": len(self._triples),
             "working": len([e for e in live if e.key not in evicted]),
             "feedback": len(fresh),
+            "episodes": len(episodes),
         }
         return counts, skipped
 
@@ -249,6 +259,24 @@ class HomeStores:
         except OSError as exc:  # e.g. a link or a FIFO by that name: refused, never followed
             return f"file {name}: {exc}"
         return "" if same else f"file {name}: the home has its own, kept (the backup's not restored)"
+
+
+def _append_new(daily: DailyLog[Logged], records: list[Logged], store: str, skipped: list[str]) -> list[Logged]:
+    """Append to their days' logs the records whose id the logs do not hold yet (a restore twice adds nothing)."""
+    days = {record.at.date() for record in records}
+    known = {r.id for day in daily.days() if day in days for r in daily.read(day)}
+    fresh = []
+    for record in records:
+        if record.id in known:
+            continue
+        try:
+            daily.append(record, record.at.date())
+        except RockmemError as exc:  # e.g. that day's log is a symbolic link
+            skipped.append(f"{store} {record.id}: {exc}")
+        else:
+            known.add(record.id)
+            fresh.append(record)
+    return fresh
 
 
 def import_jsonl(

@@ -117,7 +117,10 @@ async def test_listing_uses_creation_time_not_save_order(seed, client, call) -> 
 async def test_query_of_only_stopwords_matches_nothing(client, call) -> None:
     await call(client, "save_memory", content="an ox is on it")
     found = await call(client, "search_memory", query="is it on")
-    assert found == {"results": [], "total_matches": 0, "mode": "bm25", "unembedded": 0, "workspace": []}
+    assert found == {
+        **{"results": [], "total_matches": 0, "mode": "bm25", "unembedded": 0, "workspace": []},
+        **{"episodes": [], "route": None},
+    }
 
 
 # ---------------------------------------------------------------------------------------------- filters

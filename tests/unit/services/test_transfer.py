@@ -318,3 +318,34 @@ def test_a_backup_restores_a_workspace_file_larger_than_a_memory_and_refuses_a_b
     assert f"the limit is {MAX_FILE_BYTES}" in report.errors[2].error
     assert "shorten the text in the backup line" in report.errors[2].error
     assert not (fresh.home / "SOUL.md").exists() and not (fresh.home / "AGENTS.md").exists()
+
+
+def test_a_backup_carries_the_episode_logs_and_a_restore_twice_adds_each_once(
+    settings: Settings, services: Services, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime
+
+    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.transfer import HomeStores
+
+    episodes = Episodes(settings)
+    old = episodes.record("Deployed 2.4 to staging", type="task", tags=["deploy"], at=datetime(2026, 1, 5, tzinfo=UTC))
+    new = episodes.record("Chose PostgreSQL", type="decision", confidence="high")
+    graph = GraphService(settings)
+    try:
+        lines = [json.loads(line) for line in HomeStores(settings, graph).export_lines()]
+    finally:
+        graph.close()
+    assert [(line["store"], line["id"]) for line in lines] == [("episode", old.id), ("episode", new.id)]
+
+    fresh = Settings(home=tmp_path / "fresh")
+    restored = Episodes(fresh)
+    assert restored.search("staging").hits == []  # followed from before the restore
+    report = restore(fresh, services, lines)
+    assert report.other_stores["episodes"] == 2 and not report.skipped
+    assert [h.episode for h in restored.search("staging").hits] == [old]  # an old day's log: seen at once
+    assert restore(fresh, services, lines).other_stores["episodes"] == 0
+    assert [e.id for e in restored.on(old.at.date())] == [old.id]
+    bad = restore(fresh, services, [{**lines[0], "id": "f" * 12, "memory_id": "../x"}])
+    assert "invalid memory id" in bad.errors[0].error
