@@ -1,16 +1,15 @@
-"""`rockmem-mcp doctor`: check a data home and, with --fix, repair what can be repaired without losing data.
-
-Checks: memory, graph and working-memory files that do not parse or sit where they should not; leftover temp
-files of interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose
-memory is gone; graph triples whose entities are gone; expired working-memory entries; unreadable dream
-reports; symbolic links anywhere in the home (rockmem follows none); FIFOs, sockets and devices anywhere in
-the home (rockmem opens none); a core memory (MEMORY.md) that is malformed or over a cap (reported, never
-changed: only its owner can say what to keep). Fixing moves every bad user file to `quarantine/{time}/…` (same
-relative path) — it never deletes a user's data — and symbolic links and special files too (the link, never
-its target); removes temp files and orphaned derived data, rebuilds the indexes and sweeps expired working
-memory. A store folder that is a link is reported and nothing else is checked: the home does not open, and
-checking or fixing would go through the link. --fix needs the home to itself: it refuses, naming them, while
-servers or commands have it open (a write in flight could look broken), and a store opened during the repair
+"""`rockmem-mcp doctor`: check a data home and, with --fix, repair what can be repaired without losing data. Checks:
+memory, graph and working-memory files that do not parse or sit where they should not; leftover temp files of
+interrupted writes; stale or damaged derived indexes (snapshots, journals); embedding vectors whose memory is gone;
+graph triples whose entities are gone; expired working-memory entries; unreadable dream reports; episode logs with
+unreadable lines or not named as a day; symbolic links anywhere in the home (rockmem follows none); FIFOs, sockets
+and devices anywhere in the home (rockmem opens none); a core memory (MEMORY.md) that is malformed or over a cap
+(reported, never changed: only its owner can say what to keep). Fixing moves every bad user file to
+`quarantine/{time}/…` (same relative path) — it never deletes a user's data — and symbolic links and special files
+too (the link, never its target); removes temp files and orphaned derived data, rebuilds the indexes and sweeps
+expired working memory. A store folder that is a link is reported and nothing else is checked: the home does not
+open, and checking or fixing would go through the link. --fix needs the home to itself: it refuses, naming them,
+while servers or commands have it open (a write in flight could look broken), and a store opened during the repair
 waits for it. Without --fix the report says who has the home open.
 """
 
@@ -29,10 +28,20 @@ from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RefusedFileError
-from rockmem_mcp.models import DreamReport, Entity, MemoryEntry, Triple, normalize_category, utc_now, validate_entry_id
+from rockmem_mcp.models import (
+    DreamReport,
+    Entity,
+    Episode,
+    MemoryEntry,
+    Triple,
+    normalize_category,
+    utc_now,
+    validate_entry_id,
+)
 from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.storage.atomic import TEMP_SUFFIX
+from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write
 from rockmem_mcp.storage.core_file import CoreUnreadableError
+from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
@@ -108,6 +117,7 @@ class Doctor:
         self._working(report, fix)
         self._vectors(report, fix, memory_ids)
         self._reports(report, fix)
+        self._episodes(report, fix)
         self._core(report)
         self._temp_files(report, fix)
         self._indexes(report, fix, memory_ids)
@@ -245,6 +255,43 @@ class Doctor:
                 finding = self._found(report, "malformed", path, _first_line(exc))
                 if fix:
                     finding.fixed = self._quarantine(path)
+
+    def _episodes(self, report: DoctorReport, fix: bool) -> None:
+        """Episode logs: a file not named as a day is never read (misplaced); lines that do not parse are skipped
+        when read (malformed). --fix moves the file to quarantine whole and writes back its good lines."""
+        log = DailyLog(self.settings.episodes_dir, Episode)
+        days = {log.path(day) for day in log.days()}
+        for path in _files(self.settings.episodes_dir):
+            if path.name.startswith("."):
+                continue  # temp files: _temp_files
+            if path not in days:
+                finding = self._found(report, "misplaced", path, "not an episode log (YYYY-MM-DD.jsonl): never read")
+                if fix:
+                    finding.fixed = self._quarantine(path)
+                continue
+            report.checked["episodes"] = report.checked.get("episodes", 0) + 1
+            try:
+                lines = read_bytes(path).splitlines(keepends=True)
+            except OSError as exc:
+                self._found(report, "malformed", path, _first_line(exc))
+                continue
+            good, bad = [], []
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    Episode.model_validate_json(line)
+                except ValueError:
+                    bad.append(number)
+                else:
+                    good.append(line if line.endswith(b"\n") else line + b"\n")
+            if bad:
+                detail = f"{len(bad)} unreadable line(s) of {len(good) + len(bad)} (first: line {bad[0]}), skipped"
+                finding = self._found(report, "malformed", path, detail)
+                if fix:
+                    finding.fixed = self._quarantine(path) + "; its readable lines written back"
+                    if good:
+                        atomic_write(path, b"".join(good))
 
     def _core(self, report: DoctorReport) -> None:
         """MEMORY.md malformed or over a cap: reported, never changed (it is the user's own text; only they, or

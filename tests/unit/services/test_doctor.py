@@ -171,3 +171,24 @@ def test_fix_is_refused_while_a_store_has_the_home_open_and_report_only_runs(set
         store.close()
     assert all((settings.home / relative).exists() for relative in stores)
     assert Doctor(settings).run(fix=True).quarantine  # alone now: repaired
+
+
+def test_episode_logs_with_unreadable_lines_keep_their_good_lines_and_lose_nothing(settings: Settings) -> None:
+    from rockmem_mcp.services.episodes import Episodes
+
+    episodes = Episodes(settings)
+    good = episodes.record("Deployed to staging", at=T0)
+    path = settings.episodes_dir / f"{T0.date().isoformat()}.jsonl"
+    original = path.read_bytes() + b'{"id": "torn\n'
+    path.write_bytes(original)
+    (settings.episodes_dir / "notes.txt").write_bytes(b"not a log")
+    found = {(f.kind, f.path, f.detail) for f in Doctor(settings).run().findings}
+    assert found == {
+        ("malformed", f"episodes/{path.name}", "1 unreadable line(s) of 2 (first: line 2), skipped"),
+        ("misplaced", "episodes/notes.txt", "not an episode log (YYYY-MM-DD.jsonl): never read"),
+    }
+    report = Doctor(settings).run(fix=True)
+    assert all(f.fixed for f in report.findings)
+    assert (settings.home / report.quarantine / "episodes" / path.name).read_bytes() == original  # nothing lost
+    assert [e.id for e in Episodes(settings).on(T0.date())] == [good.id]
+    assert Doctor(settings).run().healthy
