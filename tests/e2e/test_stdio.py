@@ -295,7 +295,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
         assert static == {
             *("rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"),
             *("rockmem://learnings/errors", "rockmem://learnings/corrections", "rockmem://core"),
-            "rockmem://workspace",
+            *("rockmem://workspace", "rockmem://procedures"),
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -304,6 +304,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://working/{+key}",
             "rockmem://graph/{entity}",
             "rockmem://workspace/{name}",
+            "rockmem://procedures/{name}",
         }
 
         async def read(uri: str) -> str:
