@@ -66,11 +66,10 @@ def write_episodes(settings: Any, contents: list[str], count: int, now: datetime
         with open(settings.episodes_dir / f"{day}.jsonl", "ab") as f:
             f.write(b"".join(lines))
     big = now - timedelta(days=DAYS + 10)
-    lines = [
-        (Episode(id=new_entry_id(), at=big + timedelta(seconds=i), content=contents[i % len(contents)]).model_dump_json()
-         + "\n").encode()
-        for i in range(BIG_DAY)
-    ]  # fmt: skip
+    lines = []
+    for i in range(BIG_DAY):
+        episode = Episode(id=new_entry_id(), at=big + timedelta(seconds=i), content=contents[i % len(contents)])
+        lines.append((episode.model_dump_json() + "\n").encode())
     (settings.episodes_dir / f"{big.date().isoformat()}.jsonl").write_bytes(b"".join(lines))
 
 

@@ -173,6 +173,11 @@ class Settings(BaseModel):
         return self.home / "episodes"
 
     @property
+    def procedures_dir(self) -> Path:
+        """The procedural store: one JSON file per learned workflow."""
+        return self.home / "procedures"
+
+    @property
     def dream_reports_dir(self) -> Path:
         return self.home / "dream-reports"
 
@@ -210,6 +215,7 @@ class Settings(BaseModel):
             self.graph_dir / "triples",
             self.feedback_dir,
             self.episodes_dir,
+            self.procedures_dir,
             self.dream_reports_dir,
             self.prompts_dir,
             self.meta_dir,

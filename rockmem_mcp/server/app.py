@@ -22,6 +22,7 @@ from rockmem_mcp.server.tools import dream as dream_tools
 from rockmem_mcp.server.tools import episodes as episodes_tools
 from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
+from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
@@ -33,6 +34,7 @@ from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
@@ -87,6 +89,11 @@ INSTRUCTIONS_BY_TOOLSET = {
     "workspace": """\
 - AGENTS.md, SOUL.md, USER.md and HEARTBEAT.md are the user's files (rockmem://workspace lists them with their
   versions). Change one with write_workspace_file only when the user asks, passing the version you read.
+""",
+    "procedures": """\
+- When you learn how the user wants something done (a workflow with steps), save_procedure it with short
+  trigger phrases; recall offers it when a message contains a trigger's words. Read rockmem://procedures/NAME
+  before updating one and pass its version; delete_procedure archives one that no longer applies.
 """,
 }
 
@@ -153,6 +160,7 @@ def build_server(
             learnings=learnings,
             workspace=workspace,
             episodes=episodes,
+            procedures=Procedures(settings, memory.reinforcer),
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):
@@ -194,6 +202,7 @@ def build_server(
     dream_tools.register(server)
     workspace_tools.register(server)
     episodes_tools.register(server)
+    procedures_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

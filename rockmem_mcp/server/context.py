@@ -19,6 +19,7 @@ from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.working import WorkingMemory
@@ -40,6 +41,7 @@ class Services:
     learnings: Learnings  # tool failures, corrections and anti-patterns
     workspace: Workspace  # the user's AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md in the home
     episodes: Episodes  # the episodic store: what happened, when
+    procedures: Procedures  # learned workflows (seed 004 §7)
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

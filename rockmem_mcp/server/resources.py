@@ -1,5 +1,6 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
-salient memories, the learnings (tool failures, corrections), a working entry, the workspace files."""
+salient memories, the learnings (tool failures, corrections), a working entry, the workspace files, the
+procedures."""
 
 from __future__ import annotations
 
@@ -139,3 +140,19 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         """A workspace file's text as it is in the data home, e.g. rockmem://workspace/SOUL.md (terminal control
         characters shown as \\u escapes, as in rockmem://core)."""
         return visible(services(ctx).workspace.read(name).text)
+
+    @server.resource("rockmem://procedures", mime_type="application/json", title="Procedures")
+    @reports_resource_errors
+    def procedures() -> str:
+        """Every learned procedure (archived ones marked): name, trigger phrases, version, last update and the
+        resource to read it by."""
+        store = current().procedures
+        listing = [store.info(p).model_dump(mode="json", exclude={"done"}) for p in store.list(include_archived=True)]
+        return json.dumps(listing, indent=2, ensure_ascii=False)
+
+    @server.resource("rockmem://procedures/{name}", mime_type="text/markdown", title="A procedure")
+    @reports_resource_errors
+    def procedure(name: str, ctx: Context) -> str:
+        """A procedure as markdown: trigger, numbered steps, notes, where it was learned, and its history (one
+        line per version); its version is what save_procedure takes to update it."""
+        return services(ctx).procedures.markdown(name)

@@ -37,6 +37,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
     "workspace": ("write_workspace_file",),
     "episodes": ("record_episode", "delete_episode"),
+    "procedures": ("save_procedure", "delete_procedure"),
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the

@@ -297,6 +297,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             *("rockmem://learnings/errors", "rockmem://learnings/corrections", "rockmem://core"),
             "rockmem://workspace",
             "rockmem://episodes",
+            *("rockmem://workspace", "rockmem://procedures"),
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -306,6 +307,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://graph/{entity}",
             "rockmem://workspace/{name}",
             "rockmem://episodes/{day}",
+            "rockmem://procedures/{name}",
         }
 
         async def read(uri: str) -> str:

@@ -20,6 +20,7 @@ def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> 
         learnings=sentinel.learnings,
         workspace=sentinel.workspace,
         episodes=sentinel.episodes,
+        procedures=sentinel.procedures,
         settings=Settings(home=tmp_path),
     )
     a, b, process = services.working("abc"), services.working("def"), services.working(None)
@@ -40,6 +41,7 @@ def test_a_configured_namespace_is_used_for_every_caller(tmp_path: Path) -> None
         learnings=sentinel.learnings,
         workspace=sentinel.workspace,
         episodes=sentinel.episodes,
+        procedures=sentinel.procedures,
         settings=Settings(home=tmp_path, namespace="subagent/t1b2c3"),
     )
     assert services.working("abc").namespace == services.working(None).namespace == "subagent/t1b2c3"
