@@ -262,6 +262,9 @@ class SearchResults(BaseModel):
         description="Episodes (what happened, when) that match, best first; without a query, the period's in "
         "order. Episodes that log a memory in results are left out",
     )
+    procedures: list[ProcedureHit] = Field(
+        default_factory=list, description="Procedures (learned workflows) that match, best first"
+    )
     route: str | None = Field(None, description="A time phrase in the query narrows episodes to its period")
 
 
@@ -945,6 +948,15 @@ class ProcedureInfo(BaseModel):
     archived: bool = False
     earlier_versions: int = Field(0, description="Versions kept in its history")
     done: str | None = Field(None, description="What the call did: created, updated, archived, restored, deleted")
+
+
+class ProcedureHit(BaseModel):
+    """A procedure a search found."""
+
+    store: Literal["procedures"] = "procedures"
+    procedure: ProcedureInfo
+    steps: list[str]
+    score: float = Field(description="BM25 relevance × salience's ranking factor")
 
 
 SearchResults.model_rebuild()

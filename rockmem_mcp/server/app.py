@@ -141,6 +141,7 @@ def build_server(
         learnings = Learnings(FeedbackLog(settings), memory, settings)
         workspace = Workspace(settings)
         episodes = Episodes(settings, reinforcer=memory.reinforcer)
+        procedures = Procedures(settings, memory.reinforcer)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         opened = Services(
@@ -154,13 +155,14 @@ def build_server(
                 core=core,
                 starters=starters,
                 episodes=episodes,
+                procedures=procedures,
             ),
             templates=Templates(settings.prompts_dir),
             core=core,
             learnings=learnings,
             workspace=workspace,
             episodes=episodes,
-            procedures=Procedures(settings, memory.reinforcer),
+            procedures=procedures,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):

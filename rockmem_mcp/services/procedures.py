@@ -279,16 +279,8 @@ class Procedures:
         return chosen
 
     def offer_lines(self, message: str) -> builtins.list[str]:
-        """One line per procedure the message calls for, for the recall block: its name, trigger, the first
-        steps (about 300 characters) and the resource to read for the rest."""
-        lines = []
-        for procedure in self.matching(message):
-            trigger = _cut(", ".join(procedure.trigger), OFFER_TRIGGER_CHARS)
-            steps = _cut(" ".join(f"{n}. {step}" for n, step in enumerate(procedure.steps, start=1)), OFFER_STEP_CHARS)
-            lines.append(
-                visible(f'Procedure "{procedure.name}" (trigger: {trigger}): {steps} (read {URI}/{procedure.slug})')
-            )
-        return lines
+        """One line per procedure the message calls for, for the recall block (see `offer_line`)."""
+        return [offer_line(procedure) for procedure in self.matching(message)]
 
     def markdown(self, name: str) -> str:
         """The seed's readable view of a procedure. Stored text cannot forge a heading (a line starting with
@@ -546,3 +538,11 @@ def _why(reason: str | None) -> str:
 def _cut(text: str, chars: int) -> str:
     text = _one_line(text)
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
+
+def offer_line(procedure: Procedure) -> str:
+    """A procedure as recall offers it: its name, trigger, the first steps (about 300 characters) and the
+    resource to read for the rest."""
+    trigger = _cut(", ".join(procedure.trigger), OFFER_TRIGGER_CHARS)
+    steps = _cut(" ".join(f"{n}. {step}" for n, step in enumerate(procedure.steps, start=1)), OFFER_STEP_CHARS)
+    return visible(f'Procedure "{procedure.name}" (trigger: {trigger}): {steps} (read {URI}/{procedure.slug})')

@@ -25,6 +25,7 @@ from rockmem_mcp.models import (
     Entity,
     EpisodeHit,
     Fact,
+    Procedure,
     RecallBlock,
     RecalledEpisode,
     RecalledMemory,
@@ -39,6 +40,7 @@ from rockmem_mcp.services.core import QUOTED_ID, CoreMemory
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.procedures import Procedures, offer_line
 from rockmem_mcp.services.routing import Route, route
 from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.services.working import WorkingMemory
@@ -69,6 +71,7 @@ class Recall:
         core: CoreMemory | None = None,
         starters: Sequence[Callable[[str], list[str]]] = (),
         episodes: Episodes | None = None,
+        procedures: Procedures | None = None,
     ) -> None:
         """`graph` may be a function giving it (the server's graph loads in the background). A session's first
         recall starts with `core`'s context and then each of `starters`' lines for the message (learnings,
@@ -77,6 +80,7 @@ class Recall:
         self._graph = graph
         self.core = core
         self.episodes = episodes
+        self.procedures = procedures
         self._clock = clock
         self._starters = list(starters)
         self._lock = threading.Lock()
@@ -112,6 +116,7 @@ class Recall:
             hits = [h for h in hits if h.entry.id not in logged]
         else:
             episodes = [e for e in episodes if e.episode.memory_id is None]
+        offered = self._procedures_for(routed, message) if message.strip() else []
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.open(session_id, set) if delta else set()
@@ -123,6 +128,8 @@ class Recall:
             episodes = [e for e in episodes if e.episode.id not in seen and e.episode.memory_id not in seen]
             seen.update(h.entry.id for h in fresh)
             seen.update(e.episode.id for e in episodes)
+            offered = [p for p in offered if _offered_key(p) not in seen]  # a new version is offered again
+            seen.update(_offered_key(p) for p in offered)
             self._injected.resized(session_id)
         start = self.session_start_lines(message) if first_turn and delta else []
         # What the session start shows by id (anti-patterns) is not shown twice.
@@ -149,6 +156,7 @@ class Recall:
             session_start=start,
             memories=memories,
             episodes=[_recalled(e) for e in episodes],
+            procedures=[offer_line(p) for p in offered],
             active_context=self._active_context() if routed.kind == "latest" and not first_turn else [],
             already_injected=already,
             first_turn_fallback=fallback,
@@ -177,6 +185,16 @@ class Recall:
             found = search(routed.subject or None, EPISODES_SHOWN, routed.since, routed.until, newest=latest)
             return found.hits
         return search(message, OTHER_EPISODES, unlogged=True).hits
+
+    def _procedures_for(self, routed: Route, message: str) -> list[Procedure]:
+        """Procedures whose trigger the message matches (every route); on the how route, without such a match,
+        the best keyword match of its subject."""
+        if self.procedures is None:
+            return []
+        offered = self.procedures.matching(message)
+        if not offered and routed.kind == "how" and routed.subject:
+            offered = [p for _, p in self.procedures.search(routed.subject, limit=1)]
+        return offered
 
     def _active_context(self) -> list[str]:
         """Core memory's Active Context (the latest route; a session's first recall has all of core already)."""
@@ -234,6 +252,9 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
         lines.append("Active context (core memory):")
         lines += [f"- {line}" for line in block.active_context]
     episodes_first = block.route.startswith(("when", "latest"))
+    if block.procedures:
+        lines.append("Procedures for this (how it was done before):")
+        lines += [f"- {line}" for line in block.procedures]
     if block.episodes and episodes_first:
         lines += _episode_lines(block)
     if block.memories:
@@ -289,6 +310,10 @@ def _subject_facts(graph: GraphService, subject: str) -> tuple[list[Entity], lis
         return [], []
     walk = graph.traverse(found[0].entity.id, max_hops=2, limit=15, reinforce=True)
     return [walk.start], walk.facts
+
+
+def _offered_key(procedure: Procedure) -> str:
+    return f"procedure:{procedure.slug}:{procedure.version}"
 
 
 def _recalled(hit: EpisodeHit) -> RecalledEpisode:

@@ -11,14 +11,15 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, SearchResults
+from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, ProcedureHit, SearchResults
 from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.services.workspace import SEARCH_HITS
 
-Store = Literal["memories", "episodes", "workspace"]
+Store = Literal["memories", "episodes", "procedures", "workspace"]
 STORES: tuple[str, ...] = get_args(Store)
+PROCEDURES_BESIDE = 3
 EPISODES_BESIDE = 5  # episodes returned beside memories (all of `limit` when only episodes are asked for)
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def register(server: MCPServer) -> None:
         tabby Whiskers'); otherwise ranking is by keywords (BM25) and `mode` in the reply says so. Without
         a query, returns the newest entries matching the filters. total_matches tells how many matched.
         Also searched: episodes (what happened when; "last week", "on 2026-03-04" in the query narrow them to
-        that period) and, for a query without filters, the user's workspace files.
+        that period) and, for a query without filters, procedures and the user's workspace files.
         """
         svc = services(ctx)
         wanted = set(stores or STORES)
@@ -106,12 +107,9 @@ def register(server: MCPServer) -> None:
             )  # fmt: skip
         else:
             found = SearchResults(results=[], total_matches=0)
-        # Workspace files have no category, tags, dates or archive: a filter on any of them leaves them out.
-        if (
-            "workspace" in wanted
-            and query
-            and not (category or tags or created_after or created_before or include_archived)
-        ):
+        # Workspace files and procedures have no category, tags, dates or archive: a filter leaves them out.
+        filtered = category or tags or created_after or created_before or include_archived
+        if "workspace" in wanted and query and not filtered:
             found.workspace = svc.workspace.search(query, min(limit, SEARCH_HITS))
         if "episodes" in wanted and not (category or include_archived):  # episodes have no category or archive
             only = wanted == {"episodes"}
@@ -119,6 +117,11 @@ def register(server: MCPServer) -> None:
                 query, limit if only else min(limit, EPISODES_BESIDE), created_after, created_before, tags,
                 {hit.entry.id for hit in found.results},
             )  # fmt: skip
+        if "procedures" in wanted and query and query.strip() and not filtered:
+            found.procedures = [
+                ProcedureHit(procedure=svc.procedures.info(p), steps=p.steps, score=round(score, 4))
+                for score, p in svc.procedures.search(query, min(limit, PROCEDURES_BESIDE))
+            ]
         return found
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
