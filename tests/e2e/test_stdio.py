@@ -296,6 +296,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             *("rockmem://recall", "rockmem://categories", "rockmem://salience", "rockmem://dream/latest"),
             *("rockmem://learnings/errors", "rockmem://learnings/corrections", "rockmem://core"),
             "rockmem://workspace",
+            "rockmem://graph-relations",
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -303,6 +304,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://memory/{id}",
             "rockmem://working/{+key}",
             "rockmem://graph/{entity}",
+            "rockmem://entities/{name}",
             "rockmem://workspace/{name}",
         }
 
