@@ -561,9 +561,13 @@ class Fact(BaseModel):
     last_seen_at: datetime | None = Field(None, description="Last use")
     salience: float = Field(description="0..1: confidence x 0.7, faded since the last use, grown with uses")
     tier: str = Field(description="active, fading, dormant or archive_candidate")
+    superseded_by: str | None = Field(
+        None, description="Set when an end of this fact is superseded (X --supersedes--> it): X's name; may be stale"
+    )
 
     def line(self) -> str:
-        return f"- {self.subject} --{self.predicate}--> {self.object} (confidence={self.confidence:.2f})"
+        stale = f" (superseded by {self.superseded_by})" if self.superseded_by else ""
+        return f"- {self.subject} --{self.predicate}--> {self.object} (confidence={self.confidence:.2f}){stale}"
 
 
 class EntityAdded(BaseModel):
@@ -580,6 +584,9 @@ class TripleAdded(BaseModel):
     fact: Fact
     created: bool = Field(
         description="False when the same subject, predicate and object existed (kept the higher confidence)"
+    )
+    hint: str | None = Field(
+        None, description="A predicate outside the vocabulary (rockmem://graph-relations) close to one in it"
     )
 
 

@@ -11,7 +11,8 @@ spelling otherwise kept.
 embeddings, overrides and isolates become the six characters `\\u001b` etc., so stored text cannot set the
 window title, move the cursor, write the clipboard (OSC 52) or reorder what is shown. The escape is JSON's,
 so the same function keeps JSON output valid (raw C0 never occurs in JSON; C1 and bidi characters inside a
-JSON string become escapes that decode to the same string).
+JSON string become escapes that decode to the same string). `inert_markdown` is `visible` for text shown
+inside a markdown page: a stored line cannot become a heading, an HTML block or a code fence there.
 """
 
 from __future__ import annotations
@@ -49,3 +50,20 @@ def fold(text: str) -> str:
 def visible(text: str) -> str:
     """`text` with every terminal control character (newline and tab excepted) shown as a `\\uXXXX` escape."""
     return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
+# A line markdown would read as structure rather than text: an ATX heading, a setext underline (which makes
+# the line above a heading), an HTML block or a code fence (either can swallow the rest of a page).
+_MARKDOWN_BLOCK = re.compile(r"#|<|```|~~~|=+\s*$|-+\s*$")
+
+
+def inert_markdown(text: str) -> str:
+    """`text` made `visible`, each of its lines that markdown would take for a heading, a setext underline, an
+    HTML block or a code fence escaped with a backslash (`\\# Forged`), so stored text shown inside a
+    markdown page cannot forge its structure."""
+    lines = visible(text).split("\n")
+    for i, line in enumerate(lines):
+        body = line.lstrip()
+        if _MARKDOWN_BLOCK.match(body):
+            lines[i] = f"{line[: len(line) - len(body)]}\\{body}"
+    return "\n".join(lines)

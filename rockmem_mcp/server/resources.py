@@ -1,6 +1,6 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
-salient memories, the learnings (tool failures, corrections), a working entry, the workspace files, the
-procedures."""
+salient memories, entity pages and the relation vocabulary, the learnings (tool failures, corrections), a
+working entry, the workspace files, the episode logs, the procedures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.tools import translating
 from rockmem_mcp.services.decay import salience_listing
+from rockmem_mcp.services.entity_pages import entity_page
 from rockmem_mcp.services.episodes import parse_day
+from rockmem_mcp.services.relations import vocabulary_markdown
 from rockmem_mcp.text import visible
 
 reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
@@ -101,6 +103,21 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     def episode_log(day: str, ctx: Context) -> str:
         """A day's episodes (UTC, YYYY-MM-DD) as the seed's markdown log: `## HH:MM | type | confidence | tags`."""
         return visible(services(ctx).episodes.markdown(parse_day(day)))
+
+    @server.resource("rockmem://entities/{name}", mime_type="text/markdown", title="An entity's page")
+    @reports_resource_errors
+    def entity_page_for(name: str, ctx: Context) -> str:
+        """An entity's page (by name, alias or id): summary, facts, timeline, open questions and relations, built
+        from the graph and the memories that name it; about 4,000 tokens at most."""
+        svc = services(ctx)
+        return entity_page(svc.graph, svc.memory, name)
+
+    @server.resource("rockmem://graph-relations", mime_type="text/markdown", title="The relation vocabulary")
+    @reports_resource_errors
+    def graph_relations() -> str:
+        """The documented predicates (structural, temporal, qualitative) with their meaning, inverse and how
+        many triples use each here, then the free predicates in use."""
+        return vocabulary_markdown(current().graph.predicate_counts())
 
     @server.resource("rockmem://dream/latest", mime_type="application/json", title="The latest dream report")
     @reports_resource_errors

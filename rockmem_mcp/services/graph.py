@@ -6,8 +6,11 @@ processes on the home wrote. Every change happens under an exclusive file lock a
 journal, so two processes never create twins of one name or two copies of one triple.
 
 Names resolve case-insensitively through names and aliases; a name already taken resolves to its entity.
-Predicates are snake_case; confidence is clamped to 0..1. Deleting an entity deletes its triples; merging
-re-points the merged entity's triples to the kept one and folds the duplicates that makes.
+Predicates are snake_case; any is accepted, and one outside the relation vocabulary (services/relations.py)
+but close to it gets a hint in the reply. `A --supersedes--> B` marks every other triple touching B as
+superseded by A (`Fact.superseded_by`), last within its hop and last in recall. Confidence is clamped to
+0..1. Deleting an entity deletes its triples; merging re-points the merged entity's triples to the kept one
+and folds the duplicates that makes.
 
 Salience (search/salience.py), as for memories: entities and triples carry uses (reinforcement_count, last_seen_at)
 and are reinforced on use through the memory store's Reinforcer (one access log per process; reinforcement never
@@ -21,12 +24,14 @@ weight semantic. Recall prefers the more salient facts within a hop (nearest hop
 from __future__ import annotations
 
 import contextlib
+import difflib
 import heapq
 import logging
 import math
 import os
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +74,7 @@ from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, salience_of, tier
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
+from rockmem_mcp.services.relations import SUPERSEDES, hint
 from rockmem_mcp.storage.access_log import Access, uses_of, with_uses
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
@@ -170,6 +176,7 @@ class GraphService:
         self._edges: dict[str, set[str]] = {}  # entity id -> ids of triples touching it (either end)
         self._by_spo: dict[tuple[str, str, str], str] = {}
         self._ranked: dict[str, list[Triple]] = {}  # entity id -> its triples best first (built on demand)
+        self._superseders: dict[str, set[str]] = {}  # entity id -> ids of the `X supersedes it` triples
         # Words of entity names, aliases, type and metadata, for find_entities: built on its first use, as
         # stemming 10k+ unusual names costs seconds a start should not pay.
         self._text: BM25Index | None = None
@@ -259,6 +266,8 @@ class GraphService:
         self._edges.setdefault(triple.subject, set()).add(triple.id)
         self._edges.setdefault(triple.object, set()).add(triple.id)
         self._by_spo.setdefault((triple.subject, triple.predicate, triple.object), triple.id)
+        if triple.predicate == SUPERSEDES:
+            self._superseders.setdefault(triple.object, set()).add(triple.id)
 
     def _unindex_triple(self, triple_id: str) -> None:
         old = self.triples.pop(triple_id, None)
@@ -273,6 +282,10 @@ class GraphService:
                     del self._edges[end]
         if self._by_spo.get(spo := (old.subject, old.predicate, old.object)) == triple_id:
             del self._by_spo[spo]
+        if (superseders := self._superseders.get(old.object)) is not None and triple_id in superseders:
+            superseders.discard(triple_id)
+            if not superseders:
+                del self._superseders[old.object]
 
     # ------------------------------------------------------------------ between processes
     def _sync(self) -> None:
@@ -385,6 +398,20 @@ class GraphService:
             "find_entities lists what exists, add_entities creates one"
         )
 
+    def near_names(self, label: str, limit: int = 5) -> list[str]:
+        """Names of the entities whose name or alias is spelt most like `label` (difflib, any case, among names
+        of about its length with its first letter: a typo rarely changes either, and 100k names cost no
+        more than a pass over them), then those that find_entities ranks for it: what to offer when `label`
+        names nothing."""
+        wanted = name_key(label)
+        with self._reading():
+            alike = [k for k in self._names if k[:1] == wanted[:1] and abs(len(k) - len(wanted)) <= 3]
+            close = difflib.get_close_matches(wanted, alike, n=limit, cutoff=0.6)
+            found = [self.entities[self._names[key]] for key in close]
+            with contextlib.suppress(InvalidInputError):  # a label too long to be a query
+                found += [e for _, e in self._find_entities(label, None, limit)[0]]
+            return list(dict.fromkeys(e.name for e in found))[:limit]
+
     def _find_name(self, label: str) -> Entity | None:
         entity_id = self._names.get(name_key(label))
         return None if entity_id is None else self.entities[entity_id]
@@ -475,7 +502,10 @@ class GraphService:
             self._use(TRIPLE, [self.triples[t.id] for t, new in added if not new and t.id in self.triples])
             facts = self._facts([self.triples.get(t.id, t) for t, _ in added])
         return TriplesAdded(
-            triples=[TripleAdded(fact=f, created=new) for f, (_, new) in zip(facts, added, strict=True)],
+            triples=[
+                TripleAdded(fact=fact, created=new, hint=hint(fact.predicate))
+                for fact, (_, new) in zip(facts, added, strict=True)
+            ],
             created_entities=created,
         )
 
@@ -744,12 +774,14 @@ class GraphService:
                     if triple.id not in seen_triples:
                         unique[triple.id] = triple
                         taken += 1
+            # Within a hop, facts about a superseded entity come last (the limit cuts them first).
             if salient_first:
                 candidates = list(unique.values())
                 values = dict(zip(unique, self._saliences(TRIPLE, candidates, now), strict=True))
-                best = sorted(candidates, key=lambda t: (-values[t.id], *_rank_key(t)))[: room + 1]
+                best = sorted(candidates, key=lambda t: (self._stale(t) is not None, -values[t.id], *_rank_key(t)))
             else:
-                best = sorted(unique.values(), key=_rank_key)[: room + 1]
+                best = sorted(unique.values(), key=lambda t: (self._stale(t) is not None, *_rank_key(t)))
+            best = best[: room + 1]
             next_frontier: list[str] = []
             for triple in best[:room]:
                 seen_triples.add(triple.id)
@@ -856,14 +888,15 @@ class GraphService:
 
     def recall_facts(self, message: str, limit: int = 15, max_hops: int = 2) -> tuple[list[Entity], list[Fact]]:
         """The entities a message names and up to `limit` triples within `max_hops` of them, nearest hop first
-        and, with salience on, the more salient first within a hop. The named entities and the facts returned
-        are reinforced (a use; no file is written)."""
+        and, with salience on, the more salient first within a hop; facts about a superseded entity last. The
+        named entities and the facts returned are reinforced (a use; no file is written)."""
         entities = self.mentioned(message)
         if not entities:
             return [], []
         with self._reading():
             now = self._now()
             walked, _, _ = self._walk([e.id for e in entities], max_hops, limit, 0.0, self.settings.salience, now)
+            walked.sort(key=lambda pair: self._stale(pair[0]) is not None)  # superseded facts last of all
             self._use(ENTITY, entities)
             self._use(TRIPLE, [t for t, _ in walked])
             facts = self._facts([t for t, _ in walked], [hop for _, hop in walked], now)
@@ -888,6 +921,32 @@ class GraphService:
             finally:
                 pending.task_done()
         pending.task_done()
+
+    # ------------------------------------------------------------------ supersedes
+    def superseders(self, entity_ids: Iterable[str]) -> dict[str, str]:
+        """Of these entities, the superseded ones (`X --supersedes--> it`): id -> X's name (the newest X)."""
+        with self._reading():
+            found = {i: self._superseder(i) for i in entity_ids if i in self._superseders}
+            return {i: e.name for i, e in found.items() if e is not None}
+
+    def _superseder(self, entity_id: str) -> Entity | None:
+        ids = self._superseders.get(entity_id)
+        if not ids:
+            return None
+        newest = max((self.triples[t] for t in ids), key=lambda t: (t.created_at, t.id))
+        return self.entities.get(newest.subject)
+
+    def _stale(self, triple: Triple) -> Entity | None:
+        """What supersedes this fact's subject, else its object (None for a `supersedes` triple itself: it is
+        what says so)."""
+        if not self._superseders or triple.predicate == SUPERSEDES:
+            return None
+        return self._superseder(triple.subject) or self._superseder(triple.object)
+
+    def predicate_counts(self) -> dict[str, int]:
+        """How many triples use each predicate."""
+        with self._reading():
+            return dict(Counter(t.predicate for t in self.triples.values()))
 
     # ------------------------------------------------------------------ uses and salience
     def _access(self, kind: str, record: Entity | Triple) -> Access:
@@ -961,6 +1020,7 @@ class GraphService:
                     last_seen_at=datetime.fromtimestamp(uses.last, UTC),
                     salience=round(value, 4),
                     tier=tier(value),
+                    superseded_by=stale.name if (stale := self._stale(triple)) else None,
                 )
             )
         return facts

@@ -298,6 +298,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://workspace",
             "rockmem://episodes",
             *("rockmem://workspace", "rockmem://procedures"),
+            "rockmem://graph-relations",
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -305,6 +306,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://memory/{id}",
             "rockmem://working/{+key}",
             "rockmem://graph/{entity}",
+            "rockmem://entities/{name}",
             "rockmem://workspace/{name}",
             "rockmem://episodes/{day}",
             "rockmem://procedures/{name}",

@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from rockmem_mcp.text import clean, fold, visible
+from rockmem_mcp.text import clean, fold, inert_markdown, visible
 
 NFC = "José Café"
 NFD = unicodedata.normalize("NFD", NFC)
@@ -74,3 +74,23 @@ def test_visible_keeps_json_valid_and_lossless() -> None:
     line = visible(json.dumps(value, ensure_ascii=False))
     assert not any(0x80 <= ord(c) <= 0x9F or c in "\x1b\u202e" for c in line)
     assert json.loads(line) == value
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("# Forged", "\\# Forged"),
+        ("   ## Indented", "   \\## Indented"),
+        ("===", "\\==="),
+        ("--- ", "\\--- "),
+        ("<!-- hide the rest", "\\<!-- hide the rest"),
+        ("```python", "\\```python"),
+        ("~~~", "\\~~~"),
+        ("- a list item", "- a list item"),
+        ("a # in the middle", "a # in the middle"),
+        ("#hashtag", "\\#hashtag"),
+        ("\x1b[2J", "\\u001b[2J"),
+    ],
+)
+def test_inert_markdown_escapes_lines_that_would_be_structure(line: str, shown: str) -> None:
+    assert inert_markdown(f"text\n{line}") == f"text\n{shown}"
