@@ -39,6 +39,7 @@ from rockmem_mcp.models import (
     validate_entry_id,
 )
 from rockmem_mcp.services.core import CoreMemory
+from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write
 from rockmem_mcp.storage.core_file import CoreUnreadableError
 from rockmem_mcp.storage.daily_log import DailyLog
@@ -118,6 +119,7 @@ class Doctor:
         self._vectors(report, fix, memory_ids)
         self._reports(report, fix)
         self._episodes(report, fix)
+        self._procedures(report)
         self._core(report)
         self._temp_files(report, fix)
         self._indexes(report, fix, memory_ids)
@@ -292,6 +294,19 @@ class Doctor:
                     finding.fixed = self._quarantine(path) + "; its readable lines written back"
                     if good:
                         atomic_write(path, b"".join(good))
+
+    def _procedures(self, report: DoctorReport) -> None:
+        """Procedure files that cannot be used (invalid JSON, wrong fields, a name that is not its slug): reported,
+        left as they are (a person may be editing one; links and special files are _odd_files' to move)."""
+        procedures = Procedures(self.settings)
+        try:
+            unusable = procedures.unusable()
+            report.checked["procedures"] = len(procedures.records()) + len(unusable)
+        finally:
+            procedures.close()
+        for path, error in unusable:
+            if not isinstance(error, RefusedFileError):  # links and special files: _odd_files reports and moves
+                self._found(report, "malformed", path, f"{_first_line(error)}; left as it is")
 
     def _core(self, report: DoctorReport) -> None:
         """MEMORY.md malformed or over a cap: reported, never changed (it is the user's own text; only they, or

@@ -30,6 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -221,9 +222,17 @@ class Procedures:
 
     def problems(self) -> builtins.list[str]:
         """Procedure files that cannot be used: unreadable, invalid, links, special files, wrongly named."""
+        return [str(error) for _, error in self.unusable()]
+
+    def unusable(self) -> builtins.list[tuple[Path, RockmemError | OSError]]:
+        """Each procedure file that cannot be used, with why."""
         with self._lock:
             self._refresh()
-            return [str(found) for _, (_, found) in sorted(self._loaded.items()) if not isinstance(found, Procedure)]
+            return [
+                (self.files.path_for(stem), found)
+                for stem, (_, found) in sorted(self._loaded.items())
+                if not isinstance(found, Procedure)
+            ]
 
     def info(self, procedure: Procedure, done: str | None = None) -> ProcedureInfo:
         return ProcedureInfo(

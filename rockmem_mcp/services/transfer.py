@@ -23,6 +23,7 @@ from rockmem_mcp.models import (
     Episode,
     Feedback,
     MemoryEntry,
+    Procedure,
     Triple,
     WorkingEntry,
     as_utc,
@@ -42,6 +43,7 @@ from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.migrations import mapped
+from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
 from rockmem_mcp.storage.atomic import atomic_create
 from rockmem_mcp.storage.daily_log import DailyLog
@@ -51,7 +53,7 @@ from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
 
-STORES = "entity, triple, working, feedback, episode or file"
+STORES = "entity, triple, working, feedback, episode, procedure or file"
 Logged = TypeVar("Logged", Feedback, Episode)  # records of the daily logs
 
 IMPORT_BATCH = 2_000
@@ -105,6 +107,8 @@ class HomeStores:
         self.feedback = DailyLog(settings.feedback_dir, Feedback)
         self.episodes = DailyLog(settings.episodes_dir, Episode)
         self._episodes: list[Episode] = []
+        self.procedures = Procedures(settings, graph.reinforcer)
+        self._procedures: list[Procedure] = []
         self._entities: list[Entity] = []
         self._triples: list[Triple] = []
         self._working: list[WorkingEntry] = []
@@ -130,6 +134,8 @@ class HomeStores:
             for day in daily.days():
                 for record in daily.read(day):
                     yield json.dumps({"store": store, **record.model_dump(mode="json")}, ensure_ascii=False)
+        for procedure in self.procedures.records():
+            yield json.dumps({"store": "procedure", **procedure.model_dump(mode="json")}, ensure_ascii=False)
         for name, path in self.home_files.items():
             try:
                 text = read_bytes(path).decode("utf-8")
@@ -154,6 +160,7 @@ class HomeStores:
             "working": (WorkingEntry, self._working),
             "feedback": (Feedback, self._signals),
             "episode": (Episode, self._episodes),
+            "procedure": (Procedure, self._procedures),
         }.get(store, (None, None))
         if model is None or bucket is None:
             raise ValueError(f"unknown store {store!r}: {STORES}")
@@ -227,6 +234,12 @@ class HomeStores:
             "the ones closest to expiry went"
             for key in sorted(evicted)
         ]
+        procedures = set(self.procedures.restore_records(self._procedures)) if self._procedures else set()
+        skipped += [
+            f"procedure {p.name}: the home has its own, kept (the backup's not restored)"
+            for p in self._procedures
+            if p.name not in procedures
+        ]
         fresh = _append_new(self.feedback, self._signals, "feedback", skipped)
         episodes = _append_new(self.episodes, self._episodes, "episode", skipped)
         if episodes:
@@ -245,6 +258,7 @@ class HomeStores:
             "working": len([e for e in live if e.key not in evicted]),
             "feedback": len(fresh),
             "episodes": len(episodes),
+            "procedures": len(procedures),
         }
         return counts, skipped
 

@@ -192,3 +192,16 @@ def test_episode_logs_with_unreadable_lines_keep_their_good_lines_and_lose_nothi
     assert (settings.home / report.quarantine / "episodes" / path.name).read_bytes() == original  # nothing lost
     assert [e.id for e in Episodes(settings).on(T0.date())] == [good.id]
     assert Doctor(settings).run().healthy
+
+
+def test_unusable_procedure_files_are_reported_and_left_as_they_are(settings: Settings) -> None:
+    from rockmem_mcp.services.procedures import Procedures
+
+    store = Procedures(settings)
+    store.save("How to deploy", ["deploy"], ["Run the tests"])
+    store.close()
+    (settings.procedures_dir / "broken.json").write_text("{")
+    report = Doctor(settings).run(fix=True)
+    assert [(f.kind, f.path) for f in report.findings] == [("malformed", "procedures/broken.json")]
+    assert report.findings[0].detail.endswith("left as it is") and report.checked["procedures"] == 2
+    assert (settings.procedures_dir / "broken.json").read_text() == "{"  # a person may be editing it

@@ -349,3 +349,37 @@ def test_a_backup_carries_the_episode_logs_and_a_restore_twice_adds_each_once(
     assert [e.id for e in restored.on(old.at.date())] == [old.id]
     bad = restore(fresh, services, [{**lines[0], "id": "f" * 12, "memory_id": "../x"}])
     assert "invalid memory id" in bad.errors[0].error
+
+
+def test_a_backup_carries_procedures_with_their_history_and_never_overwrites_one(
+    settings: Settings, services: Services, tmp_path: Path
+) -> None:
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.procedures import Procedures
+    from rockmem_mcp.services.transfer import HomeStores
+
+    store = Procedures(settings)
+    store.save("How to deploy", ["deploy", "ship"], ["Run the tests", "Tag the release"])
+    store.save("How to deploy", ["deploy", "ship"], ["Run the tests", "Tag", "Deploy to staging"], reason="staging")
+    store.close()
+    graph = GraphService(settings)
+    try:
+        lines = [json.loads(line) for line in HomeStores(settings, graph).export_lines()]
+    finally:
+        graph.close()
+    assert [(line["store"], line["name"], line["version"]) for line in lines] == [("procedure", "How to deploy", 2)]
+
+    fresh = Settings(home=tmp_path / "fresh")
+    report = restore(fresh, services, lines)
+    assert report.other_stores["procedures"] == 1 and not report.skipped
+    restored = Procedures(fresh)
+    try:
+        procedure = restored.get("how to deploy")
+        assert procedure.steps[-1] == "Deploy to staging" and [v.version for v in procedure.history] == [1]
+        restored.save("How to deploy", ["deploy"], ["Mine now"])
+        again = restore(fresh, services, lines)
+        assert again.other_stores["procedures"] == 0
+        assert again.skipped == ["procedure How to deploy: the home has its own, kept (the backup's not restored)"]
+        assert restored.get("How to deploy").steps == ["Mine now"]
+    finally:
+        restored.close()
