@@ -41,6 +41,7 @@ from rockmem_mcp.search.salience import (
     TYPE_WEIGHTS,
     ranking_factor,
     salience,
+    salience_of,
 )
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import Reinforcer
@@ -168,17 +169,30 @@ class Episodes:
                 allowed &= ~index.logs_memory.view
             if types:
                 allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
-            words = tokenize(query) if query else []
+            if not allowed.any():  # e.g. only save_memory's episodes, and those are not wanted
+                return EpisodeSearch(hits=[], total_matches=0)
+            now = self._clock().timestamp()
             if query and query.strip():
-                hits = index.search(words, allowed, max(limit, 1) * REFINED + (50 if wanted_tags else 0), self._factor)
-                slots, scores, total = list(hits.slots), list(hits.scores), hits.total
+                wanted = max(limit, 1) * REFINED + (50 if wanted_tags else 0)
+                hits = index.search(tokenize(query), allowed, wanted, self._factor)
+                # Weighed again with every process's uses (the candidates were by this process's), then read.
+                refined = []
+                for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
+                    value = self._slot_salience(slot, now)
+                    if self.settings.salience:
+                        score = score / float(self._factor(np.array([slot]))[0]) * _factor_of(value)
+                    refined.append((score, slot, value))
+                refined.sort(key=lambda item: -item[0])
+                candidates = [(slot, score, value) for score, slot, value in refined]
+                total = hits.total
             else:
                 listed = np.flatnonzero(allowed)
                 order = np.argsort(at[listed], kind="stable")
                 if newest and not wanted_tags:
                     order = order[-limit:]
-                slots, scores, total = list(listed[order]), [], len(listed)
-            found = self._read(slots, scores, wanted_tags, limit, ranked=bool(scores))
+                candidates = [(slot, None, None) for slot in listed[order].tolist()]
+                total = len(listed)
+            found = self._read(candidates, wanted_tags, limit, now)
             if wanted_tags:
                 total = len(found) if len(found) < limit else total
             if reinforce and found:
@@ -186,24 +200,19 @@ class Episodes:
         return EpisodeSearch(hits=found, total_matches=total)
 
     def _read(
-        self, slots: list[int], scores: list[float], wanted_tags: set[str], limit: int, ranked: bool
+        self, candidates: list[tuple[int, float | None, float | None]], wanted_tags: set[str], limit: int, now: float
     ) -> list[EpisodeHit]:
+        """The first `limit` candidates (slot, score, salience) whose episode reads back and has the tags."""
         hits: list[EpisodeHit] = []
-        now = self._clock().timestamp()
-        for i, slot in enumerate(slots):
-            if not ranked and len(hits) >= limit:
+        for slot, score, value in candidates:
+            if len(hits) >= limit:
                 break
-            episode = self.index.read(int(slot))
+            episode = self.index.read(slot)
             if episode is None or (wanted_tags and not wanted_tags <= {tag_key(t) for t in episode.tags}):
                 continue
-            value = self._salience(episode, int(slot), now)
-            score = float(scores[i]) if ranked else None
-            if score is not None and self.settings.salience:  # weighed again with every process's uses
-                score = score / float(self._factor(np.array([slot]))[0]) * _factor_of(value)
+            value = self._slot_salience(slot, now) if value is None else value
             hits.append(EpisodeHit(episode=episode, score=score, salience=round(value, 4), resource=resource(episode)))
-        if ranked:
-            hits.sort(key=lambda hit: -(hit.score or 0.0))
-        return hits[:limit]
+        return hits
 
     # ------------------------------------------------------------------ salience
     def _factor(self, slots: np.ndarray) -> np.ndarray:
@@ -221,20 +230,17 @@ class Episodes:
         )
         return ranking_factor(values, RANKING_FLOOR) if self.settings.salience else np.ones(len(slots))
 
-    def _access(self, episode: Episode, slot: int) -> Access:
+    def _access(self, episode_id: str, slot: int) -> Access:
         index = self.index
         known = Access(int(index.uses.view[slot]), float(index.last_use.view[slot]))
         table = self.reinforcer.accesses(EPISODE) if self.reinforcer is not None else {}
-        return known.merged(table.get(episode.id))
+        return known.merged(table.get(episode_id))
 
-    def _salience(self, episode: Episode, slot: int, now: float) -> float:
-        access = self._access(episode, slot)
-        base = CONFIDENCE_BASE[CONFIDENCES.index(episode.confidence)]
-        days = max(now - access.last, 0.0) / 86_400.0
-        weight = TYPE_WEIGHTS["episodic"]
-        return min(
-            1.0, base * float(np.exp(-self.settings.salience_lambda * days)) * np.log2(access.count + 1) * weight
-        )
+    def _slot_salience(self, slot: int, now: float) -> float:
+        access = self._access(self.index.key(slot), slot)
+        base = float(CONFIDENCE_BASE[int(self.index.confidence_code.view[slot])])
+        lam = self.settings.salience_lambda
+        return salience_of(base, access.last, access.count, False, now, lam, TYPE_WEIGHTS["episodic"])
 
     def _use(self, episodes: list[Episode]) -> None:
         """A use of these episodes (caller holds the index lock): counted now, logged in the background."""
@@ -244,7 +250,7 @@ class Episodes:
         for episode in episodes:
             slot = self.index.slot(episode.id)
             if slot is not None:
-                current[episode.id] = self._access(episode, slot)
+                current[episode.id] = self._access(episode.id, slot)
         for episode_id, access in self.reinforcer.use(EPISODE, current).items():
             slot = self.index.slot(episode_id)
             if slot is not None:
