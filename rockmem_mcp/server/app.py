@@ -173,6 +173,7 @@ def build_server(
                 if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
                     background.start_soon(sweep_working_memory, settings)
                     background.start_soon(anyio.to_thread.run_sync, core.sync_vault)  # hand edits made meanwhile
+                background.start_soon(anyio.to_thread.run_sync, episodes.warm)  # the first "when" is then quick
                 try:
                     yield opened
                 finally:

@@ -9,6 +9,7 @@ without it. Time queries ("on", "between", "last week") read only the days in ra
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
@@ -48,6 +49,8 @@ from rockmem_mcp.services.reinforcement import Reinforcer
 from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
+
+log = logging.getLogger(__name__)
 
 # Salience's base per confidence (seed 004 §9: what the user stated counts most, what was inferred least).
 CONFIDENCE_BASE = np.array([BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED])  # high, medium, low
@@ -99,6 +102,14 @@ class Episodes:
         if day < now.date() - timedelta(days=1):  # its listing did not change: tell followers
             touch_directory(self.settings.episodes_dir)
         return episode
+
+    def warm(self) -> None:
+        """Build the search index now (a server does it in the background at start)."""
+        try:
+            with self.index.lock:
+                self.index.sync()
+        except OSError as exc:
+            log.warning("episode index not built yet (%s); the first search tries again", exc)
 
     def log_save(self, entry: MemoryEntry) -> Episode:
         """The line save_memory adds to the day's log (seed 003: "saves to daily log + structured DB"): the
