@@ -64,12 +64,13 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @reports_resource_errors
     def salience() -> str:
         """The 20 least and 20 most salient memories (id, tier, salience, uses, last use, first words) and the
-        count per tier: what is fading and what is alive."""
-        memory = current().memory
-        least, most = salience_listing(memory, "least"), salience_listing(memory, "most")
+        count per tier, and the episodes' and procedures' counts per tier: what is fading and what is alive."""
+        svc = current()
+        least, most = salience_listing(svc.memory, "least"), salience_listing(svc.memory, "most")
         return json.dumps(
             {"tiers": least.tiers, "pinned": least.pinned, "least": least.model_dump(mode="json")["memories"],
-             "most": most.model_dump(mode="json")["memories"]},
+             "most": most.model_dump(mode="json")["memories"],
+             "episodes": {"tiers": svc.episodes.tier_counts()}, "procedures": {"tiers": svc.procedures.tier_counts()}},
             indent=2, ensure_ascii=False,
         )  # fmt: skip
 

@@ -38,11 +38,11 @@ from rockmem_mcp.search.salience import (
     BASE_AGENT,
     BASE_DERIVED,
     BASE_EXPLICIT,
-    RANKING_FLOOR,
     TYPE_WEIGHTS,
     ranking_factor,
     salience,
     salience_of,
+    tier_counts,
 )
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import Reinforcer
@@ -187,13 +187,13 @@ class Episodes:
                 wanted = max(limit, 1) * REFINED + (50 if wanted_tags else 0)
                 hits = index.search(tokenize(query), allowed, wanted, self._factor)
                 # Weighed again with every process's uses (the candidates were by this process's), then read.
-                refined = []
-                for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True):
-                    value = self._slot_salience(slot, now)
-                    if self.settings.salience:
-                        score = score / float(self._factor(np.array([slot]))[0]) * _factor_of(value)
-                    refined.append((score, slot, value))
-                refined.sort(key=lambda item: -item[0])
+                slots = hits.slots.tolist()
+                values = [self._slot_salience(slot, now) for slot in slots]
+                scores = hits.scores
+                if self.settings.salience and slots:
+                    refined_factor = ranking_factor(np.array(values), self.settings.salience_floor)
+                    scores = scores / self._factor(hits.slots) * refined_factor
+                refined = sorted(zip(scores.tolist(), slots, values, strict=True), key=lambda item: -item[0])
                 candidates = [(slot, score, value) for score, slot, value in refined]
                 total = hits.total
             else:
@@ -239,7 +239,27 @@ class Episodes:
             self.settings.salience_lambda,
             TYPE_WEIGHTS["episodic"],
         )
-        return ranking_factor(values, RANKING_FLOOR) if self.settings.salience else np.ones(len(slots))
+        return ranking_factor(values, self.settings.salience_floor) if self.settings.salience else np.ones(len(slots))
+
+    def tier_counts(self) -> dict[str, int]:
+        """How many episodes are in each salience tier (rockmem://salience)."""
+        index = self.index
+        with index.lock:
+            index.sync()
+            live = np.flatnonzero(index.live())
+            uses, last = index.uses.view[live].copy(), index.last_use.view[live].copy()
+            table = self.reinforcer.accesses(EPISODE) if self.reinforcer is not None else {}
+            position = {int(slot): n for n, slot in enumerate(live.tolist())}
+            for episode_id, access in list(table.items()):
+                slot = index.slot(episode_id)
+                if slot is not None and slot in position:
+                    n = position[slot]
+                    uses[n], last[n] = max(uses[n], access.count), max(last[n], access.last)
+            values = salience(
+                CONFIDENCE_BASE[index.confidence_code.view[live]], last, uses, np.zeros(len(live), dtype=bool),
+                self._clock().timestamp(), self.settings.salience_lambda, TYPE_WEIGHTS["episodic"],
+            )  # fmt: skip
+        return tier_counts(values)
 
     def _access(self, episode_id: str, slot: int) -> Access:
         index = self.index
@@ -374,10 +394,6 @@ def parse_day(text: str) -> date:
 
 def resource(episode: Episode) -> str:
     return f"rockmem://episodes/{episode.at.date().isoformat()}"
-
-
-def _factor_of(value: float) -> float:
-    return float(ranking_factor(np.array([value]), RANKING_FLOOR)[0])
 
 
 def _text(episode: Episode) -> str:

@@ -54,7 +54,15 @@ from rockmem_mcp.models import (
     utc_now,
 )
 from rockmem_mcp.search.bm25 import BM25Index
-from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, DORMANT, TYPE_WEIGHTS, ranking_factor, salience_of, tier
+from rockmem_mcp.search.salience import (
+    ARCHIVE_CANDIDATE,
+    DORMANT,
+    TYPE_WEIGHTS,
+    ranking_factor,
+    salience_of,
+    tier,
+    tier_counts,
+)
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.storage.access_log import uses_of, with_uses
@@ -415,18 +423,22 @@ class Procedures:
     def _with_uses(self, procedure: Procedure) -> Procedure:
         return with_uses(procedure, self.reinforcer.accesses(PROCEDURE).get(procedure.slug))
 
+    def salience(self, procedure: Procedure) -> float:
+        uses = uses_of(procedure)
+        now, lam = self._clock().timestamp(), self.settings.salience_lambda
+        return salience_of(procedure.importance, uses.last, uses.count, False, now, lam, TYPE_WEIGHT)
+
+    def tier_counts(self) -> dict[str, int]:
+        """How many live procedures are in each salience tier (rockmem://salience)."""
+        return tier_counts(np.array([self.salience(p) for p in self.list()], dtype=np.float64))
+
     def _weighed(
         self, found: builtins.list[tuple[float, Procedure]], leave_out: tuple[str, ...]
     ) -> builtins.list[tuple[float, Procedure]]:
         """`found` (score, procedure) times salience's ranking factor, best first, without the tiers in
         `leave_out` (salience switched off: relevance alone, nothing left out)."""
         if found and self.settings.salience:
-            now = self._clock().timestamp()
-            lam = self.settings.salience_lambda
-            values = []
-            for _, p in found:
-                uses = uses_of(p)
-                values.append(salience_of(p.importance, uses.last, uses.count, False, now, lam, TYPE_WEIGHT))
+            values = [self.salience(p) for _, p in found]
             factors = ranking_factor(np.array(values), self.settings.salience_floor).tolist()
             found = [
                 (score * factor, p)

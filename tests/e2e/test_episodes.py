@@ -43,6 +43,9 @@ async def test_save_memory_logs_an_episode_found_by_time_and_keywords(stdio_serv
         log = await read(client, f"rockmem://episodes/{today}")
         assert log.startswith(f"# {today} — Episode Log\n\n## ")
         assert "| decision | confidence:high | tags:[db]\nWe chose PostgreSQL 17 for the billing service" in log
+        tiers = json.loads(await read(client, "rockmem://salience"))
+        assert tiers["episodes"]["tiers"] == {"active": 1, "fading": 0, "dormant": 0, "archive_candidate": 0}
+        assert sum(tiers["procedures"]["tiers"].values()) == 0
         days = json.loads(await read(client, "rockmem://episodes"))
         assert days == [{"day": today, "episodes": 1, "resource": f"rockmem://episodes/{today}"}]
         recalled = await call(client, "recall", message="When did we choose PostgreSQL?", session_id="s1")
