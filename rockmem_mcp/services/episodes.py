@@ -134,17 +134,22 @@ class Episodes:
         until: datetime | None = None,
         tags: list[str] | None = None,
         besides: set[str] = frozenset(),  # type: ignore[assignment]
+        logged_too: bool = True,
     ) -> tuple[list[EpisodeHit], str | None]:
         """search_memory's episodes: with no period given, a time phrase in `query` ("last week",
         "on 2026-03-04") narrows them to its period and the rest of the query is searched; episodes that log a
-        memory in `besides` (already returned) are left out. Returns the hits and the route taken, if any."""
+        memory in `besides` (already returned) are left out, and without `logged_too` every episode that logs a
+        memory unless a period is given (the memory speaks for it). Returns the hits and the route taken, if any."""
         taken = None
         if query and since is None and until is None:
             routed = route(query, self._clock())
             if routed.since is not None:  # the rest of the query, less the question's words, is searched
                 since, until, query = routed.since, routed.until, routed.subject or None
                 taken = routed.describe()
-        found = self.search(query, limit + len(besides), since, until, tags=tags, reinforce=bool(query))
+        unlogged = not logged_too and since is None and until is None
+        found = self.search(
+            query, limit + len(besides), since, until, tags=tags, reinforce=bool(query), unlogged=unlogged
+        )
         hits = [hit for hit in found.hits if hit.episode.memory_id not in besides][:limit]
         return hits, taken
 

@@ -115,7 +115,7 @@ def register(server: MCPServer) -> None:
             only = wanted == {"episodes"}
             found.episodes, found.route = svc.episodes.find(
                 query, limit if only else min(limit, EPISODES_BESIDE), created_after, created_before, tags,
-                {hit.entry.id for hit in found.results},
+                {hit.entry.id for hit in found.results}, logged_too=stores is not None,
             )  # fmt: skip
         if "procedures" in wanted and query and query.strip() and not filtered:
             found.procedures = [
