@@ -57,6 +57,7 @@ class EpisodeIndex:
         self.last_use = Column(np.float64)
         self._days: dict[date, _Day] = {}
         self._listing_stamp: tuple[int, int] | None = None
+        self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
         self.lock = threading.RLock()  # held by a search around sync and reads
 
     def __len__(self) -> int:
@@ -74,6 +75,7 @@ class EpisodeIndex:
                     self._drop_day(gone)
                 for day in days:
                     self._follow(day, check_inode=True)
+                self.built = True
                 return
             for day in sorted(self._days)[-FOLLOWED_DAYS:]:
                 self._follow(day, check_inode=False)

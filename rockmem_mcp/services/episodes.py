@@ -148,8 +148,9 @@ class Episodes:
                 taken = routed.describe()
         unlogged = not logged_too and since is None and until is None
         found = self.search(
-            query, limit + len(besides), since, until, tags=tags, reinforce=bool(query), unlogged=unlogged
-        )
+            query, limit + len(besides), since, until, tags=tags, reinforce=bool(query), unlogged=unlogged,
+            wait=not unlogged,  # episodes beside memories: not waited for while the index is built at start
+        )  # fmt: skip
         hits = [hit for hit in found.hits if hit.episode.memory_id not in besides][:limit]
         return hits, taken
 
@@ -164,55 +165,79 @@ class Episodes:
         newest: bool = False,
         reinforce: bool = False,
         unlogged: bool = False,
+        wait: bool = True,
     ) -> EpisodeSearch:
         """Episodes matching `query` best first (BM25 × salience's ranking factor: an old, unused, low-confidence
         episode ranks lower, never out), or without a query every episode in the period in the order they
         happened (the first `limit`, or with `newest` the last). `since` inclusive, `until` exclusive; `types`:
-        any of them; `tags`: all; `unlogged`: only episodes that log no memory (save_memory's are left out)."""
+        any of them; `tags`: all; `unlogged`: only episodes that log no memory (save_memory's are left out).
+        Without `wait`, nothing is found while another thread builds the index (a server's first seconds at
+        100k episodes): for callers that add episodes to another answer."""
         for kind in types or ():
             _one_of(kind, EPISODE_TYPES, "type")
         wanted_tags = {tag_key(t) for t in normalize_tags(tags, self.settings.max_tags)} if tags else set()
         index = self.index
-        with index.lock:
-            index.sync()
-            allowed = index.live()
-            at = index.at.view
-            if since is not None:
-                allowed &= at >= as_utc(since).timestamp()
-            if until is not None:
-                allowed &= at < as_utc(until).timestamp()
-            if unlogged:
-                allowed &= ~index.logs_memory.view
-            if types:
-                allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
-            if not allowed.any():  # e.g. only save_memory's episodes, and those are not wanted
-                return EpisodeSearch(hits=[], total_matches=0)
-            now = self._clock().timestamp()
-            if query and query.strip():
-                wanted = max(limit, 1) * REFINED + (50 if wanted_tags else 0)
-                hits = index.search(tokenize(query), allowed, wanted, self._factor)
-                # Weighed again with every process's uses (the candidates were by this process's), then read.
-                slots = hits.slots.tolist()
-                values = [self._slot_salience(slot, now) for slot in slots]
-                scores = hits.scores
-                if self.settings.salience and slots:
-                    refined_factor = ranking_factor(np.array(values), self.settings.salience_floor)
-                    scores = scores / self._factor(hits.slots) * refined_factor
-                refined = sorted(zip(scores.tolist(), slots, values, strict=True), key=lambda item: -item[0])
-                candidates = [(slot, score, value) for score, slot, value in refined]
-                total = hits.total
-            else:
-                listed = np.flatnonzero(allowed)
-                order = np.argsort(at[listed], kind="stable")
-                if newest and not wanted_tags:
-                    order = order[-limit:]
-                candidates = [(slot, None, None) for slot in listed[order].tolist()]
-                total = len(listed)
-            found = self._read(candidates, wanted_tags, limit, now)
-            if wanted_tags:
-                total = len(found) if len(found) < limit else total
-            if reinforce and found:
-                self._use([hit.episode for hit in found])
+        if wait or index.built:
+            index.lock.acquire()
+        elif not index.lock.acquire(blocking=False):
+            return EpisodeSearch(hits=[], total_matches=0)  # being built (the server's start): not waited for
+        try:
+            return self._search(query, limit, since, until, types, wanted_tags, newest, reinforce, unlogged)
+        finally:
+            index.lock.release()
+
+    def _search(
+        self,
+        query: str | None,
+        limit: int,
+        since: datetime | None,
+        until: datetime | None,
+        types: list[str] | None,
+        wanted_tags: set[str],
+        newest: bool,
+        reinforce: bool,
+        unlogged: bool,
+    ) -> EpisodeSearch:
+        index = self.index
+        index.sync()
+        allowed = index.live()
+        at = index.at.view
+        if since is not None:
+            allowed &= at >= as_utc(since).timestamp()
+        if until is not None:
+            allowed &= at < as_utc(until).timestamp()
+        if unlogged:
+            allowed &= ~index.logs_memory.view
+        if types:
+            allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
+        if not allowed.any():  # e.g. only save_memory's episodes, and those are not wanted
+            return EpisodeSearch(hits=[], total_matches=0)
+        now = self._clock().timestamp()
+        if query and query.strip():
+            wanted = max(limit, 1) * REFINED + (50 if wanted_tags else 0)
+            hits = index.search(tokenize(query), allowed, wanted, self._factor)
+            # Weighed again with every process's uses (the candidates were by this process's), then read.
+            slots = hits.slots.tolist()
+            values = [self._slot_salience(slot, now) for slot in slots]
+            scores = hits.scores
+            if self.settings.salience and slots:
+                refined_factor = ranking_factor(np.array(values), self.settings.salience_floor)
+                scores = scores / self._factor(hits.slots) * refined_factor
+            refined = sorted(zip(scores.tolist(), slots, values, strict=True), key=lambda item: -item[0])
+            candidates = [(slot, score, value) for score, slot, value in refined]
+            total = hits.total
+        else:
+            listed = np.flatnonzero(allowed)
+            order = np.argsort(at[listed], kind="stable")
+            if newest and not wanted_tags:
+                order = order[-limit:]
+            candidates = [(slot, None, None) for slot in listed[order].tolist()]
+            total = len(listed)
+        found = self._read(candidates, wanted_tags, limit, now)
+        if wanted_tags:
+            total = len(found) if len(found) < limit else total
+        if reinforce and found:
+            self._use([hit.episode for hit in found])
         return EpisodeSearch(hits=found, total_matches=total)
 
     def _read(

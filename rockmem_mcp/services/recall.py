@@ -184,7 +184,7 @@ class Recall:
             latest = routed.kind == "latest"
             found = search(routed.subject or None, EPISODES_SHOWN, routed.since, routed.until, newest=latest)
             return found.hits
-        return search(message, OTHER_EPISODES, unlogged=True).hits
+        return search(message, OTHER_EPISODES, unlogged=True, wait=False).hits
 
     def _procedures_for(self, routed: Route, message: str) -> list[Procedure]:
         """Procedures whose trigger the message matches (every route); on the how route, without such a match,

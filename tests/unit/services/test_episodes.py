@@ -144,3 +144,28 @@ def test_old_unused_low_confidence_episodes_rank_lower_but_are_not_hidden(settin
     hits = episodes.search("espresso descaled").hits
     assert [h.episode.id for h in hits] == [new.id, old.id]
     assert hits[1].score < hits[0].score and hits[1].salience < 0.05
+
+
+def test_a_search_that_need_not_wait_skips_episodes_while_another_thread_builds_the_index(settings: Settings) -> None:
+    episodes = Episodes(settings)
+    episodes.record("kiwi harvest started", at=DAY)
+    building = threading.Event()
+    release = threading.Event()
+    real_sync = episodes.index.sync
+
+    def slow_sync() -> None:
+        building.set()
+        release.wait()
+        real_sync()
+
+    episodes.index.sync = slow_sync  # type: ignore[method-assign]
+    warm = threading.Thread(target=episodes.warm)
+    warm.start()
+    building.wait()
+    assert episodes.search("kiwi", wait=False).hits == []  # not waited for
+    release.set()
+    warm.join()
+    episodes.index.sync = real_sync  # type: ignore[method-assign]
+    assert [h.episode.content for h in episodes.search("kiwi", wait=False).hits] == ["kiwi harvest started"]
+    fresh = Episodes(settings)  # nobody building: a search that need not wait builds it itself
+    assert [h.episode.content for h in fresh.search("kiwi", wait=False).hits] == ["kiwi harvest started"]
