@@ -238,6 +238,7 @@ class ScoredEntry(BaseModel):
 class WorkspaceHit(BaseModel):
     """A section of a workspace file that matched a search."""
 
+    store: Literal["workspace"] = "workspace"
     file: str = Field(description="e.g. 'SOUL.md'")
     heading: str = Field(description="The section's markdown heading ('' before the first one)")
     line: int = Field(description="The section's first line number in the file (1-based)")

@@ -54,7 +54,9 @@ def visible(text: str) -> str:
 
 # A line markdown would read as structure rather than text: an ATX heading, a setext underline (which makes
 # the line above a heading), an HTML block or a code fence (either can swallow the rest of a page).
-_MARKDOWN_BLOCK = re.compile(r"#|<|```|~~~|=+\s*$|-+\s*$")
+# A heading, HTML block or fence — also inside list items and quotes ("* # x", "1. # x", "> # x") — or a setext
+# underline.
+_MARKDOWN_BLOCK = re.compile(r"(?:(?:[-*+]|\d{1,9}[.)])\s+|>\s*)*(?:#|<|```|~~~)|=+\s*$|-+\s*$")
 
 
 def inert_markdown(text: str) -> str:

@@ -159,6 +159,9 @@ class EpisodeIndex:
             line = os.pread(fd, end - start, start)
         finally:
             os.close(fd)
+        # The range starts where the previous indexed line ended: an unreadable line skipped between them (a torn
+        # write) comes first, so the episode is the range's last line.
+        line = line.rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
         try:
             episode = Episode.model_validate_json(line)
         except ValueError:

@@ -10,6 +10,7 @@ without it. Time queries ("on", "between", "last week") read only the days in ra
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
@@ -49,6 +50,7 @@ from rockmem_mcp.services.reinforcement import Reinforcer
 from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.text import inert_markdown
 
 log = logging.getLogger(__name__)
 
@@ -379,21 +381,17 @@ class Episodes:
 
     def markdown(self, day: date) -> str:
         """The day as the seed's episode log: a title, then `## HH:MM | type | confidence:… | tags:[…]` and the
-        content per episode. A content line that starts with `#` is escaped (`\\#`), so stored text cannot
-        forge a heading."""
+        content per episode. Stored text cannot forge the log's structure: a content line markdown would read as
+        a heading, setext underline, HTML block or fence is escaped with `\\` (text.inert_markdown), and `]`,
+        `|` and `,` in a tag are escaped so a tag cannot forge a heading's fields."""
         lines = [f"# {day.isoformat()} — Episode Log", ""]
         for episode in self.on(day):
             at = episode.at  # UTC, as stored (strftime would cost a third of a 10,000-episode day)
-            tags = ", ".join(episode.tags)
+            tags = ", ".join(_TAG_SYNTAX.sub(r"\\\g<0>", tag) for tag in episode.tags)
             lines.append(
                 f"## {at.hour:02d}:{at.minute:02d} | {episode.type} | confidence:{episode.confidence} | tags:[{tags}]"
             )
-            content = episode.content
-            if "#" in content:
-                content = "\n".join(
-                    f"\\{line}" if line.lstrip().startswith("#") else line for line in content.split("\n")
-                )
-            lines += (content, "")
+            lines += (inert_markdown(episode.content), "")
         return "\n".join(lines)
 
 
@@ -412,6 +410,9 @@ _CATEGORY_TYPES = (
 def _type_of(category: str | None) -> str:
     words = (category or "").lower()
     return next((kind for word, kind in _CATEGORY_TYPES if word in words), "fact")
+
+
+_TAG_SYNTAX = re.compile(r"[\\\]|,\[]")  # what would end or split the heading's tags:[…] field
 
 
 def parse_day(text: str) -> date:
