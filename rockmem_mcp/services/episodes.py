@@ -383,7 +383,7 @@ class Episodes:
         """The day as the seed's episode log: a title, then `## HH:MM | type | confidence:… | tags:[…]` and the
         content per episode. Stored text cannot forge the log's structure: a content line markdown would read as
         a heading, setext underline, HTML block or fence is escaped with `\\` (text.inert_markdown), and `]`,
-        `|` and `,` in a tag are escaped so a tag cannot forge a heading's fields."""
+        `|`, `,` and `:` in a tag are escaped so a tag cannot forge a heading's fields."""
         lines = [f"# {day.isoformat()} — Episode Log", ""]
         for episode in self.on(day):
             at = episode.at  # UTC, as stored (strftime would cost a third of a 10,000-episode day)
@@ -412,7 +412,7 @@ def _type_of(category: str | None) -> str:
     return next((kind for word, kind in _CATEGORY_TYPES if word in words), "fact")
 
 
-_TAG_SYNTAX = re.compile(r"[\\\]|,\[]")  # what would end or split the heading's tags:[…] field
+_TAG_SYNTAX = re.compile(r"[\\\]|,:\[]")  # what would end or split the tags:[…] field, or forge a field: label
 
 
 def parse_day(text: str) -> date:
