@@ -670,7 +670,15 @@ def _actions(description: str) -> Any:
     return Field(default_factory=list, max_length=MAX_PLAN_ITEMS, description=description)
 
 
-_PLAN = ConfigDict(extra="forbid")  # a misspelled field is an error, not an action silently dropped
+def _untitled(schema: dict[str, Any]) -> None:
+    """Drop the titles pydantic makes of names: they repeat the names and cost tools/list tokens."""
+    schema.pop("title", None)
+    for spec in schema.get("properties", {}).values():
+        spec.pop("title", None)
+
+
+# A misspelled field is an error, not an action silently dropped; the plan's schema is in tools/list: no titles.
+_PLAN = ConfigDict(extra="forbid", json_schema_extra=_untitled)
 
 
 class PlanMerge(BaseModel):
@@ -710,6 +718,19 @@ class PlanCreate(BaseModel):
     )
     tags: list[str] | None = Field(None, description="A few search words not already in the text")
     importance: float | None = Field(None, ge=0, le=1, description="0 to 1 (default 0.5)")
+    source_episodes: list[str] = Field([], description="Episodes pass: the episode ids it is from")
+    reason: Reason = ""
+
+
+# A workflow the episodes pass learned (seed 004 §7); no docstring: its schema is in tools/list.
+class DreamProcedure(BaseModel):
+    model_config = _PLAN
+
+    name: str = Field(description="e.g. how-to-deploy; a known name is updated")
+    trigger: list[str] = Field(description="Phrases that call for it")
+    steps: list[str] = Field(description="In order")
+    notes: list[str] = Field([], description="The user's wishes")
+    learned_from: list[str] = Field([], description="The episode ids")
     reason: Reason = ""
 
 
@@ -729,11 +750,12 @@ class DreamPlan(BaseModel):
     merges: list[PlanMerge] = _actions("Memories that are one fact: merge them")
     archives: list[PlanArchive] = _actions("Noise, stale or contradicted memories")
     updates: list[PlanUpdate] = _actions("Memories to refile (category, tags)")
-    creates: list[PlanCreate] = _actions("New memories: preferences, anti-patterns")
+    creates: list[PlanCreate] = _actions("New memories: preferences, anti-patterns, facts from episodes")
     entities: list[EntityInput] = _actions("Entities to add to the graph")
     triples: list[TripleInput] = _actions("Facts to add to the graph")
     entity_merges: list[EntityMergeInput] = _actions("Graph entities to merge")
     drop_triples: list[str] = _actions("Ids of graph triples to delete")
+    procedures: list[DreamProcedure] = _actions("Workflows learned from episodes")
 
 
 class SalientMemory(BaseModel):
@@ -767,8 +789,11 @@ class SalienceListing(BaseModel):
 
 
 class DreamAction(BaseModel):
-    action: str = Field(description="merge, archive, update, create, purge, entity, triple, drop_triple")
-    ids: list[str] = Field(default_factory=list, description="The memories or graph records it touched")
+    action: str = Field(
+        description="merge, archive, update, create, purge, entity, triple, drop_triple, entity_merge, drop_entity, "
+        "procedure"
+    )
+    ids: list[str] = Field(default_factory=list, description="The memories, graph records or procedure it touched")
     result_id: str | None = Field(None, description="The memory it made (merge, create)")
     reason: str = ""
 

@@ -55,7 +55,9 @@ class Services:
         return self.graph_opening.result()
 
     def dreamer(self) -> Dreamer:
-        return Dreamer(self.memory, self.graph, self.settings, self.templates)
+        return Dreamer(
+            self.memory, self.graph, self.settings, self.templates, episodes=self.episodes, procedures=self.procedures
+        )
 
     def working(self, session_id: str | None) -> WorkingMemory:
         key = None if self.settings.namespace else session_id

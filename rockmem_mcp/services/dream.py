@@ -1,4 +1,5 @@
-"""The dream pass: consolidation, preference inference, anti-patterns, graph extraction and graph cleanup.
+"""The dream pass: consolidation, preference inference, anti-patterns, graph extraction, graph cleanup, and
+reading the episodes (facts, graph and procedures learned from them: services/dream_episodes.py).
 
 Whoever proposes the changes (an LLM, the calling agent, or the deterministic pass below), every plan goes
 through `apply`, which enforces the safeguards in code:
@@ -12,7 +13,9 @@ through `apply`, which enforces the safeguards in code:
   importance;
 - one memory is changed by at most one action of a plan;
 - each pass may only do its own kind of change (consolidation merges, archives and updates; preferences and
-  anti-patterns create; entities adds to the graph; graph merges entities and drops triples).
+  anti-patterns create; entities adds to the graph; graph merges entities and drops triples; episodes creates,
+  adds to the graph and saves procedures);
+- what the episodes pass makes names the episodes it came from, which must exist; episodes never change.
 A run holds a lock (two dreams never overlap), and writes a report to dream-reports/{id}.json.
 """
 
@@ -30,28 +33,45 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, RockmemError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.models import (
+    MAX_LINKS,
     DreamAction,
     DreamMaterial,
     DreamPlan,
+    DreamProcedure,
     DreamReport,
     MemoryEntry,
+    PlanCreate,
+    Procedure,
     normalize_category,
     normalize_tags,
+    procedure_slug,
     utc_now,
 )
 from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.decay import decay_pass
+from rockmem_mcp.services.dream_episodes import (
+    EpisodeMark,
+    EpisodeMarks,
+    episode_line,
+    known_procedures,
+    later,
+    mark_after,
+    unknown_episodes,
+    unread,
+)
 from rockmem_mcp.services.dream_hooks import checkpoint
 from rockmem_mcp.services.dream_journal import MergeJournal, version
+from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.fact_check import contradiction, contradictions, details, lost_facts
 from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
@@ -63,13 +83,14 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock
 
 log = logging.getLogger(__name__)
 
-PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
+PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes")
 DIRECTIVES = {
     "consolidation": "dream",
     "anti-patterns": "anti-pattern-dream",
     "preferences": "pref-dream",
     "entities": "entity-dream",
     "graph": "graph-consolidation-dream",
+    "episodes": "episode-dream",
 }
 # Which plan fields each pass may use.
 ALLOWED = {
@@ -78,6 +99,7 @@ ALLOWED = {
     "anti-patterns": {"creates"},
     "entities": {"entities", "triples"},
     "graph": {"entity_merges", "drop_triples"},
+    "episodes": {"creates", "entities", "triples", "procedures"},
 }
 PROTECTED_REINFORCEMENT = 5
 NEAR_DUPLICATE_COSINE = 0.88
@@ -146,14 +168,33 @@ class Dreamer:
         settings: Settings,
         templates: Templates,
         clock: Callable[[], datetime] = utc_now,
+        episodes: Episodes | None = None,
+        procedures: Procedures | None = None,
     ) -> None:
+        """`episodes`, `procedures`: the process's stores (the server's); without them the episodes pass opens
+        its own on first use, sharing the memory store's reinforcer."""
         self.memory = memory
         self.graph = graph
         self.settings = settings
         self.templates = templates
         self.feedback = FeedbackLog(settings, clock)
         self.journal = MergeJournal(settings.dream_reports_dir)
+        self.episode_marks = EpisodeMarks(settings)
         self._clock = clock
+        self._episodes = episodes
+        self._procedures = procedures
+
+    @property
+    def episodes(self) -> Episodes:
+        if self._episodes is None:
+            self._episodes = Episodes(self.settings, self._clock, self.memory.reinforcer)
+        return self._episodes
+
+    @property
+    def procedures(self) -> Procedures:
+        if self._procedures is None:
+            self._procedures = Procedures(self.settings, self.memory.reinforcer, self._clock)
+        return self._procedures
 
     # ------------------------------------------------------------------ the lock and the reports
     @contextlib.contextmanager
@@ -247,16 +288,24 @@ class Dreamer:
     def material(self, dream_pass: str, offset: int = 0) -> DreamMaterial:
         """What an agent reads to dream: the directive, the numbered items, and the plan schema."""
         found, through = self._material(dream_pass, offset)
-        if through is not None and found.remaining == 0:
+        if isinstance(through, LogMark) and found.remaining == 0:
             remember_read(self.settings, through)  # the log shown to its end: the plan applied consumes it
+        elif isinstance(through, EpisodeMark) and found.items:
+            self.episode_marks.show(through)  # the plan applied moves the pass's mark there
         return found
 
-    def _material(self, dream_pass: str, offset: int) -> tuple[DreamMaterial, LogMark | None]:
-        """The material, and for the preference pass the mark just past the last turn in it."""
+    def _material(self, dream_pass: str, offset: int) -> tuple[DreamMaterial, LogMark | EpisodeMark | None]:
+        """The material, and for the preference pass the mark just past the last turn in it, for the episodes
+        pass the mark just past its newest episode."""
         self._check_pass(dream_pass)
         batch = self.settings.dream_batch_size
-        items, values, marks = self._items(dream_pass)
-        chosen = items[offset : offset + batch]
+        through: LogMark | EpisodeMark | None
+        if dream_pass == "episodes":
+            chosen, total, values, through = self._episode_items(offset, batch)
+        else:
+            items, values, marks = self._items(dream_pass)
+            chosen, total = items[offset : offset + batch], len(items)
+            through = marks[offset + len(chosen) - 1] if chosen and marks else None
         lines = [f"{offset + n}. {text}" for n, text in enumerate(chosen, start=1)]
         directive = self.templates.render(DIRECTIVES[dream_pass], **values)
         found = DreamMaterial(
@@ -264,18 +313,24 @@ class Dreamer:
             directive=directive,
             material="\n".join(lines) or "(nothing to consider)",
             items=len(chosen),
-            remaining=max(0, len(items) - offset - len(chosen)),
+            remaining=max(0, total - offset - len(chosen)),
             plan_schema=DreamPlan.model_json_schema(),
         )
-        return found, marks[offset + len(chosen) - 1] if chosen and marks else None
+        return found, through
+
+    def _episode_items(self, offset: int, batch: int) -> tuple[list[str], int, dict[str, str], EpisodeMark | None]:
+        """The episodes pass's batch (read from the store, not all listed: a first pass may face years of them),
+        how many episodes there are to read, the directive's values, and the mark past the batch."""
+        through, _ = self.episode_marks.read()
+        chosen, total = unread(self.episodes, through, offset, batch)
+        values = {"entities": self._entity_names(), "procedures": known_procedures(self.procedures)}
+        return [episode_line(e) for e in chosen], total, values, mark_after(chosen, through) if chosen else None
 
     def _items(self, dream_pass: str) -> tuple[list[str], dict[str, str], list[LogMark]]:
         if dream_pass in ("consolidation", "entities"):
             entries = sorted(self._live_entries(), key=lambda e: (e.category or "", e.created_at))
             items = [self._describe(e) for e in entries]
-            names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
-            feedback = self._feedback_text()
-            return items, {"entities": names or "(none yet)", "feedback": feedback}, []
+            return items, {"entities": self._entity_names(), "feedback": self._feedback_text()}, []
         if dream_pass == "preferences":
             turns = read_log(self.settings)
             items = [f"[{t.session_id}] {t.role}: {' '.join(t.content.split())[:2000]}" for t, _ in turns]
@@ -297,6 +352,11 @@ class Dreamer:
         ]
         items += [f"[triple {f.id}] {f.line()[2:]}" for f in self.graph.weakest_facts(200)]
         return items, {}, []
+
+    def _entity_names(self) -> str:
+        """The graph's entity names (up to 200), for a directive that extracts entities."""
+        names = ", ".join(sorted(h.entity.name for h in self.graph.find_entities(limit=200).results))
+        return names or "(none yet)"
 
     def _feedback_text(self) -> str:
         """Every kind of recent feedback (RockBot: the last 7 days, up to 50), for judging the memories."""
@@ -348,12 +408,15 @@ class Dreamer:
             material, through = self._material(dream_pass, offset)
             if material.items == 0:
                 break
-            read_through = through or read_through  # sent to the model: consumed, whatever it answers
+            sent = later(read_through, through) if isinstance(through, EpisodeMark) else through or read_through
+            if dream_pass == "preferences":
+                read_through = sent  # the conversation log sent to the model is consumed, whatever it answers
             try:
                 part = llm.complete_json(*self.prompt(material), DreamPlan)
             except RockmemError as exc:
                 problems.append(str(exc))
                 break
+            read_through = sent  # episodes: the mark moves only past what the model answered for
             plan = DreamPlan(**{f: getattr(plan, f) + getattr(part, f) for f in DreamPlan.model_fields})
             offset += material.items
             if not material.remaining:
@@ -367,12 +430,14 @@ class Dreamer:
         mode: str = "agent",
         dry_run: bool = False,
         problems: list[str] | None = None,
-        read_through: LogMark | None = None,
+        read_through: LogMark | EpisodeMark | None = None,
     ) -> DreamReport:
         """Validate every action of `plan` against the safeguards and apply those that pass (none on a dry
         run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock.
         A preference pass then consumes the conversation log: a model's pass what it read (`read_through`),
-        another what the agent was shown to its end (or the whole log when it fits one batch)."""
+        another what the agent was shown to its end (or the whole log when it fits one batch). An episodes
+        pass moves its mark past the episodes read: a model's pass those it answered for (`read_through`),
+        another the newest episode the material showed."""
         self._check_pass(dream_pass)
         with self.locked():
             run = self._start(self._new_report(dream_pass, mode, dry_run))
@@ -380,8 +445,7 @@ class Dreamer:
             for problem in problems or []:
                 run.reject("plan", [], problem)
             allowed = ALLOWED[dream_pass]
-            for field in ("merges", "archives", "updates", "creates", "entities", "triples", "entity_merges",
-                          "drop_triples"):  # fmt: skip
+            for field in DreamPlan.model_fields:
                 proposed = getattr(plan, field)
                 if proposed and field not in allowed:
                     run.reject(field, [], f"{len(proposed)} {field} are not part of the {dream_pass} pass")
@@ -396,14 +460,20 @@ class Dreamer:
                     self._update(run, update.id, update.category, update.tags, update.reason)
             if "creates" in allowed:
                 for create in plan.creates:
-                    self._create(run, dream_pass, create.content, create.category, create.tags, create.importance,
-                                 create.reason)  # fmt: skip
+                    self._create(run, dream_pass, create)
             if "entities" in allowed:
                 self._graph_additions(run, plan)
             if dream_pass == "graph":
                 self._graph_cleanup(run, plan)
+            if "procedures" in allowed:
+                for procedure in plan.procedures:
+                    self._procedure(run, procedure)
             if dream_pass == "preferences" and not dry_run:
-                self._consume_conversation_log(read_through if mode == "llm" else self._agent_read_mark())
+                read = read_through if mode == "llm" else self._agent_read_mark()
+                self._consume_conversation_log(read if isinstance(read, LogMark) else None)
+            if dream_pass == "episodes" and not dry_run:
+                read = read_through if mode == "llm" else self.episode_marks.read()[1]
+                self.episode_marks.advance(read if isinstance(read, EpisodeMark) else None)
             return self._finish(run.report)
 
     def _merge(
@@ -509,23 +579,23 @@ class Dreamer:
             return run.reject("update", [entry_id], str(exc))
         return None
 
-    def _create(
-        self,
-        run: _Run,
-        dream_pass: str,
-        content: str,
-        category: str | None,
-        tags: list[str] | None,
-        importance: float | None,
-        reason: str,
-    ) -> None:
+    def _create(self, run: _Run, dream_pass: str, create: PlanCreate) -> None:
+        content = create.content
         metadata = {"source": "inferred" if dream_pass == "preferences" else "dream"}
-        tags = list(tags or [])
+        tags = list(create.tags or [])
         try:
-            category = normalize_category(category)
+            category = normalize_category(create.category)
         except RockmemError as exc:
             return run.reject("create", [], str(exc))
-        if dream_pass == "preferences":
+        if create.source_episodes and dream_pass != "episodes":
+            return run.reject("create", [], "source_episodes belong to the episodes pass's creates")
+        if dream_pass == "episodes":
+            if not create.source_episodes:
+                return run.reject("create", [], f"name the episodes it is from in source_episodes: {content[:80]!r}")
+            if unknown := unknown_episodes(self.episodes, create.source_episodes):
+                return run.reject("create", unknown, f"unknown episode ids in source_episodes: {', '.join(unknown)}")
+            metadata["source_episodes"] = ",".join(dict.fromkeys(create.source_episodes))
+        elif dream_pass == "preferences":
             if not (category or "").startswith("user-preferences/"):
                 category = "user-preferences/inferred"
             tags.append("inferred")
@@ -547,15 +617,59 @@ class Dreamer:
                     "content": content,
                     "category": category,
                     "tags": tags,
-                    "importance": derived_importance(importance),
+                    "importance": derived_importance(create.importance),
                     "metadata": metadata,
                 }
             )
         except RockmemError as exc:
             return run.reject("create", [], str(exc))
-        run.applied("create", [], reason, entry.id)
+        run.applied("create", [], create.reason, entry.id)
         if not run.report.dry_run:
             self.memory.save_many([entry])
+        return None
+
+    def _procedure(self, run: _Run, proposal: DreamProcedure) -> None:
+        """Create a procedure the episodes taught, or update the one with its name when its steps differ (the
+        version replaced stays in its history). Its episodes must exist; an archived procedure is left as it is."""
+        try:
+            slug = procedure_slug(proposal.name)
+        except RockmemError as exc:
+            return run.reject("procedure", [], str(exc))
+        if slug in run.touched:
+            return run.reject("procedure", [slug], "already changed by another action of this plan")
+        if not proposal.learned_from:
+            return run.reject("procedure", [slug], "name the episodes it was learned from in learned_from")
+        if unknown := unknown_episodes(self.episodes, proposal.learned_from):
+            return run.reject("procedure", [slug], f"unknown episode ids in learned_from: {', '.join(unknown)}")
+        try:
+            current: Procedure | None = self.procedures.get(slug)
+        except NotFoundError:
+            current = None
+        except RockmemError as exc:
+            return run.reject("procedure", [slug], str(exc))
+        if current is not None and current.archived:
+            return run.reject("procedure", [slug], f"{current.name!r} is archived: restore it to let a dream update it")
+        if current is not None and _same_steps(current.steps, proposal.steps):
+            return run.reject("procedure", [slug], f"{current.name!r} already has these steps")
+        run.touched.add(slug)
+        why = proposal.reason or "learned from episodes"
+        done = f"updated {current.name!r} (version {current.version} kept in its history)" if current else "created"
+        if run.report.dry_run:
+            return run.applied("procedure", [slug], f"{done}: {why}")
+        learned = list(dict.fromkeys([*(current.learned_from if current else []), *proposal.learned_from]))
+        try:
+            self.procedures.save(
+                current.name if current else proposal.name,
+                proposal.trigger,
+                proposal.steps,
+                proposal.notes or (current.notes if current else None),
+                learned[-MAX_LINKS:],
+                reason=f"dream: {why}",
+                version=current.version if current else 0,  # changed meanwhile: refused, left as it is now
+            )
+        except RockmemError as exc:
+            return run.reject("procedure", [slug], str(exc))
+        run.applied("procedure", [slug], f"{done}: {why}")
         return None
 
     def _graph_additions(self, run: _Run, plan: DreamPlan) -> None:
@@ -781,6 +895,11 @@ class Dreamer:
             run.applied("drop_entity", [entity.id], f"{entity.name}: no triples, not referenced for 14 days")
             if not run.report.dry_run:
                 self.graph.delete_entity(entity.id)
+
+
+def _same_steps(steps: list[str], proposed: list[str]) -> bool:
+    """The same steps, case and spacing aside."""
+    return [" ".join(s.casefold().split()) for s in steps] == [" ".join(s.casefold().split()) for s in proposed]
 
 
 def _merged_metadata(sources: list[MemoryEntry]) -> dict[str, str]:

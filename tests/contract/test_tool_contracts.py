@@ -311,8 +311,8 @@ def test_search_modes_are_offered_as_an_enum(tools: dict[str, Tool]) -> None:
 
 # Choices offered as enums: (tool, parameter) -> the values, in order.
 ENUMS = {
-    ("dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph"],
-    ("apply_dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph"],
+    ("dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"],
+    ("apply_dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"],
     ("dream", "mode"): ["auto", "agent", "deterministic"],
     ("record_feedback", "type"): ["Correction", "ToolFailure", "SessionSummary", "UserThumbsUp", "UserThumbsDown"],
 }
@@ -352,11 +352,12 @@ PLAN_ITEMS: dict[str, dict[str, Any] | None] = {
     "merges": dict(ids=REQUIRED, content=REQUIRED, category=None, tags=None, reason=""),
     "archives": dict(id=REQUIRED, reason=""),
     "updates": dict(id=REQUIRED, category=None, tags=None, reason=""),
-    "creates": dict(content=REQUIRED, category=None, tags=None, importance=None, reason=""),
+    "creates": dict(content=REQUIRED, category=None, tags=None, importance=None, source_episodes=[], reason=""),
     "entities": LIST_ITEMS["add_entities"][1],
     "triples": LIST_ITEMS["add_triples"][1],
     "entity_merges": dict(keep=REQUIRED, merge=REQUIRED, reason=""),
     "drop_triples": None,
+    "procedures": dict(name=REQUIRED, trigger=REQUIRED, steps=REQUIRED, notes=[], learned_from=[], reason=""),
 }
 
 

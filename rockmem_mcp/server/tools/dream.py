@@ -14,7 +14,7 @@ from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId
 from rockmem_mcp.services.llm import ChatLLM, unfenced
 
-DreamPass = Literal["consolidation", "preferences", "anti-patterns", "entities", "graph"]
+DreamPass = Literal["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"]
 DreamMode = Literal["auto", "agent", "deterministic"]
 SAMPLING_MAX_TOKENS = 8192
 

@@ -20,6 +20,7 @@ from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import (
     ConversationTurn,
     DreamPlan,
+    DreamProcedure,
     DreamReport,
     EntityInput,
     EntityMergeInput,
@@ -42,15 +43,19 @@ from rockmem_mcp.storage.access_log import Access
 
 from .helpers import T0, FakeClock, FakeProvider, Services
 
-PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph")
+PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes")
 ALLOWED = {
     "consolidation": {"merges", "archives", "updates"},
     "preferences": {"creates"},
     "anti-patterns": {"creates"},
     "entities": {"entities", "triples"},
     "graph": {"entity_merges", "drop_triples"},
+    "episodes": {"creates", "entities", "triples", "procedures"},
 }
-FIELDS = ("merges", "archives", "updates", "creates", "entities", "triples", "entity_merges", "drop_triples")
+FIELDS = (
+    *("merges", "archives", "updates", "creates", "entities", "triples", "entity_merges", "drop_triples"),
+    "procedures",
+)
 DAY = timedelta(days=1)
 
 
@@ -412,15 +417,20 @@ def test_a_pass_may_only_do_its_own_kind_of_change(
     b = seed(service, "the user drinks tea daily")
     graph.add_triples([{"subject": "Alice", "predicate": "knows", "object": "Bob", "confidence": 0.2}])
     triple = graph.weakest_facts(1)[0]
+    episode = dreamer.episodes.record("Shipped the release with make ship after the tests passed", type="task")
     plan = DreamPlan(
         merges=[PlanMerge(ids=[a.id, b.id], content="the user drinks tea daily")],
         archives=[PlanArchive(id=a.id)],
         updates=[PlanUpdate(id=b.id, category="drinks")],
-        creates=[PlanCreate(content="Don't run tests on the shared box for speed — instead use the CI runner")],
+        creates=[
+            PlanCreate(content="Don't run tests on the shared box for speed — instead use the CI runner"),
+            PlanCreate(content="Releases ship with make ship", source_episodes=[episode.id]),  # episodes only
+        ],
         entities=[EntityInput(name="Carol", type="person")],
         triples=[TripleInput(subject="Carol", predicate="manages", object="Alice")],
         entity_merges=[EntityMergeInput(keep="Alice", merge="Bob")],
         drop_triples=[triple.id],
+        procedures=[DreamProcedure(name="ship", trigger=["ship"], steps=["make ship"], learned_from=[episode.id])],
     )
     report = dreamer.apply(plan, dream_pass, dry_run=True)
     refused = {x.action for x in report.rejected if x.ids == [] and "not part of" in x.reason}
@@ -434,6 +444,7 @@ def test_a_pass_may_only_do_its_own_kind_of_change(
         "anti-patterns": {"create"},
         "entities": {"entity", "triple"},
         "graph": {"entity_merge", "drop_triple"},
+        "episodes": {"create", "entity", "triple", "procedure"},
     }[dream_pass]
     assert applied == own
 
