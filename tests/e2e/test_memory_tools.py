@@ -119,7 +119,7 @@ async def test_query_of_only_stopwords_matches_nothing(client, call) -> None:
     found = await call(client, "search_memory", query="is it on")
     assert found == {
         **{"results": [], "total_matches": 0, "mode": "bm25", "unembedded": 0, "workspace": []},
-        **{"episodes": [], "route": None},
+        **{"episodes": [], "procedures": [], "route": None},
     }
 
 
