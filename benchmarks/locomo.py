@@ -2,6 +2,7 @@
 
     python -m benchmarks.locomo                         # reads ../shared/bench/locomo/locomo-dev.json
     python -m benchmarks.locomo --no-salience --out benchmarks/results/locomo-salience-off.json
+    python -m benchmarks.locomo --categories session --tiers --tier-categories 3   # issue 20's three tiers
 
 Each dialogue turn becomes one memory, imported through `rockmem-mcp import`'s code path into a fresh home
 per conversation and embedded with the local model2vec model (../shared/models/m2v-minilm-l6-256) as
@@ -10,6 +11,10 @@ client) once per ranking mode (hybrid, bm25, vector, rockbot). A hit at k: an ev
 or a turn from an evidence session (session level) is in the top k. Without the model only bm25 runs.
 The tool reinforces the memories it returns, as in use; `--no-salience` runs the same with salience off
 (`ROCKMEM_SALIENCE=false`). The tiers of every returned hit are counted.
+LoCoMo has no categories: by default every turn is uncategorized. `--categories session` files each turn
+under its session (`locomo/s03`), `--categories topic` under a k-means cluster of the turns' embeddings
+(`locomo/t07`, about one cluster per 20 turns: the size of a session), the two ways an agent's memories
+would be filed that the data allows. `--tiers` switches on three-tier retrieval (`ROCKMEM_SEARCH_TIERS`).
 The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
 same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
 is read from ../shared, never copied here.
@@ -24,14 +29,16 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 from mcp import Client
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.search.tiers import RULE_NAMES
 from rockmem_mcp.server.app import build_server
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.transfer import import_jsonl
@@ -45,11 +52,16 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (1, 5, 10)
 
 
+CATEGORIZATIONS = ("none", "session", "topic")
+TURNS_PER_TOPIC = 20  # about a session's length, so topic and session categories have like sizes
+
+
 @dataclass(frozen=True)
 class Turn:
     dia_id: str
     session: int
     content: str
+    category: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,36 @@ def questions_of(sample: dict[str, Any]) -> list[Question]:
     return questions
 
 
+def categorized(turns: list[Turn], how: str, model: Path | None) -> list[Turn]:
+    """The turns filed under categories: none, their session, or a topic cluster (needs the model)."""
+    if how == "none":
+        return turns
+    if how == "session":
+        return [replace(t, category=f"locomo/s{t.session:02d}") for t in turns]
+    if how != "topic" or model is None:
+        raise ValueError(f"categories {how!r} need one of {CATEGORIZATIONS} (topic needs the embedding model)")
+    from model2vec import StaticModel  # the local extra; only topic categories need it here
+
+    vectors = StaticModel.from_pretrained(str(model)).encode([t.content for t in turns])
+    clusters = kmeans(vectors, max(1, round(len(turns) / TURNS_PER_TOPIC)))
+    return [replace(t, category=f"locomo/t{c:02d}") for t, c in zip(turns, clusters.tolist(), strict=True)]
+
+
+def kmeans(vectors: np.ndarray, k: int, rounds: int = 30, seed: int = 0) -> np.ndarray:
+    """Spherical k-means (cosine), deterministic: the cluster of every row."""
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    centres = unit[np.random.default_rng(seed).choice(len(unit), size=k, replace=False)]
+    assigned = np.zeros(len(unit), dtype=np.int64)
+    for _ in range(rounds):
+        assigned = (unit @ centres.T).argmax(axis=1)
+        for c in range(k):
+            members = unit[assigned == c]
+            if len(members):
+                centre = members.sum(axis=0)
+                centres[c] = centre / max(float(np.linalg.norm(centre)), 1e-12)
+    return assigned
+
+
 class PlainBM25:
     """The baseline: rank-bm25's BM25Okapi over lowercase word tokens, no other processing."""
 
@@ -122,13 +164,14 @@ async def rockmem_rankings(
     model: Path | None,
     salience: bool = True,
     tiers: Counter[str] | None = None,
+    search: dict[str, Any] | None = None,
 ) -> dict[str, list[list[str]]]:
     """Import (and embed) the turns into a fresh home, then ask every question through search_memory; the
-    tier of every hit returned is counted into `tiers`."""
+    tier of every hit returned is counted into `tiers`. `search`: further settings (the three tiers')."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
         overrides = {"home": home, "embedding_model": str(model) if model else None, "salience": salience}
-        settings = Settings.load(overrides, env={})
-        lines = [json.dumps({"content": t.content, "metadata": {"dia_id": t.dia_id}}) for t in turns]
+        settings = Settings.load(overrides | (search or {}), env={})
+        lines = [json.dumps(memory_record(t)) for t in turns]
         memory = MemoryService(settings, embed_in_background=False)
         try:
             report = import_jsonl(memory, lines)
@@ -150,6 +193,14 @@ async def rockmem_rankings(
                         tiers.update(hit["tier"] for hit in hits)
                     rankings[mode].append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
         return rankings
+
+
+def memory_record(turn: Turn) -> dict[str, Any]:
+    """The import line of one turn."""
+    record: dict[str, Any] = {"content": turn.content, "metadata": {"dia_id": turn.dia_id}}
+    if turn.category:
+        record["category"] = turn.category
+    return record
 
 
 def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, Any]:
@@ -175,7 +226,11 @@ def run(
     conversations: int | None = None,
     questions_per: int | None = None,
     salience: bool = True,
+    categories: str = "none",
+    search: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`search`: further settings for every search (the three tiers': search_tiers, search_tier_categories,
+    search_tier_rule)."""
     samples = json.loads(data.read_text())[:conversations]
     modes = MODES if model else ("bm25",)
     all_questions: list[Question] = []
@@ -184,11 +239,11 @@ def run(
     timings: dict[str, float] = defaultdict(float)
     tiers: Counter[str] = Counter()
     for sample in samples:
-        turns = turns_of(sample)
+        turns = categorized(turns_of(sample), categories, model)
         questions = questions_of(sample)[:questions_per]
         by_id = {t.dia_id: t.content for t in turns}
         started = time.perf_counter()
-        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model, salience, tiers)
+        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model, salience, tiers, search)
         timings["rockmem_s"] += time.perf_counter() - started
         started = time.perf_counter()
         plain = PlainBM25(turns)
@@ -215,6 +270,8 @@ def run(
         "model": str(model) if model else None,
         "date": time.strftime("%Y-%m-%d"),
         "salience": salience,
+        "categories": categories,
+        "search_settings": search or {},
         "tiers_of_returned_hits": dict(tiers),
         "conversations": [s["sample_id"] for s in samples],
         "questions": len(all_questions),
@@ -231,6 +288,10 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     parser.add_argument("--no-salience", action="store_true", help="salience off (ROCKMEM_SALIENCE=false)")
+    parser.add_argument("--categories", choices=CATEGORIZATIONS, default="none", help="how turns are filed")
+    parser.add_argument("--tiers", action="store_true", help="three-tier retrieval (ROCKMEM_SEARCH_TIERS=true)")
+    parser.add_argument("--tier-categories", type=int, default=None, help="categories tier 2 searches")
+    parser.add_argument("--tier-rule", choices=RULE_NAMES, default=None, help="how tier 1 ranks categories")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
@@ -238,7 +299,13 @@ def main() -> None:
     model = args.model if args.model.exists() else None
     if model is None:
         print(f"no embedding model at {args.model}: only bm25 runs", file=sys.stderr)
-    report = run(args.data, model, args.conversations, args.questions, salience=not args.no_salience)
+    search = {
+        "search_tiers": args.tiers or None,
+        "search_tier_categories": args.tier_categories,
+        "search_tier_rule": args.tier_rule,
+    }
+    search = {name: value for name, value in search.items() if value is not None}
+    report = run(args.data, model, args.conversations, args.questions, not args.no_salience, args.categories, search)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, groups in report["methods"].items():

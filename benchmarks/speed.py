@@ -17,6 +17,9 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
   - rockmem-hybrid (needs ../shared/models/m2v-minilm-l6-256 and the rockmem home built above): backfill
     every memory's embedding with the local model as `reindex --embeddings` does, then, in a new process,
     search in hybrid, vector and rockbot modes (query embedding included).
+  - rockmem-three-tier: search with three-tier retrieval (issue 20, `ROCKMEM_SEARCH_TIERS`) against the
+    flat search on the same home (its ~217 categories), alternating: flat, tiered, flat, tiered, each in a
+    freshly opened MemoryService, 20 results; bm25, and hybrid when rockmem-hybrid embedded the home.
   - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
     words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
 At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
@@ -58,7 +61,7 @@ from rockmem_mcp.services.transfer import import_jsonl
 from rockmem_mcp.services.working import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
-SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid")
+SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier")
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
 QUERY_SEED = 99
 OVERRIDES: dict[str, Any] = {}  # settings every rockmem worker uses beside its home (`--no-salience`)
@@ -270,6 +273,38 @@ def rockmem_hybrid(corpus: Path, work: Path, queries: list[str]) -> dict[str, An
     return result | {"peak_rss_mb": peak_rss_mb()}
 
 
+THREE_TIER_ROUNDS = 2
+
+
+def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    """Search p50 with the three tiers on and off, alternating sides over fresh opens of the home."""
+    home = work / "rockmem-home"
+    vectors = home_settings(home).embeddings_dir
+    embedded = MODEL.exists() and vectors.is_dir() and next(vectors.glob("*.bin"), None) is not None
+    modes = ("bm25", "hybrid") if embedded else ("bm25",)
+    p50s: dict[str, dict[str, list[float]]] = {mode: {"flat": [], "tiered": []} for mode in modes}
+    for _ in range(THREE_TIER_ROUNDS):
+        for side in ("flat", "tiered"):
+            more = {"embedding_model": str(MODEL)} if embedded else {}
+            memory = MemoryService(
+                home_settings(home, search_tiers=side == "tiered", **more), embed_in_background=False
+            )
+            assert not embedded or memory.missing_vector_count() == 0
+            for mode in modes:
+                timing = timed(lambda q, m=mode, s=memory: s.search(q, limit=20, mode=m), queries)
+                p50s[mode][side].append(timing["p50_ms"])
+            memory.close()
+    result: dict[str, Any] = {"rounds": THREE_TIER_ROUNDS, "categories": len(Corpus().categories)}
+    for mode, sides in p50s.items():
+        median = {side: round(statistics.median(values), 3) for side, values in sides.items()}
+        result[f"search_20_results_{mode}"] = {
+            "p50_ms_per_run": sides,
+            "p50_ms": median,
+            "tiered_over_flat": ratio(median["tiered"], median["flat"]),
+        }
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
 def plain_tokens(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -334,6 +369,7 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "fts5": fts5,
     "rockmem-embed": rockmem_embed,
     "rockmem-hybrid": rockmem_hybrid,
+    "rockmem-three-tier": rockmem_three_tier,
 }
 
 
@@ -463,6 +499,11 @@ def run_size(
                 continue
             embedded = run_worker("rockmem-embed", corpus, work, queries)
             results[system] = {"backfill": embedded, "serve": run_worker("rockmem-hybrid", corpus, work, queries)}
+        elif system == "rockmem-three-tier":
+            if "rockmem" not in systems:
+                print("skipping rockmem-three-tier: needs the rockmem system", file=sys.stderr)
+                continue
+            results[system] = run_worker(system, corpus, work, queries)
         else:
             results[system] = run_worker(system, corpus, work, queries)
     if stdio and "rockmem" in systems:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rockmem_mcp.errors import ConfigError, InvalidInputError
 from rockmem_mcp.models import parse_namespace
 from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT, Mode
+from rockmem_mcp.search.tiers import DEFAULT_CATEGORIES, DEFAULT_RULE, TierRule
 
 ENV_PREFIX = "ROCKMEM_"
 APP_NAME = "rockmem"
@@ -68,6 +69,10 @@ class Settings(BaseModel):
     hybrid_min_similarity: float = Field(
         HYBRID_MIN_SIMILARITY, ge=-1, le=1, description="Cosine a memory needs in hybrid when no keyword matched"
     )
+    # Three-tier retrieval (seed 003): off, as it did not clearly beat the flat search on LoCoMo dev (BENCHMARKS.md).
+    search_tiers: bool = Field(False, description="Rank categories first; a query's hits in the best ones come first")
+    search_tier_categories: int = Field(DEFAULT_CATEGORIES, ge=1, description="Categories the tiered search looks in")
+    search_tier_rule: TierRule = Field(DEFAULT_RULE, description="How the tiered search ranks categories")
 
     # Working memory: a sub-agent or patrol process names its namespace (e.g. subagent/t1b2c3); otherwise
     # each MCP session gets session/{id}.

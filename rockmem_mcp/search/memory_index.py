@@ -18,9 +18,10 @@ import numpy as np
 from rockmem_mcp.models import MemoryEntry, tag_key
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.rank import Ranking, Weigh, best_lexical, rank
+from rockmem_mcp.search.rank import Ranking, Weigh, best_lexical, rank, scored
 from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
 from rockmem_mcp.search.salience import salience as salience_values
+from rockmem_mcp.search.tiers import Members, Tiers, tiered
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.access_log import Access, uses_of
@@ -236,10 +237,12 @@ class MemoryIndex:
         ranking: Ranking | None = None,
         query_vector: np.ndarray | None = None,
         salience: SalienceView | None = None,
+        tiers: Tiers | None = None,
     ) -> Hits:
         """Ranked hits for `query` (BM25 unless `query_vector` is given for another mode), or the newest
         matching entries when there is no query. With `salience` (not in rockbot mode): relevance times the
-        salience factor, dormant entries left out unless it includes them."""
+        salience factor, dormant entries left out unless it includes them. With `tiers`, a query's hits in
+        its best categories come first (search/tiers.py)."""
         if ranking is not None and ranking.mode == "rockbot":
             salience = None  # RockBot's ranking, exactly
         allowed = self._allowed(flt)
@@ -248,6 +251,8 @@ class MemoryIndex:
         if salience is not None:
             view = salience
             weigh = lambda slots: self._factor(slots, view)  # noqa: E731
+        if tiers is not None and (tokens or (ranking is not None and query_vector is not None)):
+            return self._tiered(tokens, allowed, flt, limit, ranking or Ranking("bm25"), query_vector, weigh, tiers)
         if ranking is not None and query_vector is not None and query and query.strip():
             lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
             with_vector = self._eligible(allowed, flt.include_archived) & self.vectors.present.view
@@ -265,6 +270,36 @@ class MemoryIndex:
             slots = slots[weigh(slots) > 0]
         newest = top_k(slots, self.created.view[slots], limit)
         return Hits(slots[newest], np.full(len(newest), np.nan), len(slots))
+
+    def _tiered(
+        self,
+        tokens: list[str],
+        allowed: np.ndarray | None,
+        flt: SearchFilter,
+        limit: int,
+        ranking: Ranking,
+        query_vector: np.ndarray | None,
+        weigh: Weigh | None,
+        tiers: Tiers,
+    ) -> Hits:
+        """Every candidate scored as the flat search scores it, then ordered by the tiers."""
+        lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
+        similarity = self.vectors.similarities(query_vector) if query_vector is not None else None
+        with_vector = self.vectors.present.view
+        if similarity is not None:
+            with_vector = self._eligible(allowed, flt.include_archived) & with_vector
+        slots, values = scored(ranking, lexical, similarity, with_vector, weigh)
+        category = self.category_code.view
+
+        def members() -> Members:
+            member_slots = np.flatnonzero(self._eligible(allowed, flt.include_archived))
+            codes = category[member_slots] + 1
+            if similarity is None:
+                return Members(codes)
+            return Members(codes, np.where(with_vector[member_slots], similarity[member_slots], np.nan))
+
+        # Uncategorized (-1) becomes category 0.
+        return tiered(tiers, slots, values, category[slots] + 1, len(self.categories) + 1, limit, members)
 
     def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
         """The ranking factor of candidate slots; 0 (left out) for dormant ones unless the view includes them.

@@ -64,29 +64,49 @@ def rank(
     weigh: Weigh | None = None,
 ) -> Hits:
     """The best `limit` slots; without similarities (no embeddings) every mode ranks by BM25."""
+    return cut(*scored(ranking, lexical, similarity, with_vector, weigh), limit)
+
+
+def scored(
+    ranking: Ranking,
+    lexical: np.ndarray,
+    similarity: np.ndarray | None,
+    with_vector: np.ndarray,
+    weigh: Weigh | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every candidate slot and its final score, unordered: what `rank` cuts, for a caller that looks at all
+    of them first (three-tier retrieval ranks categories by them)."""
     matched = lexical > 0
     mode = ranking.mode
     if similarity is None or mode == "bm25":
-        return _best(matched, lexical, limit, weigh)
+        return _candidates(matched, lexical, weigh)
     if mode == "vector":
-        return _best(with_vector, similarity, limit, weigh)
+        return _candidates(with_vector, similarity, weigh)
     top = lexical.max(initial=0.0)
     normalised = lexical / top if top > 0 else lexical
     if mode == "rockbot":
         dense = with_vector & (similarity >= ROCKBOT_MIN_SIMILARITY)
         dense_score = np.where(dense, similarity, 0.0)
         fused = np.where(matched & dense, (normalised + dense_score) / 2, normalised + dense_score)
-        return _best(matched | dense, fused, limit)
+        return _candidates(matched | dense, fused)
     fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
-    return _best(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, limit, weigh)
+    return _candidates(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, weigh)
 
 
 def best_lexical(lexical: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
     """BM25 alone: the matched slots by score (times `weigh`)."""
-    return _best(lexical > 0, lexical, limit, weigh)
+    return cut(*_candidates(lexical > 0, lexical, weigh), limit)
 
 
-def _best(candidates: np.ndarray, scores: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
+def cut(slots: np.ndarray, values: np.ndarray, limit: int) -> Hits:
+    """The best `limit` of candidate slots by value; the total is every candidate."""
+    order = top_k(slots, values, limit)
+    return Hits(slots[order], values[order], len(slots))
+
+
+def _candidates(
+    candidates: np.ndarray, scores: np.ndarray, weigh: Weigh | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     slots = np.flatnonzero(candidates)
     values = scores[slots]
     if weigh is not None:  # a factor of 0 leaves a candidate out
@@ -95,5 +115,4 @@ def _best(candidates: np.ndarray, scores: np.ndarray, limit: int, weigh: Weigh |
             kept = factor > 0
             slots, values, factor = slots[kept], values[kept], factor[kept]
         values = values * factor
-    order = top_k(slots, values, limit)
-    return Hits(slots[order], values[order], len(slots))
+    return slots, values

@@ -45,6 +45,7 @@ from rockmem_mcp.search.bm25 import ACTIVE, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_counts
+from rockmem_mcp.search.tiers import Tiers
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
@@ -118,6 +119,10 @@ class MemoryService:
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.embedder = embedder or Embedder(settings)
+        # Three-tier retrieval, when switched on (off by default: search/tiers.py says why).
+        self._tiers = (
+            Tiers(settings.search_tier_categories, settings.search_tier_rule) if settings.search_tiers else None
+        )
         self.reinforcer = Reinforcer(settings, open_access_log(settings), clock)
         self.index, self._position = self._open_index()
         self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
@@ -712,7 +717,7 @@ class MemoryService:
             ranking = Ranking(used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
             # rockbot is RockBot's ranking exactly, also when it falls back to BM25 without embeddings
             view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
-            hits = self.index.search(query, flt, limit, ranking, query_vector, view)
+            hits = self.index.search(query, flt, limit, ranking, query_vector, view, self._tiers)
             results: list[ScoredEntry] = []
             results = self._scored_hits(hits.slots, hits.scores.tolist(), view or self._always_view())
             if reinforce and query and query.strip():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,9 @@ def test_speed_harness_runs_every_system_at_tiny_size(tmp_path: Path) -> None:
     tiers = systems["rockmem"]["tiers"]
     assert tiers["working_entries"] == 50
     assert tiers["recall_per_turn"]["n"] == tiers["working_get"]["n"] == tiers["working_save"]["n"] == 12
+    three_tier = systems["rockmem-three-tier"]["search_20_results_bm25"]
+    assert [len(three_tier["p50_ms_per_run"][side]) for side in ("flat", "tiered")] == [2, 2]
+    assert three_tier["tiered_over_flat"] > 0
     graph = systems["rockmem"]["graph"]
     assert 0 < graph["triples"] <= 300 and graph["traverse_2_hops_limit_15"]["n"] == 12
     assert systems["rank-bm25"]["query_top10"]["n"] == systems["fts5"]["query_top10"]["n"] == 12
@@ -56,6 +60,33 @@ def test_locomo_harness_runs_on_one_conversation() -> None:
         recalls = [overall[f"turn_R@{k}"] for k in locomo.KS]
         assert recalls == sorted(recalls) and all(0 <= r <= 1 for r in recalls)
         assert overall["session_R@5"] >= overall["turn_R@5"]  # a turn hit is always a session hit
+
+
+@pytest.mark.skipif(
+    not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
+    reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
+)
+def test_locomo_harness_files_turns_by_session_and_searches_with_tiers() -> None:
+    search = {"search_tiers": True, "search_tier_categories": 2}
+    report = locomo.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, 1, 10, categories="session", search=search)
+    assert (report["categories"], report["search_settings"], report["questions"]) == ("session", search, 10)
+    turns = locomo.categorized(locomo.turns_of(json.loads(locomo.DEFAULT_DATA.read_text())[0]), "session", None)
+    assert {t.category for t in turns} == {f"locomo/s{t.session:02d}" for t in turns}
+
+
+@pytest.mark.skipif(
+    not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
+    reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
+)
+def test_tier_study_harness_runs_leave_one_out_on_two_conversations() -> None:
+    from benchmarks import tier_study
+
+    report = tier_study.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, conversations=2, questions_per=3)
+    assert set(report["results"]) == {f"{c}/{m}" for c in tier_study.CATEGORIZATIONS for m in tier_study.MODES}
+    for result in report["results"].values():
+        assert result["questions"] == 6
+        assert set(result["full_dev"]) == {tier_study.FLAT, *tier_study.SETTINGS}
+        assert [fold["chosen"] in tier_study.SETTINGS for fold in result["loocv"]["folds"]] == [True, True]
 
 
 def test_dream_harness_runs_at_tiny_size(tmp_path: Path) -> None:
