@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from mcp import Client
 from rockmem_mcp.config import Settings
 from rockmem_mcp.search.tiers import RULE_NAMES
 from rockmem_mcp.server.app import build_server
+from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.transfer import import_jsonl
 
@@ -165,9 +167,13 @@ async def rockmem_rankings(
     salience: bool = True,
     tiers: Counter[str] | None = None,
     search: dict[str, Any] | None = None,
+    episodes: bool = False,
 ) -> dict[str, list[list[str]]]:
     """Import (and embed) the turns into a fresh home, then ask every question through search_memory; the
-    tier of every hit returned is counted into `tiers`. `search`: further settings (the three tiers')."""
+    tier of every hit returned is counted into `tiers`. `search`: further settings (the three tiers').
+    `episodes`: each turn is also logged as the episode save_memory would write (in import order, a minute
+    apart), and two more rankings come back: `episodes` (the episode search alone) and `recall` (the recall
+    tool's routed, merged block: its episodes and memories in the order the block shows them)."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
         overrides = {"home": home, "embedding_model": str(model) if model else None, "salience": salience}
         settings = Settings.load(overrides | (search or {}), env={})
@@ -177,10 +183,15 @@ async def rockmem_rankings(
             report = import_jsonl(memory, lines)
             if model:
                 memory.vector_worker.drain()
+            dia_of = {e.id: e.metadata["dia_id"] for e in memory.iter_entries()}
+            if episodes:
+                log_turns_as_episodes(settings, memory, turns)
         finally:
             memory.close()
         assert not report.errors, report.errors
         rankings: dict[str, list[list[str]]] = {mode: [] for mode in modes}
+        if episodes:
+            rankings |= await episode_rankings(settings, questions, k, dia_of)
         async with Client(build_server(settings)) as client:
             for mode in modes:
                 for question in questions:
@@ -193,6 +204,46 @@ async def rockmem_rankings(
                         tiers.update(hit["tier"] for hit in hits)
                     rankings[mode].append([hit["entry"]["metadata"]["dia_id"] for hit in hits])
         return rankings
+
+
+def log_turns_as_episodes(settings: Settings, memory: MemoryService, turns: list[Turn]) -> None:
+    """Each imported turn's episode, as save_memory logs one, a minute apart in import (turn) order."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    log = Episodes(settings)
+    by_dia = {e.metadata["dia_id"]: e for e in memory.iter_entries()}
+    for n, turn in enumerate(turns):
+        entry = by_dia[turn.dia_id]
+        log.record(entry.content, "fact", memory_id=entry.id, at=start + timedelta(minutes=n))
+
+
+async def episode_rankings(
+    settings: Settings, questions: list[Question], k: int, dia_of: dict[str, str]
+) -> dict[str, list[list[str]]]:
+    """The episode search alone (in process), and the recall tool's block (episodes and memories in the order
+    it shows them, each question in a session of its own), as turn ids."""
+    log = Episodes(settings)
+    found: dict[str, list[list[str]]] = {"episodes": [], "recall": []}
+    for question in questions:
+        hits = log.search(question.text, limit=k).hits
+        found["episodes"].append([dia_of[h.episode.memory_id] for h in hits if h.episode.memory_id in dia_of])
+    async with Client(build_server(settings)) as client:
+        for n, question in enumerate(questions):
+            result = await client.call_tool("recall", {"message": question.text, "session_id": f"q{n}"})
+            assert not result.is_error, result.content
+            block = result.structured_content
+            memories = [dia_of[m["id"]] for m in block["memories"] if m["id"] in dia_of]
+            episodes = [dia_of[mid] for e in block["episodes"] if (mid := memory_of(log, e["id"])) in dia_of]
+            first, then = (
+                (episodes, memories) if block["route"].startswith(("when", "latest")) else (memories, episodes)
+            )
+            found["recall"].append(list(dict.fromkeys([*first, *then]))[:k])
+    return found
+
+
+def memory_of(log: Episodes, episode_id: str) -> str | None:
+    slot = log.index.slot(episode_id)
+    episode = log.index.read(slot) if slot is not None else None
+    return episode.memory_id if episode is not None else None
 
 
 def memory_record(turn: Turn) -> dict[str, Any]:
@@ -228,6 +279,7 @@ def run(
     salience: bool = True,
     categories: str = "none",
     search: dict[str, Any] | None = None,
+    episodes: bool = False,
 ) -> dict[str, Any]:
     """`search`: further settings for every search (the three tiers': search_tiers, search_tier_categories,
     search_tier_rule)."""
@@ -235,6 +287,8 @@ def run(
     modes = MODES if model else ("bm25",)
     all_questions: list[Question] = []
     ranked: dict[str, list[list[str]]] = {f"rockmem_{mode}": [] for mode in modes} | {"plain_bm25": []}
+    if episodes:
+        ranked |= {"rockmem_episodes": [], "rockmem_recall": []}
     misses: list[dict[str, Any]] = []
     timings: dict[str, float] = defaultdict(float)
     tiers: Counter[str] = Counter()
@@ -243,7 +297,7 @@ def run(
         questions = questions_of(sample)[:questions_per]
         by_id = {t.dia_id: t.content for t in turns}
         started = time.perf_counter()
-        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model, salience, tiers, search)
+        ours = anyio.run(rockmem_rankings, turns, questions, max(KS), modes, model, salience, tiers, search, episodes)
         timings["rockmem_s"] += time.perf_counter() - started
         started = time.perf_counter()
         plain = PlainBM25(turns)
@@ -292,6 +346,7 @@ def main() -> None:
     parser.add_argument("--tiers", action="store_true", help="three-tier retrieval (ROCKMEM_SEARCH_TIERS=true)")
     parser.add_argument("--tier-categories", type=int, default=None, help="categories tier 2 searches")
     parser.add_argument("--tier-rule", choices=RULE_NAMES, default=None, help="how tier 1 ranks categories")
+    parser.add_argument("--episodes", action="store_true", help="each turn also an episode; report both (issue 20)")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
@@ -305,7 +360,10 @@ def main() -> None:
         "search_tier_rule": args.tier_rule,
     }
     search = {name: value for name, value in search.items() if value is not None}
-    report = run(args.data, model, args.conversations, args.questions, not args.no_salience, args.categories, search)
+    report = run(
+        args.data, model, args.conversations, args.questions, not args.no_salience, args.categories, search,
+        args.episodes,
+    )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, groups in report["methods"].items():
