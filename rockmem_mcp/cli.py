@@ -424,7 +424,11 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         count = export_jsonl(memory, target, others)
     if target is not sys.stdout:
         target.close()
-    extra = f" and {others.exported} graph, working-memory and feedback records" if others.exported else ""
+    extra = (
+        f" and {others.exported} other records (graph, working memory, feedback, episodes, procedures, files)"
+        if others.exported
+        else ""
+    )
     print(f"exported {count} memories{extra}", file=sys.stderr)
     return 0
 

@@ -926,7 +926,9 @@ def test_export_and_import_carry_every_store(seeded: Path, tmp_path: Path) -> No
     FeedbackLog(settings).record("Correction", "Use tabs, not spaces", "s1")
     backup = tmp_path / "backup.jsonl"
     exported = ok("--home", seeded, "export", backup)
-    assert "exported 5 memories and 6 graph, working-memory and feedback records" in exported.stderr
+    assert "exported 5 memories and 6 other records (graph, working memory, feedback, episodes, procedures, files)" in (
+        exported.stderr
+    )
 
     restored = tmp_path / "restored"
     done = ok("--home", restored, "import", backup)

@@ -360,7 +360,13 @@ class Episodes:
 
     def remove(self, episode_id: str) -> Episode:
         """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
-        validate_entry_id(episode_id)
+        try:
+            validate_entry_id(episode_id)
+        except InvalidInputError:
+            raise InvalidInputError(
+                f"invalid episode id {str(episode_id)[:40]!r}: ids are as search_memory with stores=['episodes'] "
+                "returns them"
+            ) from None
         with self.index.lock:
             self.index.sync()
             slot = self.index.slot(episode_id)
