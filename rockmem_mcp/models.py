@@ -388,6 +388,7 @@ class RecalledEpisode(BaseModel):
     id: str
     at: datetime
     type: str
+    memory_id: str | None = Field(None, description="The memory it logs (save_memory's episodes)")
     content: str
     resource: str = Field(description="The day's episode log")
     score: float | None = Field(description="Relevance; null when the period's episodes are listed in order")
@@ -400,6 +401,9 @@ class RecallBlock(BaseModel):
         "general",
         description="How the message was answered (seed 004 §11.1): when (episodes by time and keywords), how "
         "(procedures), about (an entity and its graph), latest (recent episodes, active context) or general",
+    )
+    period: str | None = Field(
+        None, description="The period a time phrase named (or latest's 14 days): its episodes lead"
     )
     session_start: list[str] = Field(
         default_factory=list,

@@ -41,7 +41,7 @@ from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures, offer_line
-from rockmem_mcp.services.routing import Route, route
+from rockmem_mcp.services.routing import Route, period_text, route
 from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.services.working import WorkingMemory
 
@@ -109,12 +109,15 @@ class Recall:
         hits = kept[:TOP_MATCHES]
         routed = route(message, self._clock()) if message.strip() else Route("general", "")
         episodes = self._episodes_for(routed, message) if message.strip() else []
-        # One event, one line: on the episodes' routes a memory an episode shown logs is left out; on the
-        # others an episode that logs a memory is (the memory speaks for it, and core may quote it).
-        if routed.kind in ("when", "latest"):
+        # One event, one line. With a period ("what happened last week", the latest route) the period's episodes
+        # lead and a memory one of them logs is left out. A "when" question without one keeps the memories'
+        # ranking first (the episodes' keywords-only ranking is weaker) and adds the episodes after, each that
+        # logs a memory shown as a short line with its time. On the other routes an episode that logs a memory
+        # is left out (the memory speaks for it, and core may quote it).
+        if routed.since is not None:
             logged = {e.episode.memory_id for e in episodes}
             hits = [h for h in hits if h.entry.id not in logged]
-        else:
+        elif routed.kind != "when":
             episodes = [e for e in episodes if e.episode.memory_id is None]
         offered = self._procedures_for(routed, message) if message.strip() else []
         with self._lock:
@@ -153,6 +156,7 @@ class Recall:
             text="",
             session_id=session_id,
             route=routed.describe(),
+            period=period_text(routed.since, routed.until) if routed.since and routed.until else None,
             session_start=start,
             memories=memories,
             episodes=[_recalled(e) for e in episodes],
@@ -251,12 +255,12 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
     if block.active_context:
         lines.append("Active context (core memory):")
         lines += [f"- {line}" for line in block.active_context]
-    episodes_first = block.route.startswith(("when", "latest"))
+    episodes_first = block.period is not None
     if block.procedures:
         lines.append("Procedures for this (how it was done before):")
         lines += [f"- {line}" for line in block.procedures]
     if block.episodes and episodes_first:
-        lines += _episode_lines(block)
+        lines += _episode_lines(block.episodes, set())
     if block.memories:
         lines.append(
             "Most salient long-term memories (nothing matched this message):"
@@ -265,7 +269,7 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
         )
         lines += [_memory_line(m.id, m.category, m.content) for m in block.memories]
     if block.episodes and not episodes_first:
-        lines += _episode_lines(block)
+        lines += _episode_lines(block.episodes, {m.id for m in block.memories})
     if block.graph:
         lines.append(f"Knowledge graph (around {', '.join(block.entities)}):")
         lines += [fact.line() for fact in block.graph]
@@ -295,12 +299,14 @@ def _memory_line(entry_id: str, category: str | None, content: str, pinned: bool
     return f"- [{entry_id}] ({category or 'uncategorized'}){' (pinned)' if pinned else ''}: {_cut(content)}"
 
 
-def _episode_lines(block: RecallBlock) -> list[str]:
-    listed = all(e.score is None for e in block.episodes)
-    head = "Episodes, in the order they happened:" if listed else "Episodes (what happened, when; best first):"
-    return [head] + [
-        f"- [{e.id}] {e.at.strftime('%Y-%m-%d %H:%M')} UTC {e.type}: {_cut(e.content)}" for e in block.episodes
-    ]
+def _episode_lines(episodes: list[RecalledEpisode], memories_shown: set[str]) -> list[str]:
+    """The episodes' lines; one that logs a memory shown above says only when, and which memory."""
+    listed = all(e.score is None for e in episodes)
+    lines = ["Episodes, in the order they happened:" if listed else "Episodes (what happened, when; best first):"]
+    for e in episodes:
+        said = f"(memory [{e.memory_id}] above)" if e.memory_id in memories_shown else _cut(e.content)
+        lines.append(f"- [{e.id}] {e.at.strftime('%Y-%m-%d %H:%M')} UTC {e.type}: {said}")
+    return lines
 
 
 def _subject_facts(graph: GraphService, subject: str) -> tuple[list[Entity], list[Fact]]:
@@ -318,7 +324,9 @@ def _offered_key(procedure: Procedure) -> str:
 
 def _recalled(hit: EpisodeHit) -> RecalledEpisode:
     e = hit.episode
-    return RecalledEpisode(id=e.id, at=e.at, type=e.type, content=e.content, resource=hit.resource, score=hit.score)
+    return RecalledEpisode(
+        id=e.id, at=e.at, type=e.type, memory_id=e.memory_id, content=e.content, resource=hit.resource, score=hit.score
+    )
 
 
 def _inventory_line(info: WorkingInfo) -> str:

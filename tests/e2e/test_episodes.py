@@ -51,8 +51,16 @@ async def test_save_memory_logs_an_episode_found_by_time_and_keywords(stdio_serv
         recalled = await call(client, "recall", message="When did we choose PostgreSQL?", session_id="s1")
         assert recalled["route"].startswith("when")
         assert [e["id"] for e in recalled["episodes"]] == [hit["episode"]["id"]]
-        assert recalled["memories"] == []  # the memory it logs is not shown twice
-        assert "Episodes (what happened, when; best first):" in recalled["text"]
+        # No period named: the memory keeps its place and the episode says when, without its text again.
+        assert [m["id"] for m in recalled["memories"]] == [saved["id"]] and recalled["period"] is None
+        assert recalled["text"].count("We chose PostgreSQL 17") == 1
+        assert f"] {today} " in recalled["text"] and f"(memory [{saved['id']}] above)" in recalled["text"]
+        today_recall = await call(
+            client, "recall", message="What did we decide about PostgreSQL today?", session_id="s2"
+        )
+        assert today_recall["period"] == f"{today} to {today}"  # a period: its episodes lead, the memory goes
+        assert [e["memory_id"] for e in today_recall["episodes"]] == [saved["id"]]
+        assert today_recall["memories"] == [] and "Episodes, in the order" not in today_recall["text"]
         with pytest.raises(MCPError, match="YYYY-MM-DD"):
             await read(client, "rockmem://episodes/yesterday")
 
