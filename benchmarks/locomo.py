@@ -232,18 +232,11 @@ async def episode_rankings(
             assert not result.is_error, result.content
             block = result.structured_content
             memories = [dia_of[m["id"]] for m in block["memories"] if m["id"] in dia_of]
-            episodes = [dia_of[mid] for e in block["episodes"] if (mid := memory_of(log, e["id"])) in dia_of]
-            first, then = (
-                (episodes, memories) if block["route"].startswith(("when", "latest")) else (memories, episodes)
-            )
+            episodes = [dia_of[e["memory_id"]] for e in block["episodes"] if e["memory_id"] in dia_of]
+            # As the block shows them: a period's episodes lead, otherwise the memories.
+            first, then = (episodes, memories) if block["period"] is not None else (memories, episodes)
             found["recall"].append(list(dict.fromkeys([*first, *then]))[:k])
     return found
-
-
-def memory_of(log: Episodes, episode_id: str) -> str | None:
-    slot = log.index.slot(episode_id)
-    episode = log.index.read(slot) if slot is not None else None
-    return episode.memory_id if episode is not None else None
 
 
 def memory_record(turn: Turn) -> dict[str, Any]:
