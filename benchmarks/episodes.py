@@ -46,7 +46,7 @@ BIG_DAY = 10_000
 DAYS = 365
 
 
-def write_episodes(settings: Any, contents: list[str], count: int, now: datetime) -> None:
+def write_episodes(settings: Any, contents: list[str], count: int, now: datetime, big_day: int = BIG_DAY) -> None:
     """`count` episodes spread over the last DAYS days, written as day logs directly (as appends would)."""
     rng = random.Random(11)
     by_day: dict[str, list[bytes]] = {}
@@ -67,7 +67,7 @@ def write_episodes(settings: Any, contents: list[str], count: int, now: datetime
             f.write(b"".join(lines))
     big = now - timedelta(days=DAYS + 10)
     lines = []
-    for i in range(BIG_DAY):
+    for i in range(big_day):
         episode = Episode(id=new_entry_id(), at=big + timedelta(seconds=i), content=contents[i % len(contents)])
         lines.append((episode.model_dump_json() + "\n").encode())
     (settings.episodes_dir / f"{big.date().isoformat()}.jsonl").write_bytes(b"".join(lines))
@@ -95,7 +95,7 @@ def questions(corpus: Corpus, count: int) -> list[str]:
     return [forms[i % len(forms)].format(q=q.rstrip("?")) for i, q in enumerate(corpus.queries(count))]
 
 
-def run(size: int, root: Path, queries: int) -> dict[str, Any]:
+def run(size: int, root: Path, queries: int, big_day: int = BIG_DAY, saves: int = 400) -> dict[str, Any]:
     work = root / f"episodes-{speed.label(size)}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -104,13 +104,13 @@ def run(size: int, root: Path, queries: int) -> dict[str, Any]:
     built = speed.rockmem_build(corpus, work, [])
     settings = speed.home_settings(work / "rockmem-home")
     now = datetime.now(UTC)
-    write_episodes(settings, speed.read_contents(corpus), size, now)
+    write_episodes(settings, speed.read_contents(corpus), size, now, big_day)
     memory = MemoryService(settings)
     episodes = Episodes(settings, reinforcer=memory.reinforcer)
     asked = questions(Corpus(seed=speed.QUERY_SEED), queries)
     print(f"[{speed.label(size)}] measuring ...", file=sys.stderr, flush=True)
 
-    result: dict[str, Any] = {"episodes": size + BIG_DAY}
+    result: dict[str, Any] = {"episodes": size + big_day}
     started = time.perf_counter()
     episodes.search("deploy")
     result["index_build_s"] = round(time.perf_counter() - started, 2)
@@ -120,7 +120,7 @@ def run(size: int, root: Path, queries: int) -> dict[str, Any]:
     result["episode_append_durable"] = timed(lambda i: episodes.record(f"benchmark episode {i}", type="task"), 500)
 
     save, save_and_log = [], []
-    for i in range(400):
+    for i in range(saves):
         for side in ("plain", "logged") if i % 2 == 0 else ("logged", "plain"):
             t = time.perf_counter()
             entry = memory.save(f"benchmark fact {side} {i} about {asked[i % len(asked)]}", "notes/bench")

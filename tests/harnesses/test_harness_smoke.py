@@ -141,3 +141,34 @@ def test_salience_speed_harness_alternates_on_and_off(tmp_path: Path) -> None:
     assert [len(report["p50_ms_per_run"][side]["search_20_results"]) for side in ("on", "off")] == [2, 2]
     assert set(report["ratios_on_over_off"]) == set(salience.SPEED_MEASURES)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_episodes_harness_runs_at_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import episodes
+
+    report = episodes.run(300, tmp_path, queries=12, big_day=50, saves=10)
+    assert report["episodes"] == 350 and report["index_build_s"] >= 0
+    assert sum(report["routes_taken"].values()) == 12 and {"when", "how", "about"} <= set(report["routes_taken"])
+    for measure in ("episode_search", "day_markdown_10k", "episode_append_durable", "save", "save_and_log"):
+        assert report[measure]["p50_ms"] > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_search_stdio_harness_builds_a_home_with_logged_episodes_and_measures_it(tmp_path: Path) -> None:
+    from benchmarks import search_stdio
+
+    search_stdio.build(tmp_path, 200)
+    home = tmp_path / "rockmem-home"
+    assert sum(len(p.read_text().splitlines()) for p in (home / "episodes").iterdir()) == 200
+    report = search_stdio.measure(home, Corpus(seed=speed.QUERY_SEED).queries(5))
+    assert report["n"] == 5 and report["p50_ms"] > 0
+
+
+@pytest.mark.skipif(
+    not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
+    reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
+)
+def test_locomo_harness_reports_episodes_and_the_recall_block() -> None:
+    report = locomo.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, conversations=1, questions_per=8, episodes=True)
+    assert {"rockmem_episodes", "rockmem_recall"} <= set(report["methods"])
+    assert report["methods"]["rockmem_recall"]["overall"]["questions"] == 8
