@@ -875,7 +875,7 @@ class Episode(BaseModel):
     """One event of the episodic store (seed 004 §5): appended to its day's log, never edited."""
 
     id: str
-    at: datetime = Field(description="When it happened (UTC)")
+    at: UtcDatetime = Field(description="When it happened (UTC)")
     type: EpisodeType = "event"
     confidence: Confidence = "medium"
     tags: list[str] = Field(default_factory=list)

@@ -3,9 +3,11 @@
 It holds no content (a hit is read back from its day file by offset: 100,000 episodes cost postings and five
 numbers each) and follows the files, so another process's episodes are found by the next search:
 - a day file that grew is read from where this index stopped (only the new lines are parsed);
-- a day file replaced (a delete rewrites its day) is read again from its start;
-- new and removed day files show in the directory's listing, read when the directory changes. An append to
-  a day other than the newest two changes no listing, so the writer touches the directory (`touch_directory`).
+- a day file replaced (a delete rewrites its day) is read again from its start: another inode, a shorter file,
+  or other bytes just before where the index stopped (a rewrite that got the old inode back);
+- new and removed day files show in the directory's listing, read when the directory changes. Today's,
+  yesterday's and the newest two days' logs are checked on every search; an append to any other day changes
+  no listing, so its writer touches the directory (`touch_directory`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,7 @@ from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import open_fd
 
 FOLLOWED_DAYS = 2  # the newest day files are checked on every search; older ones when the directory changes
+TAIL_BYTES = 64
 
 
 def episode_tokens(episode: Episode) -> list[str]:
@@ -39,6 +42,7 @@ def episode_tokens(episode: Episode) -> list[str]:
 class _Day:
     inode: int = 0
     upto: int = 0  # offset just past the last line indexed
+    tail: bytes = b""  # the bytes just before `upto`: a rewrite that got the old inode back differs there
     keys: list[str] = field(default_factory=list)
 
 
@@ -65,7 +69,8 @@ class EpisodeIndex:
 
     # ------------------------------------------------------------------ following the files
     def sync(self) -> None:
-        """Catch up with the day files (one stat of the directory and of the newest days when nothing changed)."""
+        """Catch up with the day files: one stat of the directory, and of today's, yesterday's and the newest
+        two days' logs, when nothing changed."""
         with self.lock:
             stamp = _stamp(self.log.directory)
             if stamp != self._listing_stamp:
@@ -74,13 +79,14 @@ class EpisodeIndex:
                 for gone in set(self._days) - set(days):
                     self._drop_day(gone)
                 for day in days:
-                    self._follow(day, check_inode=True)
+                    self._follow(day)
                 self.built = True
                 return
-            for day in sorted(self._days)[-FOLLOWED_DAYS:]:
-                self._follow(day, check_inode=False)
+            today = datetime.now(UTC).date()
+            for day in {today, today - timedelta(days=1), *sorted(self._days)[-FOLLOWED_DAYS:]}:
+                self._follow(day)
 
-    def _follow(self, day: date, check_inode: bool) -> None:
+    def _follow(self, day: date) -> None:
         known = self._days.get(day)
         path = self.log.path(day)
         try:
@@ -91,23 +97,20 @@ class EpisodeIndex:
             return
         if known is not None and st.st_ino == known.inode and st.st_size == known.upto:
             return
-        if known is not None and st.st_ino != known.inode:
-            self._drop_day(day)  # rewritten: read again from the start
-            known = None
         if known is None:
             known = self._days[day] = _Day()
-        records, inode, _size = self.log.read_from(day, known.upto, known.inode or None)
-        if inode != known.inode and known.keys:  # replaced between the stat and the read
+        records, inode, start, data = self.log.read_from(day, known.upto, known.inode or None, known.tail)
+        if start != known.upto:  # not the file it was: a delete rewrote it (same inode or not); from the start
             self._drop_day(day)
             known = self._days[day] = _Day()
-            records, inode, _size = self.log.read_from(day, 0)
         known.inode = inode
-        start = known.upto
         rows = []
         for episode, end in records:
             rows.append((episode, start, end))
             start = end
         if records:
+            read_through = records[-1][1] - known.upto
+            known.tail = (known.tail + data[:read_through])[-TAIL_BYTES:]
             known.upto = records[-1][1]
         self._add(day, rows, known)
 

@@ -94,7 +94,7 @@ def entity_page(
     if entity.aliases:
         header.append(f"Aliases: {', '.join(_flat(a) for a in entity.aliases)}")
     if entity.id in superseded:
-        header.append(f"> Superseded by [[{_flat(superseded[entity.id])}]]: its facts may be out of date.")
+        header.append(f"> Superseded by [[{_link(superseded[entity.id])}]]: its facts may be out of date.")
 
     sentences = _Sentences()
     sections = [
@@ -195,7 +195,7 @@ def _relations(entity_id: str, facts: list[Fact], superseded: dict[str, str]) ->
         else:
             label, other_id, other = incoming_label(fact.predicate), fact.subject_id, fact.subject
         stale = f" (superseded by {_flat(superseded[other_id])})" if other_id in superseded else ""
-        groups.setdefault(label, {}).setdefault(other_id, f"[[{_flat(other)}]]{stale}")
+        groups.setdefault(label, {}).setdefault(other_id, f"[[{_link(other)}]]{stale}")
     lines = []
     for label, others in groups.items():
         shown = list(others.values())
@@ -264,6 +264,11 @@ def _line(text: str, limit: int) -> str:
 def _flat(text: str) -> str:
     """A name or label on one line, inside a line the page writes (so it cannot start a block of its own)."""
     return visible(" ".join(text.split())).replace("-->", "--\\>")
+
+
+def _link(name: str) -> str:
+    """A name inside `[[…]]`: its brackets escaped, so a name cannot close the link and open another."""
+    return _flat(name).replace("[", "\\[").replace("]", "\\]")
 
 
 def _cut(text: str, limit: int) -> str:

@@ -101,7 +101,7 @@ class Episodes:
         )
         day = episode.at.date()
         self.log.append(episode, day)
-        if day < now.date() - timedelta(days=1):  # its listing did not change: tell followers
+        if day not in (now.date(), now.date() - timedelta(days=1)):  # followers check only those: tell them
             touch_directory(self.settings.episodes_dir)
         return episode
 
@@ -212,6 +212,10 @@ class Episodes:
             allowed &= ~index.logs_memory.view
         if types:
             allowed &= np.isin(index.type_code.view, [EPISODE_TYPES.index(t) for t in types])
+        for tag in wanted_tags:  # tags are indexed words: only episodes holding a tag's words are read to check it
+            words = tokenize(tag)
+            if words:
+                allowed &= index.bm25.scores(words, allowed) > 0
         if not allowed.any():  # e.g. only save_memory's episodes, and those are not wanted
             return EpisodeSearch(hits=[], total_matches=0)
         now = self._clock().timestamp()
@@ -231,11 +235,13 @@ class Episodes:
         else:
             listed = np.flatnonzero(allowed)
             order = np.argsort(at[listed], kind="stable")
-            if newest and not wanted_tags:
-                order = order[-limit:]
+            if newest:
+                order = order[::-1]  # the newest first while reading; back in time order below
             candidates = [(slot, None, None) for slot in listed[order].tolist()]
             total = len(listed)
         found = self._read(candidates, wanted_tags, limit, now)
+        if newest and not (query and query.strip()):
+            found.reverse()
         if wanted_tags:
             total = len(found) if len(found) < limit else total
         if reinforce and found:

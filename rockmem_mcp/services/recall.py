@@ -131,6 +131,7 @@ class Recall:
             episodes = [e for e in episodes if e.episode.id not in seen and e.episode.memory_id not in seen]
             seen.update(h.entry.id for h in fresh)
             seen.update(e.episode.id for e in episodes)
+            seen.update(e.episode.memory_id for e in episodes if e.episode.memory_id)  # its text was shown
             offered = [p for p in offered if _offered_key(p) not in seen]  # a new version is offered again
             seen.update(_offered_key(p) for p in offered)
             self._injected.resized(session_id)

@@ -18,8 +18,11 @@ subject that is searched for.
 
 Time phrases, found anywhere in a message (they also narrow the `when` route's period): an ISO date
 (`on 2026-03-04`), `between <date> and <date>`, `today`, `yesterday`, `this/last week`, `this/last month`,
-`this/last year`, `last/past N days/weeks/months`, `N days/weeks/months ago`, a weekday (`on Monday`: the
-last one), a month name (`in March`: the last March begun).
+`this/last year`, `past week/month/year` (the last 7/30/365 days, today included), `last/past N
+days/weeks/months` (N days with today: "last 7 days" is today and the 6 before), `N days/weeks/months ago`, a
+weekday (`on Monday`: the last one before today), a month name (`in March`: the last March begun, this one
+while it lasts; `last March`: the one before the current month's year when it is March now). A date past the
+calendar's end is no period.
 """
 
 from __future__ import annotations
@@ -131,10 +134,13 @@ def time_period(text: str, now: datetime) -> tuple[datetime, datetime, str] | No
         found = pattern.search(text)
         if not found:
             continue
-        days = _days(name, found, today)
-        if days is not None:
-            first, last = days
-            return _midnight(first), _midnight(last + timedelta(days=1)), found.group(0)
+        try:
+            days = _days(name, found, today)
+            if days is not None:
+                first, last = days
+                return _midnight(first), _midnight(last + timedelta(days=1)), found.group(0)
+        except OverflowError:  # a date at the calendar's end (9999-12-31): no period a search could use
+            continue
     return None
 
 
@@ -147,7 +153,7 @@ def _days(name: str, found: re.Match[str], today: date) -> tuple[date, date] | N
             return (first, last) if first <= last else (last, first)
         if name == "on":
             day = date.fromisoformat(groups[0])
-            return (day, today) if found.group(0).lower().startswith("since") else (day, day)
+            return (day, max(day, today)) if found.group(0).lower().startswith("since") else (day, day)
     except ValueError:
         return None
     if name == "relative":
@@ -155,6 +161,8 @@ def _days(name: str, found: re.Match[str], today: date) -> tuple[date, date] | N
         return day, day
     if name == "this-last":
         which, unit = groups
+        if which == "past":  # "past week": the last 7 days (as "past 7 days"), not the calendar week before
+            return today - timedelta(days=_UNITS[unit] - 1), today
         if unit == "week":
             start = today - timedelta(days=today.weekday())
             return (start, today) if which == "this" else (start - timedelta(days=7), start - timedelta(days=1))
@@ -166,8 +174,8 @@ def _days(name: str, found: re.Match[str], today: date) -> tuple[date, date] | N
             return previous, start - timedelta(days=1)
         start = today.replace(month=1, day=1)
         return (start, today) if which == "this" else (start.replace(year=start.year - 1), start - timedelta(days=1))
-    if name == "past-n":
-        return today - timedelta(days=int(groups[0]) * _UNITS[groups[1]]), today
+    if name == "past-n":  # "last 7 days": today and the 6 before it
+        return today - timedelta(days=int(groups[0]) * _UNITS[groups[1]] - 1), today
     if name == "ago":
         day = today - timedelta(days=int(groups[0]) * _UNITS[groups[1]])
         return day, day if groups[1] == "day" else day + timedelta(days=_UNITS[groups[1]] - 1)
@@ -176,7 +184,8 @@ def _days(name: str, found: re.Match[str], today: date) -> tuple[date, date] | N
         day = today - timedelta(days=back)
         return day, day
     month = _MONTHS.index(groups[0]) + 1
-    year = today.year if month <= today.month else today.year - 1
+    last = found.group(0).lower().startswith("last")  # "last March" in March: a year ago; "in March": this one
+    year = today.year if month < today.month or (month == today.month and not last) else today.year - 1
     start = date(year, month, 1)
     end = date(year + (month == 12), month % 12 + 1, 1) - timedelta(days=1)
     return start, min(end, today)

@@ -100,27 +100,35 @@ class DailyLog(Generic[Record]):
             return [], 0
         return self._parse(data, day), inode
 
-    def read_from(self, day: date, offset: int, inode: int | None = None) -> tuple[list[tuple[Record, int]], int, int]:
-        """The whole records logged on `day` past `offset`, each with the offset just past its line, and the
-        file's inode and size. With `inode` (the file `offset` was measured in) and a different file there now
-        (rewritten by a delete), everything from 0. A line still being written is left for a later read."""
+    def read_from(
+        self, day: date, offset: int, inode: int | None = None, tail: bytes = b""
+    ) -> tuple[list[tuple[Record, int]], int, int, bytes]:
+        """The whole records logged on `day` past `offset`, each with the offset just past its line; the file's
+        inode; the offset actually read from; the bytes read. A log only grows, so when the file is not the one
+        `offset` was measured in — another inode than `inode`, shorter than `offset`, or its bytes just before
+        `offset` are not `tail` (a rewrite by a delete that got the old inode back) — everything from 0. A line
+        still being written is left for a later read."""
         path = self.path(day)
         try:
             fd = open_fd(path, os.O_RDONLY)
         except FileNotFoundError:
-            return [], 0, 0
+            return [], 0, 0, b""
         except RefusedFileError as exc:
             log.warning("skipped %s", exc)
-            return [], 0, 0
+            return [], 0, 0, b""
         try:
             stat = os.fstat(fd)
-            if (inode is not None and stat.st_ino != inode) or offset > stat.st_size:
+            if (
+                (inode is not None and stat.st_ino != inode)
+                or offset > stat.st_size
+                or (tail and os.pread(fd, len(tail), offset - len(tail)) != tail)
+            ):
                 offset = 0
             data = os.pread(fd, stat.st_size - offset, offset)
         finally:
             os.close(fd)
         parsed = self._parse(data, day)
-        return [(record, offset + end) for record, end in parsed], stat.st_ino, stat.st_size
+        return [(record, offset + end) for record, end in parsed], stat.st_ino, offset, data
 
     def _parse(self, data: bytes, day: date) -> list[tuple[Record, int]]:
         """Each record with the offset just past its line. All lines are validated in one call when they all

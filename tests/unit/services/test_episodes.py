@@ -169,3 +169,42 @@ def test_a_search_that_need_not_wait_skips_episodes_while_another_thread_builds_
     assert [h.episode.content for h in episodes.search("kiwi", wait=False).hits] == ["kiwi harvest started"]
     fresh = Episodes(settings)  # nobody building: a search that need not wait builds it itself
     assert [h.episode.content for h in fresh.search("kiwi", wait=False).hits] == ["kiwi harvest started"]
+
+
+def test_a_day_rewritten_in_place_is_read_again_from_its_start(settings: Settings) -> None:
+    """A delete's rewrite can get the old inode back (ext4 reuses freed ones): the index must not read on from
+    its old offset in what is now another file."""
+    reader, writer = Episodes(settings, clock=lambda: DAY), Episodes(settings, clock=lambda: DAY)
+    old = [writer.record(f"walrus census {n}", at=DAY) for n in range(3)]
+    assert len(reader.search("walrus").hits) == 3
+    path = settings.episodes_dir / f"{DAY.date().isoformat()}.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    new = writer.record("walrus census moved", at=DAY)
+    newest = path.read_bytes().splitlines(keepends=True)[-1]
+    with path.open("r+b") as f:  # the same inode, other bytes before the reader's offset, and longer
+        f.write(lines[2] + newest + lines[0] + lines[1])
+    assert sorted(h.episode.id for h in reader.search("walrus").hits) == sorted([new.id, *(e.id for e in old)])
+    with path.open("r+b") as f:  # the same inode, shorter
+        f.write(lines[1])
+        f.truncate()
+    assert [h.episode.id for h in reader.search("walrus").hits] == [old[1].id]
+
+
+def test_appends_to_today_are_seen_though_later_days_have_logs(settings: Settings) -> None:
+    now = datetime.now(UTC)
+    reader, writer = Episodes(settings), Episodes(settings)
+    writer.record("kiwi planted", at=now)
+    writer.record("kiwi planned", at=now + timedelta(days=30))  # a later day (an import, a clock ahead)
+    writer.record("kiwi planned again", at=now + timedelta(days=31))
+    assert len(reader.search("kiwi").hits) == 3
+    writer.record("kiwi watered", at=now)  # today's log grows; no listing changes
+    assert len(reader.search("kiwi").hits) == 4
+
+
+def test_episode_times_are_kept_in_utc_whatever_they_came_with() -> None:
+    from rockmem_mcp.models import Episode
+
+    naive = Episode.model_validate({"id": "a" * 12, "at": "2026-01-05T10:00:00", "content": "x"})
+    shifted = Episode.model_validate({"id": "b" * 12, "at": "2026-01-07T02:00:00+05:00", "content": "x"})
+    assert naive.at == datetime(2026, 1, 5, 10, tzinfo=UTC) and naive.at.tzinfo is UTC
+    assert shifted.at == datetime(2026, 1, 6, 21, tzinfo=UTC) and shifted.at.date() == date(2026, 1, 6)
