@@ -9,6 +9,8 @@ without it. Time queries ("on", "between", "last week") read only the days in ra
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -50,6 +52,7 @@ from rockmem_mcp.services.reinforcement import Reinforcer
 from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.text import inert_markdown
 
 log = logging.getLogger(__name__)
@@ -364,6 +367,28 @@ class Episodes:
         validate_entry_id(episode_id)
         return self.log.remove_where(day, lambda episode: episode.id == episode_id) > 0
 
+    def _day_rows(self, day: date) -> list[tuple[str, str, str, list[str], str]]:
+        """(HH:MM, type, confidence, tags, content) of the day's episodes in time order. A day whose every line
+        is an episode as this server writes it (UTC times ending in Z) is read with plain JSON — a 10,000-episode
+        day in a fifth of the time full validation takes; any other day through the model, line by line."""
+        try:
+            data = read_bytes(self.log.path(day))
+        except FileNotFoundError:
+            return []
+        except OSError:  # a link, FIFO or unreadable file: the checked path says so the same way as before
+            data = b""
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        try:
+            records = json.loads(b"[" + b",".join(lines) + b"]") if data.endswith(b"\n") else None
+        except ValueError:
+            records = None
+        if records is not None and all(_plain(record) for record in records):
+            times = [r["at"] for r in records]
+            if any(later < earlier for earlier, later in itertools.pairwise(times)):  # appended in time order
+                records.sort(key=lambda r: _sortable(r["at"]))
+            return [(r["at"][11:16], r["type"], r["confidence"], r["tags"], r["content"]) for r in records]
+        return [(f"{e.at.hour:02d}:{e.at.minute:02d}", e.type, e.confidence, e.tags, e.content) for e in self.on(day)]
+
     def remove(self, episode_id: str) -> Episode:
         """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
         try:
@@ -397,13 +422,10 @@ class Episodes:
         a heading, setext underline, HTML block or fence is escaped with `\\` (text.inert_markdown), and `]`,
         `|`, `,` and `:` in a tag are escaped so a tag cannot forge a heading's fields."""
         lines = [f"# {day.isoformat()} — Episode Log", ""]
-        for episode in self.on(day):
-            at = episode.at  # UTC, as stored (strftime would cost a third of a 10,000-episode day)
-            tags = ", ".join(_TAG_SYNTAX.sub(r"\\\g<0>", tag) for tag in episode.tags)
-            lines.append(
-                f"## {at.hour:02d}:{at.minute:02d} | {episode.type} | confidence:{episode.confidence} | tags:[{tags}]"
-            )
-            lines += (inert_markdown(episode.content), "")
+        for at, kind, confidence, tags, content in self._day_rows(day):
+            tags_text = ", ".join(tag.translate(_TAG_ESCAPES) for tag in tags)
+            lines.append(f"## {at} | {kind} | confidence:{confidence} | tags:[{tags_text}]")
+            lines += (inert_markdown(content), "")
         return "\n".join(lines)
 
 
@@ -424,7 +446,33 @@ def _type_of(category: str | None) -> str:
     return next((kind for word, kind in _CATEGORY_TYPES if word in words), "fact")
 
 
-_TAG_SYNTAX = re.compile(r"[\\\]|,:\[]")  # what would end or split the tags:[…] field, or forge a field: label
+_TAG_ESCAPES = str.maketrans(
+    {c: "\\" + c for c in "\\]|,:["}
+)  # what would end or split the tags:[…] field, or forge a field: label
+
+
+_UTC_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+
+
+def _plain(record: object) -> bool:
+    """Whether a decoded line is an episode as written here (what the model would accept, checked quickly)."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("id"), str)
+        and isinstance(at := record.get("at"), str)
+        and _UTC_TIME.fullmatch(at) is not None
+        and record.get("type") in EPISODE_TYPES
+        and record.get("confidence") in CONFIDENCES
+        and isinstance(tags := record.get("tags"), list)
+        and all(isinstance(tag, str) for tag in tags)
+        and isinstance(record.get("content"), str)
+    )
+
+
+def _sortable(at: str) -> str:
+    """A UTC time written with or without microseconds, as a string that sorts in time order."""
+    whole, _, fraction = at[:-1].partition(".")
+    return f"{whole}.{fraction:0<6}"
 
 
 def parse_day(text: str) -> date:

@@ -208,3 +208,17 @@ def test_episode_times_are_kept_in_utc_whatever_they_came_with() -> None:
     shifted = Episode.model_validate({"id": "b" * 12, "at": "2026-01-07T02:00:00+05:00", "content": "x"})
     assert naive.at == datetime(2026, 1, 5, 10, tzinfo=UTC) and naive.at.tzinfo is UTC
     assert shifted.at == datetime(2026, 1, 6, 21, tzinfo=UTC) and shifted.at.date() == date(2026, 1, 6)
+
+
+def test_a_days_markdown_reads_the_same_through_plain_json_and_through_the_model(settings: Settings) -> None:
+    episodes = Episodes(settings, clock=FakeClock(DAY, step=timedelta(minutes=10)))
+    for n in range(3):
+        episodes.record(f"step {n}", type="task", tags=["a:b", "c"])
+    plain = episodes.markdown(DAY.date())
+    assert plain.count("## ") == 3 and "tags:[a\\:b, c]" in plain
+    path = settings.episodes_dir / f"{DAY.date().isoformat()}.jsonl"
+    line = b'{"id": "dddddddddddd", "at": "2026-02-02T19:25:00+05:00", "type": "event", "content": "early"}\n'
+    path.write_bytes(path.read_bytes() + line)  # an offset time, as an old import wrote: the model reads this day
+    checked = episodes.markdown(DAY.date())
+    assert checked.split("\n")[2] == "## 14:25 | event | confidence:medium | tags:[]"  # 19:25+05:00, first
+    assert checked.replace("## 14:25 | event | confidence:medium | tags:[]\nearly\n\n", "") == plain
