@@ -35,6 +35,7 @@ from rockmem_mcp.models import (
     normalize_name,
     normalize_predicate,
     normalize_tags,
+    procedure_slug,
     utc_now,
     validate_entry_id,
 )
@@ -234,11 +235,12 @@ class HomeStores:
             "the ones closest to expiry went"
             for key in sorted(evicted)
         ]
-        procedures = set(self.procedures.restore_records(self._procedures)) if self._procedures else set()
+        written = self.procedures.restore_records(self._procedures) if self._procedures else []
+        procedures = {procedure_slug(name) for name in written}
         skipped += [
             f"procedure {p.name}: the home has its own, kept (the backup's not restored)"
             for p in self._procedures
-            if p.name not in procedures
+            if procedure_slug(p.name) not in procedures
         ]
         fresh = _append_new(self.feedback, self._signals, "feedback", skipped)
         episodes = _append_new(self.episodes, self._episodes, "episode", skipped)

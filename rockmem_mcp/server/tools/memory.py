@@ -85,7 +85,8 @@ def register(server: MCPServer) -> None:
             ),
         ] = None,
         stores: Annotated[
-            list[Store] | None, Field(description="Only these stores (default: all); each hit names its store")
+            list[Store] | None,
+            Field(min_length=1, description="Only these stores (default: all); each hit names its store"),
         ] = None,
     ) -> SearchResults:
         """Search long-term memory, best first, with scores.
