@@ -27,12 +27,12 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from benchmarks import speed
+from benchmarks.core import timed
 from benchmarks.corpus import Corpus, write_jsonl
 from benchmarks.salience import machine
 from rockmem_mcp.models import CONFIDENCES, EPISODE_TYPES, Episode, new_entry_id
@@ -71,15 +71,6 @@ def write_episodes(settings: Any, contents: list[str], count: int, now: datetime
         episode = Episode(id=new_entry_id(), at=big + timedelta(seconds=i), content=contents[i % len(contents)])
         lines.append((episode.model_dump_json() + "\n").encode())
     (settings.episodes_dir / f"{big.date().isoformat()}.jsonl").write_bytes(b"".join(lines))
-
-
-def timed(fn: Callable[[int], object], runs: int) -> dict[str, float]:
-    samples = []
-    for i in range(runs):
-        t = time.perf_counter()
-        fn(i)
-        samples.append(time.perf_counter() - t)
-    return speed.percentiles(samples)
 
 
 def questions(corpus: Corpus, count: int) -> list[str]:
