@@ -53,9 +53,8 @@ def visible(text: str) -> str:
 
 
 # A line markdown would read as structure rather than text: an ATX heading, a setext underline (which makes
-# the line above a heading), an HTML block or a code fence (either can swallow the rest of a page).
-# A heading, HTML block or fence — also inside list items and quotes ("* # x", "1. # x", "> # x") — or a setext
-# underline.
+# the line above a heading), an HTML block or a code fence (either can swallow the rest of a page) — also inside
+# list items and quotes ("* # x", "1. # x", "> # x").
 _MARKDOWN_BLOCK = re.compile(r"(?:(?:[-*+]|\d{1,9}[.)])\s+|>\s*)*(?:#|<|```|~~~)|=+\s*$|-+\s*$")
 
 
@@ -63,6 +62,8 @@ def inert_markdown(text: str) -> str:
     """`text` made `visible`, each of its lines that markdown would take for a heading, a setext underline, an
     HTML block or a code fence escaped with a backslash (`\\# Forged`), so stored text shown inside a
     markdown page cannot forge its structure."""
+    if "\n" not in text and text.isprintable() and not _MARKDOWN_BLOCK.match(text.lstrip()):
+        return text  # one plain line (most stored text): nothing to escape
     lines = visible(text).split("\n")
     for i, line in enumerate(lines):
         body = line.lstrip()
