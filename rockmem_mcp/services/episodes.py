@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.errors import InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.models import (
     CONFIDENCES,
     EPISODE_SOURCES,
@@ -187,6 +187,12 @@ class Episodes:
         elif not index.lock.acquire(blocking=False):
             return EpisodeSearch(hits=[], total_matches=0)  # being built (the server's start): not waited for
         try:
+            if not wait:  # beside another answer: a broken episode store costs that answer nothing
+                try:
+                    return self._search(query, limit, since, until, types, wanted_tags, newest, reinforce, unlogged)
+                except (RockmemError, OSError) as exc:
+                    log.warning("episodes left out of the answer: %s", exc)
+                    return EpisodeSearch(hits=[], total_matches=0)
             return self._search(query, limit, since, until, types, wanted_tags, newest, reinforce, unlogged)
         finally:
             index.lock.release()

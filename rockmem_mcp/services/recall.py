@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import (
@@ -46,6 +47,7 @@ from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.services.working import WorkingMemory
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TOP_MATCHES = 8
 FIRST_TURN_FALLBACK = 5
@@ -108,7 +110,7 @@ class Recall:
             kept = self._unquoted(self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results)
         hits = kept[:TOP_MATCHES]
         routed = route(message, self._clock()) if message.strip() else Route("general", "")
-        episodes = self._episodes_for(routed, message) if message.strip() else []
+        episodes = _or_nothing(self._episodes_for, routed, message) if message.strip() else []
         # One event, one line. With a period ("what happened last week", the latest route) the period's episodes
         # lead and a memory one of them logs is left out. A "when" question without one keeps the memories'
         # ranking first (the episodes' keywords-only ranking is weaker) and adds the episodes after, each that
@@ -119,7 +121,7 @@ class Recall:
             hits = [h for h in hits if h.entry.id not in logged]
         elif routed.kind != "when":
             episodes = [e for e in episodes if e.episode.memory_id is None]
-        offered = self._procedures_for(routed, message) if message.strip() else []
+        offered = _or_nothing(self._procedures_for, routed, message) if message.strip() else []
         with self._lock:
             first_turn = session_id not in self._injected
             seen = self._injected.open(session_id, set) if delta else set()
@@ -317,6 +319,15 @@ def _subject_facts(graph: GraphService, subject: str) -> tuple[list[Entity], lis
         return [], []
     walk = graph.traverse(found[0].entity.id, max_hops=2, limit=15, reinforce=True)
     return [walk.start], walk.facts
+
+
+def _or_nothing(part: Callable[[Route, str], list[T]], routed: Route, message: str) -> list[T]:
+    """A store's part of the answer, or none when that store cannot be read (logged): never the turn's recall."""
+    try:
+        return part(routed, message)
+    except (RockmemError, OSError) as exc:
+        log.warning("recall: a store was left out (%s)", exc)
+        return []
 
 
 def _offered_key(procedure: Procedure) -> str:

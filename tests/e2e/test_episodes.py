@@ -81,3 +81,18 @@ async def test_recorded_episodes_are_deleted_only_explicitly(stdio_server, home:
     async with stdio_server(home) as client:  # the default toolsets: no episode tools
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "record_episode" not in names and "delete_episode" not in names
+
+
+async def test_an_unreadable_episode_store_costs_saves_searches_and_recall_nothing(
+    stdio_server, home: Path, call, call_error
+) -> None:
+    home.mkdir()
+    (home / "episodes").write_text("a file where the episode logs' folder belongs")
+    async with stdio_server(home) as client:
+        saved = await call(client, "save_memory", content="The staging host is kestrel-2")
+        found = await call(client, "search_memory", query="staging host")
+        assert [r["entry"]["id"] for r in found["results"]] == [saved["id"]] and found["episodes"] == []
+        recalled = await call(client, "recall", message="When did we set up the staging host?", session_id="s1")
+        assert [m["id"] for m in recalled["memories"]] == [saved["id"]]
+        asked = await call_error(client, "search_memory", query="staging host", stores=["episodes"])
+        assert "Not a directory" in asked  # asked for episodes alone: told why there are none
