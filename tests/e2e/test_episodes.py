@@ -83,11 +83,12 @@ async def test_recorded_episodes_are_deleted_only_explicitly(stdio_server, home:
         assert "record_episode" not in names and "delete_episode" not in names
 
 
-async def test_an_unreadable_episode_store_costs_saves_searches_and_recall_nothing(
+async def test_unreadable_episode_and_procedure_stores_cost_saves_searches_and_recall_nothing(
     stdio_server, home: Path, call, call_error
 ) -> None:
     home.mkdir()
     (home / "episodes").write_text("a file where the episode logs' folder belongs")
+    (home / "procedures").write_text("a file where the procedures' folder belongs")
     async with stdio_server(home) as client:
         saved = await call(client, "save_memory", content="The staging host is kestrel-2")
         found = await call(client, "search_memory", query="staging host")
@@ -96,3 +97,5 @@ async def test_an_unreadable_episode_store_costs_saves_searches_and_recall_nothi
         assert [m["id"] for m in recalled["memories"]] == [saved["id"]]
         asked = await call_error(client, "search_memory", query="staging host", stores=["episodes"])
         assert "Not a directory" in asked  # asked for episodes alone: told why there are none
+        asked = await call_error(client, "search_memory", query="staging host", stores=["procedures"])
+        assert "Not a directory" in asked

@@ -119,10 +119,15 @@ def register(server: MCPServer) -> None:
                 {hit.entry.id for hit in found.results}, logged_too=stores is not None,
             )  # fmt: skip
         if "procedures" in wanted and query and query.strip() and not filtered:
-            found.procedures = [
-                ProcedureHit(procedure=svc.procedures.info(p), steps=p.steps, score=round(score, 4))
-                for score, p in svc.procedures.search(query, min(limit, PROCEDURES_BESIDE))
-            ]
+            try:
+                found.procedures = [
+                    ProcedureHit(procedure=svc.procedures.info(p), steps=p.steps, score=round(score, 4))
+                    for score, p in svc.procedures.search(query, min(limit, PROCEDURES_BESIDE))
+                ]
+            except (RockmemError, OSError) as exc:  # beside the memories, a broken store costs them nothing
+                if stores is not None:
+                    raise
+                log.warning("procedures left out of the search: %s", exc)
         return found
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
