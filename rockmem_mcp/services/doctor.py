@@ -119,7 +119,7 @@ class Doctor:
         self._vectors(report, fix, memory_ids)
         self._reports(report, fix)
         self._episodes(report, fix)
-        self._procedures(report)
+        self._procedures(report, fix)
         self._core(report)
         self._temp_files(report, fix)
         self._indexes(report, fix, memory_ids)
@@ -261,6 +261,8 @@ class Doctor:
     def _episodes(self, report: DoctorReport, fix: bool) -> None:
         """Episode logs: a file not named as a day is never read (misplaced); lines that do not parse are skipped
         when read (malformed). --fix moves the file to quarantine whole and writes back its good lines."""
+        if not self._store_folder(report, fix, self.settings.episodes_dir, "the episode logs'"):
+            return
         log = DailyLog(self.settings.episodes_dir, Episode)
         days = {log.path(day) for day in log.days()}
         for path in _files(self.settings.episodes_dir):
@@ -295,9 +297,22 @@ class Doctor:
                     if good:
                         atomic_write(path, b"".join(good))
 
-    def _procedures(self, report: DoctorReport) -> None:
+    def _store_folder(self, report: DoctorReport, fix: bool, folder: Path, whose: str) -> bool:
+        """Whether a store's folder can be checked: absent, or a folder. A regular file there is misplaced (the
+        store cannot open; --fix moves it to quarantine); links and special files are _odd_files'."""
+        if folder.is_symlink() or not folder.exists() or folder.is_dir():
+            return not folder.is_symlink()
+        if folder.is_file():
+            finding = self._found(report, "misplaced", folder, f"a file where {whose} folder belongs: the store fails")
+            if fix:
+                finding.fixed = self._quarantine(folder)
+        return False
+
+    def _procedures(self, report: DoctorReport, fix: bool) -> None:
         """Procedure files that cannot be used (invalid JSON, wrong fields, a name that is not its slug): reported,
         left as they are (a person may be editing one; links and special files are _odd_files' to move)."""
+        if not self._store_folder(report, fix, self.settings.procedures_dir, "the procedures'"):
+            return
         procedures = Procedures(self.settings)
         try:
             unusable = procedures.unusable()

@@ -205,3 +205,15 @@ def test_unusable_procedure_files_are_reported_and_left_as_they_are(settings: Se
     assert [(f.kind, f.path) for f in report.findings] == [("malformed", "procedures/broken.json")]
     assert report.findings[0].detail.endswith("left as it is") and report.checked["procedures"] == 2
     assert (settings.procedures_dir / "broken.json").read_text() == "{"  # a person may be editing it
+
+
+def test_a_file_where_a_store_folder_belongs_is_reported_and_moved_aside(settings: Settings) -> None:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    (settings.home / "episodes").write_text("not a folder")
+    (settings.home / "procedures").write_text("nor this")
+    found = {(f.kind, f.path) for f in Doctor(settings).run().findings}
+    assert found == {("misplaced", "episodes"), ("misplaced", "procedures")}
+    report = Doctor(settings).run(fix=True)
+    assert all(f.fixed.startswith("moved to quarantine") for f in report.findings)
+    assert (settings.home / report.quarantine / "episodes").read_text() == "not a folder"
+    assert Doctor(settings).run().healthy
