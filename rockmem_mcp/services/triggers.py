@@ -1,0 +1,183 @@
+"""Trigger detection (seed 004 §8.1): does a message ask to remember, forget, reflect or search, and about what?
+
+A light check on every message, no model: the seed's phrases, matched case-insensitively as whole words. The
+phrase that starts first wins (the longest at one place), so "don't forget about the dentist" is a remember
+("don't forget"), not a forget ("forget about"). A match is left out when it is negated just before ("don't
+remember that", "no need to note that", "never disregard"), quoted ("she said 'remember that'"), said of oneself
+("I remember that well", "we note that it rains"), or asked about rather than asked for ("do you remember that
+day?" is a search: "do you remember" is a search phrase and starts first). The span is what the phrase applies
+to: the rest of its sentence, less a leading "that", "about", "to", ":" or ",".
+
+The phrase lists can be replaced per intent by `triggers.json` in the data home, e.g.
+`{"remember": ["remember that", "merk dir"], "forget": ["vergiss"]}`; an intent the file leaves out keeps the
+seed's list. A file that cannot be used is reported once and the seed's lists are used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.storage.no_follow import read_bytes_and_stat
+
+log = logging.getLogger(__name__)
+
+Intent = Literal["remember", "forget", "reflect", "search", "none"]
+INTENTS: tuple[str, ...] = ("remember", "forget", "reflect", "search")
+
+# The seed's phrases (004 §8.1), with the spellings people type for them (no apostrophe, "do not").
+SEED_PHRASES: dict[str, tuple[str, ...]] = {
+    "remember": (
+        *("remember that", "remember:", "don't forget", "dont forget", "do not forget", "keep in mind"),
+        *("note that", "important:", "for future reference", "save this", "fyi for later"),
+    ),
+    "forget": (
+        *("forget about", "forget that", "never mind about", "nevermind about", "disregard"),
+        *("that's no longer relevant", "that is no longer relevant", "scratch that", "ignore what i said about"),
+        *("remove from memory", "remove from your memory", "delete the memory about", "delete the memories about"),
+    ),
+    "reflect": ("reflect on", "consolidate your memories", "review your memories", "clean up your memory"),
+    "search": ("what do you remember about", "do you remember", "what do you know about"),
+}
+CONFIG_FILE = "triggers.json"
+MAX_PHRASES = 200
+MAX_PHRASE_CHARS = 100
+_NEGATION = re.compile(
+    r"(?:\b(?:don'?t|do not|never|no need to|not|no)\s+(?:(?:ever|really|have to|need to|want you to)\s+)?)$",
+    re.IGNORECASE,
+)
+# "I remember that well", "we note that it rains": a statement about oneself, not a request.
+# "you remember that hotel?" asks; "could you remember that …", "please, you note that …" request.
+_STATEMENT = re.compile(
+    r"(?:\b(?:i|we|they|he|she|it)|(?<!can )(?<!could )(?<!would )(?<!will )(?<!please )\byou)"
+    r"\s+(?:(?:really|still|also|do|did|can|could|always|just|clearly)\s+)?$",
+    re.IGNORECASE,
+)
+_QUOTES = {'"': '"', "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'\u201c])|\n")
+_LEADING = re.compile(r"^[\s,:;\-\u2014]*(?:(?:that|about|to)\b[\s,:]*)?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Trigger:
+    intent: Intent
+    phrase: str = ""  # the phrase as found in the message
+    span: str = ""  # what it applies to (may be empty: "scratch that" names nothing)
+
+
+NONE = Trigger("none")
+
+
+class TriggerDetector:
+    def __init__(self, phrases: Mapping[str, Sequence[str]] = SEED_PHRASES) -> None:
+        by_intent = {intent: tuple(phrases.get(intent, SEED_PHRASES[intent])) for intent in INTENTS}
+        entries = sorted(
+            ((phrase.lower().strip(), intent) for intent, listed in by_intent.items() for phrase in listed),
+            key=lambda entry: -len(entry[0]),
+        )
+        self.intent_of = {phrase: intent for phrase, intent in entries if phrase}
+        alternatives = "|".join(_pattern(phrase) for phrase in self.intent_of)
+        self._pattern = re.compile(alternatives, re.IGNORECASE) if alternatives else None
+
+    def detect(self, message: str) -> Trigger:
+        """The first trigger in `message` that is neither negated, quoted nor asked about; NONE otherwise."""
+        if self._pattern is None:
+            return NONE
+        for found in self._pattern.finditer(message):
+            before = message[: found.start()]
+            if _NEGATION.search(before) or _inside_quotes(before):
+                continue
+            phrase = " ".join(found.group(0).lower().split())
+            if _STATEMENT.search(before) and not phrase.startswith(("do you", "what do you")):
+                continue
+            intent = self.intent_of.get(phrase) or self.intent_of.get(phrase.replace("\u2019", "'"))
+            if intent is None:
+                continue
+            return Trigger(intent, found.group(0), _span(message, found.end()))  # type: ignore[arg-type]
+        return NONE
+
+
+def _pattern(phrase: str) -> str:
+    """A phrase as a case-insensitive regex: whole words at its word-character ends, any spacing inside, and
+    a typographic apostrophe wherever it has a plain one."""
+    body = r"\s+".join(re.escape(word).replace("'", "['\u2019]") for word in phrase.split())
+    start = r"\b" if phrase[:1].isalnum() else ""
+    end = r"\b" if phrase[-1:].isalnum() else ""
+    return f"{start}{body}{end}"
+
+
+def _inside_quotes(before: str) -> bool:
+    """Whether text after `before` sits inside quotation marks opened in it."""
+    for opening, closing in _QUOTES.items():
+        if opening == closing:
+            if before.count(opening) % 2 == 1:
+                return True
+        elif before.count(opening) > before.count(closing):
+            return True
+    return False
+
+
+def _span(message: str, start: int) -> str:
+    """The rest of the phrase's sentence, less a leading "that", ":" or ","; trailing punctuation kept off."""
+    rest = _LEADING.sub("", message[start:], count=1)
+    sentence = _SENTENCE_END.split(rest, maxsplit=1)[0]
+    return sentence.strip().rstrip(".!?;,").strip()
+
+
+class HomeTriggers:
+    """The detector for a data home: the seed's phrases, or those of its `triggers.json`, re-read when that
+    file changes (one stat per message)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / CONFIG_FILE
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._detector = TriggerDetector()
+
+    def detect(self, message: str) -> Trigger:
+        return self.detector().detect(message)
+
+    def detector(self) -> TriggerDetector:
+        try:
+            stat = self.path.lstat()
+            stamp: tuple[int, int, int] | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            stamp = None
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._detector = self._load() if stamp is not None else TriggerDetector()
+            return self._detector
+
+    def _load(self) -> TriggerDetector:
+        try:
+            data, _ = read_bytes_and_stat(self.path)
+            return TriggerDetector(parse_phrases(json.loads(data)))
+        except (OSError, RockmemError, ValueError) as exc:
+            log.warning("%s is not used (%s); the seed's trigger phrases are", self.path, exc)
+            return TriggerDetector()
+
+
+def parse_phrases(raw: object) -> dict[str, list[str]]:
+    """`triggers.json`'s content, checked: an object of intent -> list of phrases."""
+    if not isinstance(raw, dict):
+        raise ValueError('it must be a JSON object such as {"remember": ["remember that"]}')
+    unknown = set(raw) - set(INTENTS)
+    if unknown:
+        raise ValueError(f"unknown intent(s) {sorted(unknown)}: use {', '.join(INTENTS)}")
+    phrases: dict[str, list[str]] = {}
+    for intent, listed in raw.items():
+        if not isinstance(listed, list) or len(listed) > MAX_PHRASES:
+            raise ValueError(f"{intent}: a list of at most {MAX_PHRASES} phrases")
+        for phrase in listed:
+            if not isinstance(phrase, str) or not phrase.strip() or len(phrase) > MAX_PHRASE_CHARS:
+                raise ValueError(f"{intent}: phrases are non-empty text of at most {MAX_PHRASE_CHARS} characters")
+        phrases[intent] = listed
+    return phrases

@@ -1,0 +1,69 @@
+"""Trigger detection: the seed's phrases, what is not a trigger, the span, and the home's own phrase lists."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.services.triggers import HomeTriggers, TriggerDetector
+
+DETECT = TriggerDetector().detect
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "span"),
+    [
+        ("Remember that I prefer green tea.", "remember", "I prefer green tea"),
+        ("ok, KEEP IN MIND I'm on holiday next week", "remember", "I'm on holiday next week"),
+        ("Don\u2019t forget to call mom! And buy bread.", "remember", "call mom"),
+        ("Important: the API key rotates monthly", "remember", "the API key rotates monthly"),
+        ("Don't forget about the dentist on Friday", "remember", "the dentist on Friday"),  # not "forget about"
+        ("Please forget about the old address. Thanks!", "forget", "the old address"),
+        ("Scratch that.", "forget", ""),
+        ("Can you reflect on how this week went?", "reflect", "how this week went"),
+        ("What do you remember about Alice?", "search", "Alice"),
+        ("Do you remember that day in Rome?", "search", "day in Rome"),  # asked about, not asked for
+        ("Could you save this for me: gate code 4412", "remember", "for me: gate code 4412"),
+    ],
+)
+def test_the_seeds_phrases_name_the_intent_and_its_span(message: str, intent: str, span: str) -> None:
+    found = DETECT(message)
+    assert (found.intent, found.span) == (intent, span)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Don't remember that, it was a joke.",  # negated
+        "No need to note that down.",
+        "Never disregard a failing test.",
+        'She kept saying "remember that" all evening.',  # quoted
+        "The song is \u201cDon't Forget About Me\u201d.",
+        "He typed `scratch that` in the chat.",
+        "I remember that trip fondly.",  # said of oneself
+        "We note that the tests are flaky.",
+        "You remember that hotel?",
+        "Reflection in Java is slow.",  # the words in other senses
+        "Save the file and run it.",
+        "Remembering names is hard.",
+    ],
+)
+def test_negated_quoted_and_self_described_phrases_are_no_trigger(message: str) -> None:
+    assert DETECT(message).intent == "none"
+
+
+def test_a_home_file_replaces_an_intents_phrases_and_a_bad_one_falls_back(tmp_path: Path) -> None:
+    home = HomeTriggers(tmp_path)
+    assert home.detect("merk dir: Kaffee schwarz").intent == "none"
+    (tmp_path / "triggers.json").write_text('{"remember": ["merk dir"]}')
+    found = home.detect("Bitte merk dir: Kaffee schwarz")
+    assert (found.intent, found.span) == ("remember", "Kaffee schwarz")
+    assert home.detect("Remember that x").intent == "none"  # the file's list replaced the seed's remember list
+    assert home.detect("forget about x").intent == "forget"  # intents the file leaves out keep the seed's
+    (tmp_path / "triggers.json").write_text('{"rememebr": ["x"]}')  # a typo: reported, the seed's lists used
+    os.utime(tmp_path / "triggers.json", ns=(1, 2))
+    assert home.detect("Remember that x").intent == "remember"
+    (tmp_path / "triggers.json").unlink()
+    assert home.detect("Bitte merk dir: Kaffee").intent == "none"
