@@ -32,19 +32,33 @@ log = logging.getLogger(__name__)
 Intent = Literal["remember", "forget", "reflect", "search", "none"]
 INTENTS: tuple[str, ...] = ("remember", "forget", "reflect", "search")
 
-# The seed's phrases (004 §8.1), with the spellings people type for them (no apostrophe, "do not").
+# The seed's phrases (004 §8.1), with the spellings people type for them (no apostrophe, "do not") and their
+# common variants ("remember this", "do you recall"). A leading "^" means at the start of a sentence: an
+# imperative ("Remember my flight is at 9", "Forget the thing about X"), not the verb anywhere.
 SEED_PHRASES: dict[str, tuple[str, ...]] = {
     "remember": (
         *("remember that", "remember:", "don't forget", "dont forget", "do not forget", "keep in mind"),
         *("note that", "important:", "for future reference", "save this", "fyi for later"),
+        *("^remember", "please remember", "pls remember", "make sure you remember", "remember this"),
+        *("don't ever forget", "keep this in mind", "note:", "important \u2014", "important -", "make a note"),
+        *("memorize this", "memorise this", "store this", "add to your memory", "save to your memory"),
     ),
     "forget": (
         *("forget about", "forget that", "never mind about", "nevermind about", "disregard"),
         *("that's no longer relevant", "that is no longer relevant", "scratch that", "ignore what i said about"),
         *("remove from memory", "remove from your memory", "delete the memory about", "delete the memories about"),
+        *("^forget", "please forget", "you can forget", "ignore what i said earlier about", "is no longer relevant"),
+        *("wipe your memory of", "delete what you remember about", "stop remembering", "forget everything"),
     ),
-    "reflect": ("reflect on", "consolidate your memories", "review your memories", "clean up your memory"),
-    "search": ("what do you remember about", "do you remember", "what do you know about"),
+    "reflect": (
+        *("reflect on", "consolidate your memories", "review your memories", "clean up your memory"),
+        *("tidy up your memory", "go through your memories", "memory review", "run a reflection"),
+    ),
+    "search": (
+        *("what do you remember about", "do you remember", "what do you know about", "what do you recall about"),
+        *("do you recall", "do you still remember", "what do you remember", "what have you stored about"),
+        *("what's in your memory about", "search your memory", "what did i tell you about", "look up what you"),
+    ),
 }
 CONFIG_FILE = "triggers.json"
 MAX_PHRASES = 200
@@ -56,8 +70,9 @@ _NEGATION = re.compile(
 # "I remember that well", "we note that it rains": a statement about oneself, not a request.
 # "you remember that hotel?" asks; "could you remember that …", "please, you note that …" request.
 _STATEMENT = re.compile(
-    r"(?:\b(?:i|we|they|he|she|it)|(?<!can )(?<!could )(?<!would )(?<!will )(?<!please )\byou)"
-    r"\s+(?:(?:really|still|also|do|did|can|could|always|just|clearly)\s+)?$",
+    r"(?:\b(?:i|we|they|he|she|it|i'll|we'll|i\u2019ll|we\u2019ll)|(?<!can )(?<!could )(?<!would )(?<!will )"
+    r"(?<!please )\byou|\b(?:told|asked) (?:me|us) to)"
+    r"\s+(?:(?:really|still|also|do|did|can|could|always|just|clearly|will|need to|want to|have to)\s+)?$",
     re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
@@ -95,6 +110,8 @@ class TriggerDetector:
             if _NEGATION.search(before) or _inside_quotes(before):
                 continue
             phrase = " ".join(found.group(0).lower().split())
+            if phrase not in self.intent_of and f"^{phrase}" in self.intent_of:
+                phrase = f"^{phrase}"
             if _STATEMENT.search(before) and not phrase.startswith(("do you", "what do you")):
                 continue
             intent = self.intent_of.get(phrase) or self.intent_of.get(phrase.replace("\u2019", "'"))
@@ -106,8 +123,12 @@ class TriggerDetector:
 
 def _pattern(phrase: str) -> str:
     """A phrase as a case-insensitive regex: whole words at its word-character ends, any spacing inside, and
-    a typographic apostrophe wherever it has a plain one."""
+    a typographic apostrophe wherever it has a plain one; a leading "^": at a sentence's start."""
+    sentence_start = phrase.startswith("^")
+    phrase = phrase.lstrip("^")
     body = r"\s+".join(re.escape(word).replace("'", "['\u2019]") for word in phrase.split())
+    if sentence_start:
+        return rf"(?:^|(?<=[.!?;:] )|(?<=\n))\s*{body}\b"
     start = r"\b" if phrase[:1].isalnum() else ""
     end = r"\b" if phrase[-1:].isalnum() else ""
     return f"{start}{body}{end}"
