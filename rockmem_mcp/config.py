@@ -125,6 +125,13 @@ class Settings(BaseModel):
         1_500, ge=0, description="Token budget of workspace files in a session's first recall"
     )
 
+    # Trigger phrases in a user's message (seed 004 §8.1): suggest what to do, act on a remember, or look for none.
+    trigger_mode: Literal["suggest", "act", "off"] = Field(
+        "suggest",
+        description="On a trigger phrase: suggest (the reply says what to call), act (a remember is saved at once; "
+        "a forget still needs the user's confirmation) or off",
+    )
+
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
     toolsets: list[str] = Field(

@@ -370,6 +370,10 @@ class ConversationTurn(BaseModel):
     at: datetime
 
 
+class TurnRecorded(ConversationTurn):
+    trigger: TriggerFound | None = Field(None, description="A trigger phrase in a user's turn, and what it led to")
+
+
 class Conversation(BaseModel):
     session_id: str
     turns: list[ConversationTurn] = Field(description="Oldest first")
@@ -394,6 +398,19 @@ class RecalledEpisode(BaseModel):
     score: float | None = Field(description="Relevance; null when the period's episodes are listed in order")
 
 
+class TriggerFound(BaseModel):
+    """A trigger phrase in a user's message (seed 004 §8.1) and what it led to."""
+
+    intent: Literal["remember", "forget", "reflect", "search"]
+    phrase: str = Field(description="The phrase as it stands in the message")
+    span: str = Field(description="What it applies to ('' when it names nothing, as 'scratch that')")
+    action: str = Field(description="What was done, or what to call (ROCKMEM_TRIGGER_MODE)")
+    memory_id: str | None = Field(None, description="The memory a remember saved (act mode)")
+    candidates: list[str] = Field(
+        default_factory=list, description="Memory ids the span matches: to confirm before forgetting, or found"
+    )
+
+
 class RecallBlock(BaseModel):
     text: str = Field(description="The context block to put before the model, delimited as data")
     session_id: str
@@ -402,6 +419,7 @@ class RecallBlock(BaseModel):
         description="How the message was answered (seed 004 §11.1): when (episodes by time and keywords), how "
         "(procedures), about (an entity and its graph), latest (recent episodes, active context) or general",
     )
+    trigger: TriggerFound | None = Field(None, description="A remember/forget/reflect/search phrase in the message")
     period: str | None = Field(
         None, description="The period a time phrase named (or latest's 14 days): its episodes lead"
     )
@@ -997,3 +1015,4 @@ class ProcedureHit(BaseModel):
 
 
 SearchResults.model_rebuild()
+TurnRecorded.model_rebuild()

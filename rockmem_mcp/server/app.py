@@ -38,6 +38,7 @@ from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.services.working import sweep_expired
 from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.services.workspace import Workspace
@@ -142,6 +143,7 @@ def build_server(
         workspace = Workspace(settings)
         episodes = Episodes(settings, reinforcer=memory.reinforcer)
         procedures = Procedures(settings, memory.reinforcer)
+        triggers = TriggerResponder(HomeTriggers(settings.home), memory, episodes, settings.trigger_mode)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         opened = Services(
@@ -156,6 +158,7 @@ def build_server(
                 starters=starters,
                 episodes=episodes,
                 procedures=procedures,
+                triggers=triggers,
             ),
             templates=Templates(settings.prompts_dir),
             core=core,
@@ -163,6 +166,7 @@ def build_server(
             workspace=workspace,
             episodes=episodes,
             procedures=procedures,
+            triggers=triggers,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):

@@ -22,6 +22,7 @@ from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.services.triggers import TriggerResponder
 from rockmem_mcp.services.working import WorkingMemory
 from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.services.workspace import Workspace
@@ -42,6 +43,7 @@ class Services:
     workspace: Workspace  # the user's AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md in the home
     episodes: Episodes  # the episodic store: what happened, when
     procedures: Procedures  # learned workflows (seed 004 §7)
+    triggers: TriggerResponder | None = None  # remember/forget/reflect/search phrases in user messages
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

@@ -44,6 +44,7 @@ from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures, offer_line
 from rockmem_mcp.services.routing import Route, period_text, route
 from rockmem_mcp.services.sessions import SessionTable
+from rockmem_mcp.services.triggers import TriggerResponder
 from rockmem_mcp.services.working import WorkingMemory
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class Recall:
         starters: Sequence[Callable[[str], list[str]]] = (),
         episodes: Episodes | None = None,
         procedures: Procedures | None = None,
+        triggers: TriggerResponder | None = None,
     ) -> None:
         """`graph` may be a function giving it (the server's graph loads in the background). A session's first
         recall starts with `core`'s context and then each of `starters`' lines for the message (learnings,
@@ -83,6 +85,7 @@ class Recall:
         self.core = core
         self.episodes = episodes
         self.procedures = procedures
+        self.triggers = triggers
         self._clock = clock
         self._starters = list(starters)
         self._lock = threading.Lock()
@@ -109,6 +112,8 @@ class Recall:
         if len(kept) < len(hits) == TOP_MATCHES:
             kept = self._unquoted(self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results)
         hits = kept[:TOP_MATCHES]
+        # A trigger phrase (after the search, so a remember saved now is not recalled back as a match).
+        trigger = self.triggers.respond(message, act=delta) if self.triggers is not None else None
         routed = route(message, self._clock()) if message.strip() else Route("general", "")
         episodes = _or_nothing(self._episodes_for, routed, message) if message.strip() else []
         # One event, one line. With a period ("what happened last week", the latest route) the period's episodes
@@ -132,6 +137,8 @@ class Recall:
             fresh = [h for h in hits if h.entry.id not in seen]
             episodes = [e for e in episodes if e.episode.id not in seen and e.episode.memory_id not in seen]
             seen.update(h.entry.id for h in fresh)
+            if trigger is not None and trigger.memory_id:
+                seen.add(trigger.memory_id)  # its text is in the trigger's line
             seen.update(e.episode.id for e in episodes)
             seen.update(e.episode.memory_id for e in episodes if e.episode.memory_id)  # its text was shown
             offered = [p for p in offered if _offered_key(p) not in seen]  # a new version is offered again
@@ -159,6 +166,7 @@ class Recall:
             text="",
             session_id=session_id,
             route=routed.describe(),
+            trigger=trigger,
             period=period_text(routed.since, routed.until) if routed.since and routed.until else None,
             session_start=start,
             memories=memories,
@@ -253,6 +261,11 @@ class Recall:
 def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> str:
     """The block's text; `before`: lines to put first inside the wrapper."""
     lines = [*block.session_start, *before]
+    if block.trigger is not None:
+        found = block.trigger
+        lines.append(f'Trigger ({found.intent}, "{found.phrase}"): {found.action}')
+        if found.candidates:
+            lines.append(f"Matching memories: {', '.join(f'[{i}]' for i in found.candidates)}")
     if block.route != "general":
         lines.append(f"Route: {block.route}")
     if block.active_context:

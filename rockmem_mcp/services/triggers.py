@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Literal
 
 from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.models import TriggerFound
+from rockmem_mcp.services.episodes import Episodes
+from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
 log = logging.getLogger(__name__)
@@ -202,3 +205,54 @@ def parse_phrases(raw: object) -> dict[str, list[str]]:
                 raise ValueError(f"{intent}: phrases are non-empty text of at most {MAX_PHRASE_CHARS} characters")
         phrases[intent] = listed
     return phrases
+
+
+CANDIDATES = 5  # memories a forget or a search names
+
+
+class TriggerResponder:
+    """What a trigger in a user's message leads to (ROCKMEM_TRIGGER_MODE): `suggest` says what to call;
+    `act` saves a remember's span as a memory the user asked for (importance 1, tag `remembered`; its episode
+    logged). A forget is never acted on: its candidates come back for the user to confirm (seed 004 §8.3).
+    Routing a remember to core, episodes, procedures or the graph is issue 21's next part."""
+
+    def __init__(self, triggers: HomeTriggers, memory: MemoryService, episodes: Episodes, mode: str) -> None:
+        self.triggers, self.memory, self.episodes, self.mode = triggers, memory, episodes, mode
+
+    def respond(self, message: str, act: bool = True) -> TriggerFound | None:
+        """The trigger in `message` and what it led to; None without one. `act=False` (a read-only view such
+        as a recall resource) never saves."""
+        if self.mode == "off" or not message.strip():
+            return None
+        found = self.triggers.detect(message)
+        if found.intent == "none":
+            return None
+        reply = TriggerFound(intent=found.intent, phrase=found.phrase, span=found.span, action="")
+        span = found.span
+        if found.intent == "remember":
+            if not span:
+                reply.action = "nothing named to remember: ask what to keep"
+            elif self.mode == "act" and act:
+                entry = self.memory.save(span, None, ["remembered"], {"source": "trigger"}, 1.0)
+                self.episodes.log_save(entry)
+                reply.memory_id = entry.id
+                reply.action = f"saved as memory [{entry.id}] (importance 1) and logged in today's episodes"
+            else:
+                reply.action = f'to keep it, call save_memory with content "{_quoted(span)}" and importance 1'
+        elif found.intent in ("forget", "search"):
+            hits = self.memory.search(span, limit=CANDIDATES).results if span else []
+            reply.candidates = [hit.entry.id for hit in hits]
+            if found.intent == "search":
+                reply.action = f'search_memory(query="{_quoted(span)}") reaches further than this block'
+            elif reply.candidates:
+                reply.action = "confirm with the user which to forget, then delete_memory(id) for each"
+            else:
+                reply.action = "no memory matches: ask what to forget" if span else "ask what to forget"
+        else:
+            reply.action = 'when idle, dream(dream_pass="consolidation"); dream_pass="episodes" for what happened'
+        return reply
+
+
+def _quoted(text: str) -> str:
+    flat = " ".join(text.split()).replace('"', "'")
+    return flat if len(flat) <= 300 else flat[:299] + "…"

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rockmem_mcp.models import Conversation, ConversationTurn, Role
+from rockmem_mcp.models import Conversation, Role, TurnRecorded
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import reports_errors
 
@@ -25,10 +25,13 @@ def register(server: MCPServer) -> None:
         content: Annotated[str, Field(description="What was said")],
         ctx: Context,
         session_id: SessionId = None,
-    ) -> ConversationTurn:
+    ) -> TurnRecorded:
         """Add a turn to the conversation window (the latest 50 turns of a session are kept; a session idle
         for an hour is forgotten). With the conversation log on, the dream pass learns from it later."""
-        return services(ctx).conversation.record(session_id or default_session_id(ctx), role, content)
+        svc = services(ctx)
+        turn = svc.conversation.record(session_id or default_session_id(ctx), role, content)
+        found = svc.triggers.respond(content) if svc.triggers is not None and role == "user" else None
+        return TurnRecorded(**turn.model_dump(), trigger=found)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
