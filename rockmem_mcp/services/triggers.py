@@ -79,6 +79,10 @@ _STATEMENT = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "\u201c": "\u201d", "\u2018": "\u2019", "`": "`"}
+_QUOTE_CHARS = tuple(dict.fromkeys([*_QUOTES, *_QUOTES.values()]))
+CONTEXT_CHARS = 80  # what precedes a match that can negate it or make it a statement
+MAX_MATCHES = 200  # a message naming more phrases than this is not looked at further
+SCAN_CHARS = 2_000
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'\u201c])|\n")
 _LEADING = re.compile(r"^[\s,:;\-\u2014]*(?:(?:that|about|to)\b[\s,:]*)?", re.IGNORECASE)
 
@@ -105,12 +109,23 @@ class TriggerDetector:
         self._pattern = re.compile(alternatives, re.IGNORECASE) if alternatives else None
 
     def detect(self, message: str) -> Trigger:
-        """The first trigger in `message` that is neither negated, quoted nor asked about; NONE otherwise."""
+        """The first trigger in `message` that is neither negated, quoted nor said of oneself; NONE otherwise.
+        Only its first SCAN_CHARS characters are looked at (a long paste's words are not a request), what
+        precedes a match is judged by its last few words, quotes by running counts, at most MAX_MATCHES
+        matches: a few milliseconds at worst."""
         if self._pattern is None:
             return NONE
-        for found in self._pattern.finditer(message):
-            before = message[: found.start()]
-            if _NEGATION.search(before) or _inside_quotes(before):
+        quotes = dict.fromkeys(_QUOTE_CHARS, 0)
+        counted = 0
+        for n, found in enumerate(self._pattern.finditer(message, 0, SCAN_CHARS)):
+            if n >= MAX_MATCHES:
+                break
+            start = found.start()
+            for char in _QUOTE_CHARS:
+                quotes[char] += message.count(char, counted, start)
+            counted = start
+            before = message[max(0, start - CONTEXT_CHARS) : start]
+            if _NEGATION.search(before) or _inside_quotes(quotes):
                 continue
             phrase = " ".join(found.group(0).lower().split())
             if phrase not in self.intent_of and f"^{phrase}" in self.intent_of:
@@ -137,13 +152,13 @@ def _pattern(phrase: str) -> str:
     return f"{start}{body}{end}"
 
 
-def _inside_quotes(before: str) -> bool:
-    """Whether text after `before` sits inside quotation marks opened in it."""
+def _inside_quotes(counts: Mapping[str, int]) -> bool:
+    """Whether a match sits inside quotation marks opened before it (`counts`: each quote character so far)."""
     for opening, closing in _QUOTES.items():
         if opening == closing:
-            if before.count(opening) % 2 == 1:
+            if counts[opening] % 2 == 1:
                 return True
-        elif before.count(opening) > before.count(closing):
+        elif counts[opening] > counts[closing]:
             return True
     return False
 
