@@ -70,7 +70,7 @@ def test_a_home_file_replaces_an_intents_phrases_and_a_bad_one_falls_back(tmp_pa
 
 
 def test_only_a_messages_opening_is_looked_at_and_many_negated_phrases_end_quickly() -> None:
-    assert DETECT("x" * 1_990 + " remember that the code is 1").intent == "remember"
+    assert DETECT("x" * 1_900 + " remember that the code is 1").intent == "remember"
     assert DETECT("x" * 2_100 + " remember that the code is 1").intent == "none"  # a long paste is not a request
     assert DETECT("don't remember that " * 5_000).intent == "none"  # was quadratic: 20 s
     assert DETECT("I note that " * 8_000 + "remember that x").intent == "none"
