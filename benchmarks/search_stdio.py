@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,39 +41,13 @@ def build(work: Path, size: int) -> None:
 
 
 def measure(home: Path, queries: list[str]) -> dict[str, Any]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
-
-    def call(message: dict[str, Any]) -> dict[str, Any] | None:
-        stdin.write((json.dumps(message) + "\n").encode())
-        stdin.flush()
-        return json.loads(stdout.readline()) if "id" in message else None
-
-    def search(n: int, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        params = {"name": "search_memory", "arguments": arguments}
-        return call({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
-
-    try:
-        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
-        call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
-        call({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        started = time.perf_counter()
-        search(10**6, {"query": "warm", "stores": ["episodes"]})
-        waited = time.perf_counter() - started
-        samples = []
-        for i, query in enumerate(queries, start=1):
-            started = time.perf_counter()
-            reply = search(i, {"query": query})
-            samples.append(time.perf_counter() - started)
-            assert reply is not None and not reply["result"].get("isError"), reply
-        rss = speed.server_rss_mb(proc.pid)
-    finally:
-        stdin.close()
-        proc.wait(timeout=60)
-    return {"waited_for_episodes_s": round(waited, 2), **speed.percentiles(samples), "server_rss_mb": rss}
+    """speed.raw_stdio after one call that asks for episodes (it waits for the episode index)."""
+    report = speed.raw_stdio(home, queries, warm_up={"query": "warm", "stores": ["episodes"]})
+    return {
+        "waited_for_episodes_s": report["warm_up_s"],
+        **report["search_tool_call_raw_jsonrpc"],
+        "server_rss_mb": report["server_rss_mb_after_queries"],
+    }
 
 
 def main() -> None:
