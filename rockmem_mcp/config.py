@@ -131,6 +131,13 @@ class Settings(BaseModel):
         description="On a trigger phrase: suggest (the reply says what to call), act (a remember is saved at once; "
         "a forget still needs the user's confirmation) or off",
     )
+    # Who routes a remembered span to its store and extracts facts when a conversation is compacted (issue 21).
+    encode_driver: Literal["auto", "agent", "rules"] = Field(
+        "auto",
+        description="auto: the server's language model if configured, else the client's model (MCP sampling) if "
+        "it offers one, else rules; agent: the reply carries the task for the calling agent to answer; rules: "
+        "no model",
+    )
 
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
