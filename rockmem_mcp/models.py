@@ -398,6 +398,63 @@ class RecalledEpisode(BaseModel):
     score: float | None = Field(description="Relevance; null when the period's episodes are listed in order")
 
 
+RoutedStore = Literal["core", "episodic", "semantic", "procedural", "vault"]
+
+
+class RoutedEntity(BaseModel):
+    name: str = Field(description="A person, project, tool, place … the text names")
+    type: str = Field("concept", description="person, project, topic, tool, event, document, place or concept")
+
+
+class RoutedRelation(BaseModel):
+    subject: str = Field(alias="from", description="An entity's name")
+    predicate: str = Field(alias="relation", description="A short verb phrase, e.g. works_on, prefers")
+    object: str = Field(alias="to", description="An entity's name")
+
+    model_config = {"populate_by_name": True}
+
+
+class RoutedMemory(BaseModel):
+    """The seed's routing answer (004 §8.2), whoever gives it: a model, the client's model, the agent, or rules."""
+
+    store: RoutedStore = Field(
+        description="vault (keep for good), procedural (a way of doing something), core (who the user is or what "
+        "is happening now), episodic (an event with a time), semantic (a fact)"
+    )
+    entities: list[RoutedEntity] = Field(default_factory=list, description="What the text names, for the graph")
+    relations: list[RoutedRelation] = Field(default_factory=list, description="Facts between those entities")
+    tags: list[str] = Field(default_factory=list, description="2 to 5 topical tags")
+    confidence: Literal["high", "medium", "low"] = Field("medium", description="high when the user asked")
+    core_update: bool = Field(False, description="True when core memory (always loaded) should gain a line")
+    summary: str = Field(description="One line: what to remember")
+
+
+class RoutingTask(BaseModel):
+    """A routing step for the calling agent (ROCKMEM_ENCODE_DRIVER=agent): decide, then answer as it says."""
+
+    text: str = Field(description="What the user asked to remember")
+    instructions: str
+    answer_schema: dict[str, Any] = Field(description="JSON schema of the `route` to pass back")
+
+
+class Remembered(BaseModel):
+    """What a remember did: the store chosen, by whom, and every record written (all in one step, or none)."""
+
+    store: RoutedStore | None = Field(None, description="Where it went; null while the agent has to route it")
+    driver: Literal["llm", "sampling", "agent", "rules"] = Field(
+        description="Who routed it: the server's model, the client's model, the calling agent, or rules"
+    )
+    route: RoutedMemory | None = None
+    memory_id: str | None = Field(None, description="The memory saved (semantic, vault)")
+    episode_id: str | None = Field(None, description="Its line in the day's episode log")
+    procedure: str | None = Field(None, description="The procedure saved (procedural)")
+    core_line: str | None = Field(None, description="The line core memory gained, as 'Block: text'")
+    entities: list[str] = Field(default_factory=list, description="Graph entities named (created or known)")
+    triples: list[str] = Field(default_factory=list, description="Graph triple ids added")
+    note: str = Field("", description="Why a model's answer was not used, if it was not")
+    task: RoutingTask | None = Field(None, description="agent driver: route it, then call remember with `route`")
+
+
 class TriggerFound(BaseModel):
     """A trigger phrase in a user's message (seed 004 §8.1) and what it led to."""
 
@@ -406,6 +463,8 @@ class TriggerFound(BaseModel):
     span: str = Field(description="What it applies to ('' when it names nothing, as 'scratch that')")
     action: str = Field(description="What was done, or what to call (ROCKMEM_TRIGGER_MODE)")
     memory_id: str | None = Field(None, description="The memory a remember saved (act mode)")
+    remembered: Remembered | None = Field(None, description="Act mode: where a remember went, or its routing task")
+    route: RoutedMemory | None = Field(None, description="Suggest mode: the rules' route, to pass to remember")
     candidates: list[str] = Field(
         default_factory=list, description="Memory ids the span matches: to confirm before forgetting, or found"
     )

@@ -36,6 +36,7 @@ from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
@@ -143,7 +144,8 @@ def build_server(
         workspace = Workspace(settings)
         episodes = Episodes(settings, reinforcer=memory.reinforcer)
         procedures = Procedures(settings, memory.reinforcer)
-        triggers = TriggerResponder(HomeTriggers(settings.home), memory, episodes, settings.trigger_mode)
+        remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
+        triggers = TriggerResponder(HomeTriggers(settings.home), memory, remembering, settings.trigger_mode)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         opened = Services(
@@ -167,6 +169,7 @@ def build_server(
             episodes=episodes,
             procedures=procedures,
             triggers=triggers,
+            remembering=remembering,
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):

@@ -21,6 +21,7 @@ from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import TriggerResponder
 from rockmem_mcp.services.working import WorkingMemory
@@ -44,6 +45,7 @@ class Services:
     episodes: Episodes  # the episodic store: what happened, when
     procedures: Procedures  # learned workflows (seed 004 §7)
     triggers: TriggerResponder | None = None  # remember/forget/reflect/search phrases in user messages
+    remembering: Remembering | None = None  # routes what the user asked to keep, writes it in one step
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

@@ -24,14 +24,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
+from rockmem_mcp.models import RoutedEntity, RoutedMemory, RoutedStore
 from rockmem_mcp.search.tokenizer import STOPWORDS
 from rockmem_mcp.services.routing import time_period
 
-Store = Literal["core", "episodic", "semantic", "procedural", "vault"]
+Store = RoutedStore
 MIN_TAGS, MAX_TAGS = 2, 5
 SUMMARY_CHARS = 200
 
@@ -65,31 +63,6 @@ _NOT_TAGS = frozenset(
 )
 # A time phrase makes a fact an event; only whether one is named matters here, not its period.
 _ANY_DAY = datetime(2000, 1, 3, tzinfo=UTC)
-
-
-class RoutedEntity(BaseModel):
-    name: str
-    type: str = "concept"
-
-
-class RoutedRelation(BaseModel):
-    subject: str = Field(alias="from")
-    predicate: str = Field(alias="relation")
-    object: str = Field(alias="to")
-
-    model_config = {"populate_by_name": True}
-
-
-class RoutedMemory(BaseModel):
-    """The seed's routing answer (004 §8.2), whoever gives it: a model, the client's model, the agent, or rules."""
-
-    store: Store
-    entities: list[RoutedEntity] = Field(default_factory=list)
-    relations: list[RoutedRelation] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list, description="2 to 5 topical tags")
-    confidence: Literal["high", "medium", "low"] = "medium"
-    core_update: bool = False
-    summary: str
 
 
 def route_memory(text: str, known_entities: Iterable[str] = (), asked: bool = True) -> RoutedMemory:
@@ -130,3 +103,23 @@ def _tags(text: str) -> list[str]:
     ranked = [word for word, _ in Counter(words).most_common()]
     tags = ranked[:MAX_TAGS]
     return tags if len(tags) >= MIN_TAGS else [*tags, "remembered"][: max(MIN_TAGS, len(tags))]
+
+
+_IDENTITY = re.compile(
+    r"\b(?:my name is|call me|i am an? |i'm an? |my (?:role|job|pronouns) (?:is|are)|i live in|i work (?:at|for))",
+    re.IGNORECASE,
+)
+_STEP_BREAK = re.compile(r"(?:\s*(?:;|\n|(?<=[.!?])\s+|,?\s+\bthen\b,?\s*|\s+\d+[.)]\s+))", re.IGNORECASE)
+_STEP_START = re.compile(r"^(?:(?:first|next|finally|and)\b[,:]?\s*|\d+[.)]\s*)", re.IGNORECASE)
+
+
+def core_block(text: str) -> str:
+    """The core-memory block a routed line joins: Identity for who the user is, Active Context otherwise."""
+    return "Identity" if _IDENTITY.search(text) else "Active Context"
+
+
+def steps_of(text: str) -> list[str]:
+    """A procedure's steps read from prose: split at sentences, semicolons, numbered items and "then"."""
+    parts = (_STEP_START.sub("", part.strip()).strip(" .,;") for part in _STEP_BREAK.split(text))
+    steps = [part[:1].upper() + part[1:] for part in parts if part]
+    return steps or [text.strip()]

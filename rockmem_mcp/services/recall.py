@@ -96,7 +96,11 @@ class Recall:
             clock=clock,
         )
 
-    def build(self, message: str, session_id: str, working: WorkingMemory, delta: bool = True) -> RecallBlock:
+    def build(
+        self, message: str, session_id: str, working: WorkingMemory, delta: bool = True, sampled: str | None = None
+    ) -> RecallBlock:
+        """The block for `message`; `delta=False`: a read-only view (nothing marked seen, nothing remembered);
+        `sampled`: the client's model's route for a remember in the message (see TriggerResponder)."""
         session_id = check_session_id(session_id)
         limit = self.memory.settings.max_content_bytes
         check_text(message, "message", limit, "ROCKMEM_MAX_CONTENT_BYTES", "Pass the user's message, or its gist.")
@@ -113,7 +117,7 @@ class Recall:
             kept = self._unquoted(self.memory.search(message, limit=TOP_MATCHES + min(extra, TOP_MATCHES)).results)
         hits = kept[:TOP_MATCHES]
         # A trigger phrase (after the search, so a remember saved now is not recalled back as a match).
-        trigger = self.triggers.respond(message, act=delta) if self.triggers is not None else None
+        trigger = self.triggers.respond(message, act=delta, sampled=sampled) if self.triggers is not None else None
         routed = route(message, self._clock()) if message.strip() else Route("general", "")
         episodes = _or_nothing(self._episodes_for, routed, message) if message.strip() else []
         # One event, one line. With a period ("what happened last week", the latest route) the period's episodes

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Literal
 
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.models import TriggerFound
-from rockmem_mcp.services.episodes import Episodes
+from rockmem_mcp.models import Remembered, TriggerFound
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
 log = logging.getLogger(__name__)
@@ -226,17 +226,25 @@ CANDIDATES = 5  # memories a forget or a search names
 
 
 class TriggerResponder:
-    """What a trigger in a user's message leads to (ROCKMEM_TRIGGER_MODE): `suggest` says what to call;
-    `act` saves a remember's span as a memory the user asked for (importance 1, tag `remembered`; its episode
-    logged). A forget is never acted on: its candidates come back for the user to confirm (seed 004 §8.3).
-    Routing a remember to core, episodes, procedures or the graph is issue 21's next part."""
+    """What a trigger in a user's message leads to (ROCKMEM_TRIGGER_MODE): `suggest` says what to call (for a
+    remember, with the rules' route to pass along); `act` remembers a remember's span at once, routed to its
+    store by the encode driver (services/remembering.py). A forget is never acted on: its candidates come back
+    for the user to confirm (seed 004 §8.3)."""
 
-    def __init__(self, triggers: HomeTriggers, memory: MemoryService, episodes: Episodes, mode: str) -> None:
-        self.triggers, self.memory, self.episodes, self.mode = triggers, memory, episodes, mode
+    def __init__(self, triggers: HomeTriggers, memory: MemoryService, remembering: Remembering, mode: str) -> None:
+        self.triggers, self.memory, self.remembering, self.mode = triggers, memory, remembering, mode
 
-    def respond(self, message: str, act: bool = True) -> TriggerFound | None:
+    def wants_sample(self, message: str) -> str | None:
+        """The span a remember in `message` would ask the client's model to route (act mode, auto driver, no
+        model of the server's own), else None. Read-only: it runs before the tool."""
+        if self.mode != "act" or not self.remembering.wants_sample() or not message.strip():
+            return None
+        found = self.triggers.detect(message)
+        return found.span if found.intent == "remember" and found.span else None
+
+    def respond(self, message: str, act: bool = True, sampled: str | None = None) -> TriggerFound | None:
         """The trigger in `message` and what it led to; None without one. `act=False` (a read-only view such
-        as a recall resource) never saves."""
+        as a recall resource) never writes; `sampled`: the client's model's route for a remember."""
         if self.mode == "off" or not message.strip():
             return None
         found = self.triggers.detect(message)
@@ -248,12 +256,15 @@ class TriggerResponder:
             if not span:
                 reply.action = "nothing named to remember: ask what to keep"
             elif self.mode == "act" and act:
-                entry = self.memory.save(span, None, ["remembered"], {"source": "trigger"}, 1.0)
-                self.episodes.log_save(entry)
-                reply.memory_id = entry.id
-                reply.action = f"saved as memory [{entry.id}] (importance 1) and logged in today's episodes"
+                done = self.remembering.remember(span, sampled=sampled)
+                reply.remembered, reply.memory_id = done, done.memory_id
+                reply.action = _where(done)
             else:
-                reply.action = f'to keep it, call save_memory with content "{_quoted(span)}" and importance 1'
+                reply.route = self.remembering.rules(span)
+                reply.action = (
+                    f'to keep it, call remember with content "{_quoted(span)}" and this route (or your own: '
+                    f"store {reply.route.store} by rule)"
+                )
         elif found.intent in ("forget", "search"):
             hits = self.memory.search(span, limit=CANDIDATES).results if span else []
             reply.candidates = [hit.entry.id for hit in hits]
@@ -266,6 +277,23 @@ class TriggerResponder:
         else:
             reply.action = 'when idle, dream(dream_pass="consolidation"); dream_pass="episodes" for what happened'
         return reply
+
+
+def _where(done: Remembered) -> str:
+    """What a remember did, in one line for the model."""
+    if done.task is not None:
+        return "route it: follow remembered.task, then call remember with content and your route"
+    written = [
+        f"memory [{done.memory_id}]" if done.memory_id else "",
+        f"procedure {done.procedure!r}" if done.procedure else "",
+        f"core ({done.core_line})" if done.core_line else "",
+        f"episode [{done.episode_id}]" if done.episode_id else "",
+    ]
+    if done.entities or done.triples:
+        written.append(f"graph ({len(done.entities)} entities, {len(done.triples)} relations)")
+    by = {"llm": "the server's model", "sampling": "your client's model", "agent": "you", "rules": "rules"}[done.driver]
+    note = f" ({done.note})" if done.note else ""
+    return f"remembered in {done.store} by {by}{note}: " + ", ".join(part for part in written if part)
 
 
 def _quoted(text: str) -> str:

@@ -44,6 +44,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     ),
     "delete_memory": dict(id=REQUIRED, permanent=False, reason=None, confirm_pinned=False),
     "list_memory_categories": {},
+    "remember": dict(content=REQUIRED, route=None),
     "save_to_working_memory": dict(key=REQUIRED, data=REQUIRED, ttl_minutes=5, category=None, tags=None),
     "get_from_working_memory": dict(key=REQUIRED),
     "delete_from_working_memory": dict(key=REQUIRED),
@@ -103,6 +104,7 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
     },
     "delete_memory": {"id": "string", "permanent": "boolean", "reason": "string|null", "confirm_pinned": "boolean"},
     "list_memory_categories": {},
+    "remember": {"content": "string", "route": "object|null"},
     "save_to_working_memory": {
         "key": "string",
         "data": "string",
@@ -137,6 +139,7 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "update_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
     "delete_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
     "list_memory_categories": {"read_only_hint": True},
+    "remember": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
     "save_to_working_memory": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": True},
     "get_from_working_memory": {"read_only_hint": True},
     "delete_from_working_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},

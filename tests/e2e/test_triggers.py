@@ -20,7 +20,8 @@ async def test_suggest_mode_says_what_to_call_and_writes_nothing(stdio_server, h
         recalled = await call(client, "recall", message="Remember that I prefer green tea.", session_id="s1")
         found = recalled["trigger"]
         assert (found["intent"], found["span"], found["memory_id"]) == ("remember", "I prefer green tea", None)
-        assert 'save_memory with content "I prefer green tea"' in found["action"]
+        assert 'call remember with content "I prefer green tea"' in found["action"]
+        assert found["route"]["store"] == "semantic" and found["remembered"] is None  # the rules' route, to pass on
         assert 'Trigger (remember, "Remember that")' in recalled["text"]
         assert (await call(client, "search_memory", query="green tea"))["results"] == []
         turn = await call(client, "record_turn", role="user", content="Don't forget: standup moved to 10:30")
@@ -38,13 +39,12 @@ async def test_act_mode_saves_a_remember_and_a_forget_only_names_candidates(stdi
         assert (await call(client, "search_memory", query="gate code"))["results"] == []  # a view never saves
         recalled = await call(client, "recall", message="Remember that the gate code is 4412.", session_id="s1")
         saved = recalled["trigger"]["memory_id"]
-        assert saved and f"saved as memory [{saved}]" in recalled["trigger"]["action"]
+        assert saved and f"remembered in semantic by rules: memory [{saved}]" in recalled["trigger"]["action"]
+        assert recalled["trigger"]["remembered"]["driver"] == "rules"
         memory = await call(client, "get_memory", id=saved)
-        assert (memory["content"], memory["importance"], memory["tags"]) == (
-            "the gate code is 4412",
-            1.0,
-            ["remembered"],
-        )
+        assert (memory["content"], memory["importance"]) == ("the gate code is 4412", 1.0)
+        assert memory["tags"] == ["gate", "code"]
+        assert memory["metadata"] == {"source": "remember", "store": "semantic"}
         episodes = await call(client, "search_memory", query="gate code", stores=["episodes"])
         assert [h["episode"]["memory_id"] for h in episodes["episodes"]] == [saved]
         forget = await call(client, "recall", message="Please forget about the gate code.", session_id="s1")

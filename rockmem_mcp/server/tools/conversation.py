@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer, Resolve
+from mcp.types import CreateMessageResult, ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.models import Conversation, Role, TurnRecorded
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.server.tools.sampling import sampled_text, turn_route
 
 SessionId = Annotated[
     str | None, Field(description="Conversation to use, e.g. 'chat-42'; default: this MCP session's own")
@@ -25,12 +26,15 @@ def register(server: MCPServer) -> None:
         content: Annotated[str, Field(description="What was said")],
         ctx: Context,
         session_id: SessionId = None,
+        sampled: Annotated[CreateMessageResult | None, Resolve(turn_route)] = None,
     ) -> TurnRecorded:
         """Add a turn to the conversation window (the latest 50 turns of a session are kept; a session idle
         for an hour is forgotten). With the conversation log on, the dream pass learns from it later."""
         svc = services(ctx)
         turn = svc.conversation.record(session_id or default_session_id(ctx), role, content)
-        found = svc.triggers.respond(content) if svc.triggers is not None and role == "user" else None
+        found = None
+        if svc.triggers is not None and role == "user":
+            found = svc.triggers.respond(content, sampled=sampled_text(sampled))
         return TurnRecorded(**turn.model_dump(), trigger=found)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -46,9 +46,8 @@ def register(server: MCPServer) -> None:
     ) -> TriplesAdded:
         """Add facts that relate two entities: subject --predicate--> object, e.g. Alice --works_on--> RockBot.
 
-        Entities are named by name, alias or id; unknown ones are created (type concept) and listed in
-        `created_entities`. The predicate is stored in snake_case (vocabulary: rockmem://graph-relations). Adding
-        a fact that exists keeps one copy with the higher confidence.
+        Entities are named by name, alias or id; unknown ones are created (type concept). Predicates are
+        stored in snake_case (vocabulary: rockmem://graph-relations). A fact added again is kept once.
         """
         return services(ctx).graph.add_triples([t.model_dump(exclude_none=True) for t in triples])
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer, Resolve
+from mcp.types import CreateMessageResult, ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, ProcedureHit, SearchResults
+from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, ProcedureHit, Remembered, SearchResults
 from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.server.tools.sampling import remember_route, sampled_text
 from rockmem_mcp.services.workspace import SEARCH_HITS
 
 Store = Literal["memories", "episodes", "procedures", "workspace"]
@@ -53,7 +54,7 @@ def register(server: MCPServer) -> None:
 
         Use it for durable facts about the user or their projects, preferences, decisions and lessons
         learned (category 'anti-patterns/<domain>' for "Don't X — instead Y"). Keep one fact per entry and
-        reuse existing categories (see list_memory_categories). Returns the saved entry with its id.
+        reuse existing categories (see list_memory_categories).
         """
         svc = services(ctx)
         entry = svc.memory.save(content, category, tags, metadata, importance, bool(pinned))
@@ -64,6 +65,26 @@ def register(server: MCPServer) -> None:
         if svc.enricher is not None:  # with a language model: expanded in the background, after the save
             svc.enricher.submit(entry)
         return entry
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @reports_errors
+    def remember(
+        content: Annotated[str, Field(description="What the user asked you to remember")],
+        ctx: Context,
+        route: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="Your routing answer, if a task asked for one: {store, summary, entities, relations, "
+                "tags, confidence, core_update}"
+            ),
+        ] = None,
+        sampled: Annotated[CreateMessageResult | None, Resolve(remember_route)] = None,
+    ) -> Remembered:
+        """Remember what the user asked you to keep, routed to the right store (core, episodic, semantic,
+        procedural or vault) with its entities and tags, all written in one step."""
+        remembering = services(ctx).remembering
+        assert remembering is not None
+        return remembering.remember(content, route, sampled=sampled_text(sampled))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
@@ -89,12 +110,10 @@ def register(server: MCPServer) -> None:
             Field(min_length=1, description="Only these stores (default: all); each hit names its store"),
         ] = None,
     ) -> SearchResults:
-        """Search long-term memory, best first, with scores.
+        """Search long-term memory, best first, with scores, e.g. 'user timezone'.
 
-        Pass what you need in a few words or a sentence, e.g. 'user timezone' or 'how do we deploy to
-        staging'. With embeddings configured, hybrid ranking also finds paraphrases ('my cat' finds 'our
-        tabby Whiskers'); otherwise ranking is by keywords (BM25) and `mode` in the reply says so. Without
-        a query, returns the newest entries matching the filters. total_matches tells how many matched.
+        With embeddings configured, hybrid ranking also finds paraphrases; otherwise ranking is by keywords
+        (BM25) and `mode` in the reply says so. Without a query: the newest entries matching the filters.
         Also searched: episodes (what happened when; "last week", "on 2026-03-04" in the query narrow them to
         that period) and, for a query without filters, procedures and the user's workspace files.
         """
@@ -153,7 +172,6 @@ def register(server: MCPServer) -> None:
 
         Use it when a remembered fact changed (new address, revised decision) instead of saving a
         contradicting duplicate. An archived memory must be restored (restore=true) to change it.
-        Returns the updated entry (updated_at set).
         """
         return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore, pinned)
 
@@ -168,9 +186,8 @@ def register(server: MCPServer) -> None:
     ) -> DeleteResult:
         """Remove a memory that is wrong or no longer true.
 
-        By default the entry is archived: kept on disk with archived_at and archive_reason, hidden from
-        search unless include_archived is set, and update_memory(id, restore=true) brings it back (a dream
-        purges archives after 90 days). permanent=true erases it and the episode that logged it.
+        By default it is archived: kept on disk, hidden from search (include_archived shows it),
+        restorable with update_memory(id, restore=true) for 90 days. permanent=true erases it and its episode.
         """
         svc = services(ctx)
         entry = svc.memory.get(id) if permanent else None

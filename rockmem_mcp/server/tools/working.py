@@ -21,8 +21,8 @@ from rockmem_mcp.server.tools import reports_errors
 Key = Annotated[
     str,
     Field(
-        description="A short path such as 'build-log' (in your own namespace) or a full path such as "
-        "'shared/plan/steps' or 'subagent/t1/result' (another namespace: readable, not writable unless shared/…)"
+        description="'build-log' (your own namespace) or a full path: 'shared/plan/steps', 'subagent/t1/result' "
+        "(another namespace: readable, writable only under shared/)"
     ),
 ]
 Namespace = Annotated[
