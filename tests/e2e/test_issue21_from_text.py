@@ -859,7 +859,7 @@ async def test_act_mode_leaves_negated_and_quoted_phrases_alone(stdio_server, ho
         await assert_nothing_stored(client, call)
 
 
-async def test_act_mode_forget_and_search_in_suggest_mode_list_candidates_too(stdio_server, home, call) -> None:
+async def test_suggest_mode_forget_and_search_list_candidates_too(stdio_server, home, call) -> None:
     async with stdio_server(home) as client:
         memory = await call(client, "save_memory", content="The old staging server is called Marmot")
         forget = (await call(client, "recall", message="Forget about the old staging server."))["trigger"]
