@@ -64,7 +64,7 @@ ROUTING_INSTRUCTIONS = (
     "tags, a confidence (high: the user said it plainly), core_update true only if the always-loaded core "
     "memory should gain a line, and a one-line summary. Answer with JSON only, matching answer_schema."
 )
-CONFIDENCE_IMPORTANCE = {"high": 0.9, "medium": 0.7, "low": 0.5}
+CONFIDENCE_IMPORTANCE = {"high": 1.0, "medium": 0.7, "low": 0.5}  # high: the user said it plainly
 EPISODE_TYPE = {"procedural": "fact", "core": "fact", "episodic": "event", "semantic": "fact", "vault": "fact"}
 MAX_ENTITIES = 10
 MAX_RELATIONS = 10
@@ -247,7 +247,7 @@ class Remembering:
         undo.append(lambda: self.procedures.delete(saved.name) and None)
 
     def _memory(self, routed: RoutedMemory, text: str, done: Remembered, undo: list[Undo]) -> MemoryEntry:
-        importance = 1.0 if routed.confidence == "high" else CONFIDENCE_IMPORTANCE[routed.confidence]
+        importance = CONFIDENCE_IMPORTANCE[routed.confidence]
         entry = self.memory.save(
             text, None, routed.tags, {"source": "remember", "store": routed.store}, importance, routed.store == "vault"
         )

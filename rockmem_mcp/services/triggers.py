@@ -84,6 +84,9 @@ CONTEXT_CHARS = 80  # what precedes a match that can negate it or make it a stat
 MAX_MATCHES = 200  # a message naming more phrases than this is not looked at further
 SCAN_CHARS = 2_000
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'\u201c])|\n")
+_ABBREVIATIONS = frozenset(
+    "dr mr mrs ms mx prof st jr sr rev gen capt lt sgt col mt ft no vs etc approx dept inc ltd co corp e.g i.e".split()
+)
 _LEADING = re.compile(r"^[\s,:;\-\u2014]*(?:(?:that|about|to)\b[\s,:]*)?", re.IGNORECASE)
 
 
@@ -166,7 +169,14 @@ def _inside_quotes(counts: Mapping[str, int]) -> bool:
 def _span(message: str, start: int) -> str:
     """The rest of the phrase's sentence, less a leading "that", ":" or ","; trailing punctuation kept off."""
     rest = _LEADING.sub("", message[start:], count=1)
-    sentence = _SENTENCE_END.split(rest, maxsplit=1)[0]
+    sentence = rest
+    for end in _SENTENCE_END.finditer(rest):
+        before = rest[: end.start()]
+        word = before.rsplit(None, 1)[-1].rstrip(".").lower() if before.strip() else ""
+        if "\n" not in end.group(0) and before.endswith(".") and (word in _ABBREVIATIONS or len(word) == 1):
+            continue  # "Dr. Okafor", "J. Smith": a title or an initial, not the sentence's end
+        sentence = before
+        break
     return sentence.strip().rstrip(".!?;,").strip()
 
 

@@ -218,3 +218,10 @@ def test_the_servers_model_routes_and_a_failure_falls_back_to_rules(settings: Se
         home.procedures.close()
         home.graph.close()
         home.memory.close()
+
+
+def test_an_entity_type_that_is_no_word_becomes_concept(home: Home) -> None:
+    answer = route("semantic", entities=[{"name": "Orion", "type": "Space Ship!"}, {"name": "Vega", "type": "star"}])
+    done = home.remembering.remember("Orion flies past Vega", answer)
+    assert sorted(done.entities) == ["Orion", "Vega"]
+    assert (home.graph.resolve("Orion").type, home.graph.resolve("Vega").type) == ("concept", "star")

@@ -74,3 +74,16 @@ def test_only_a_messages_opening_is_looked_at_and_many_negated_phrases_end_quick
     assert DETECT("x" * 2_100 + " remember that the code is 1").intent == "none"  # a long paste is not a request
     assert DETECT("don't remember that " * 5_000).intent == "none"  # was quadratic: 20 s
     assert DETECT("I note that " * 8_000 + "remember that x").intent == "none"
+
+
+@pytest.mark.parametrize(
+    ("message", "span"),
+    [
+        ("Remember that my dentist is Dr. Okafor. Thanks!", "my dentist is Dr. Okafor"),
+        ("Note that J. Smith owns the repo. Next question", "J. Smith owns the repo"),
+        ("Keep in mind the fee is approx. 40 euros. Ok?", "the fee is approx. 40 euros"),
+        ("Remember that it ends here. Then something else", "it ends here"),
+    ],
+)
+def test_a_title_or_an_initial_does_not_end_the_span(message: str, span: str) -> None:
+    assert TriggerDetector().detect(message).span == span
