@@ -252,7 +252,7 @@ class Compactor:
         if role == "summary":
             return self.accept_summary(session_id, content, usage)
         turn = self.conversation.record(session_id, role, content)
-        size = len(self.conversation.window(session_id))
+        size = self.conversation.held(session_id)
         full = size >= self.settings.conversation_window
         if advice == "compact" or full:
             driver = self.driver(sampled is not None)

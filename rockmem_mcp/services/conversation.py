@@ -82,6 +82,11 @@ class ConversationMemory:
             self._sessions.resized(session_id)
         return turn
 
+    def held(self, session_id: str) -> int:
+        """How many turns the session's window holds (cheap: no copy)."""
+        with self._lock:
+            return len(self._sessions.peek(session_id) or ())
+
     def window(self, session_id: str) -> list[ConversationTurn]:
         """Every turn the session's window holds, oldest first (a summary turn, if any, first)."""
         with self._lock:

@@ -47,13 +47,14 @@ def register(server: MCPServer) -> None:
         content: Annotated[str, Field(description="What was said")],
         ctx: Context,
         session_id: SessionId = None,
-        tokens_used: int = 0,
-        token_limit: int = 0,
+        tokens_used: Annotated[
+            int, Field(description="Your context's tokens: 60% of token_limit: flush, 70%: compact")
+        ] = 0,
+        token_limit: Annotated[int, Field(description="Your context's size")] = 0,
         sampled: Annotated[CreateMessageResult | None, Resolve(client_model_compaction)] = None,
     ) -> TurnRecorded:
         """Add a turn to the conversation window (50 turns: then all but the last 4 are saved to memory and
-        replaced by a summary turn; a session idle for an hour is forgotten). Give tokens_used and token_limit
-        (your context) to be told to flush at 60% and compacted at 70%."""
+        replaced by a summary turn; a session idle for an hour is forgotten)."""
         svc = services(ctx)
         session = session_id or default_session_id(ctx)
         if svc.compactor is None:
