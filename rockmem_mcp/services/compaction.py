@@ -7,8 +7,9 @@ turns) is compacted too, all but its last 4 turns at once, so this happens once 
 
 Writes, whatever the driver: every user turn compacted is appended to the episode log (source conversation,
 at the time it was said) word for word, so nothing the user said is lost; the facts the driver extracts become
-memories (each also logged as an episode, like save_memory). Only when every write succeeded is the window
-trimmed: a failed write leaves it as it was and raises CompactionError saying so.
+memories (each also logged as an episode, like save_memory; one a memory already says is skipped). Only
+when every write succeeded is the window trimmed: a failed write leaves it as it was and raises CompactionError
+saying so.
 
 Drivers (setting `encode_driver`): the server's model (JSON `{facts, summary}`, validated), the client's model
 through MCP sampling (the tool asks before it runs, only when this call compacts), the calling agent (the reply
@@ -102,6 +103,10 @@ _REQUEST = re.compile(
 _NAME = re.compile(r"(?<=\s)(?!I\b|I'|I’)[A-Z][\w'-]+")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _HEADER = re.compile(r"^Summary of the conversation before")
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.casefold()))
 
 
 def advice_for(tokens_used: int, token_limit: int) -> tuple[float | None, str | None]:
@@ -396,7 +401,7 @@ class Compactor:
                         logged.append(episode.id)
                 for fact in facts:
                     fact = " ".join(fact.split())
-                    if not fact:
+                    if not fact or self._known(fact):
                         continue
                     metadata = {"source": "compaction", "session_id": session_id}
                     entry = self.memory.save(fact, None, FACT_TAGS, metadata, 0.5)
@@ -408,6 +413,16 @@ class Compactor:
                 "is lost: it is tried again on the next turn"
             ) from exc
         return saved, logged
+
+    def _known(self, fact: str) -> bool:
+        """Whether a memory already says `fact` (one contains the other, at least half of it, case and punctuation
+        aside): a fact saved when it was said ("remember that …") is not saved again when its turn is compacted."""
+        key = _plain(fact)
+        for hit in self.memory.search(fact, limit=5, mode="bm25").results:
+            known = _plain(hit.entry.content)
+            if known and ((known in key and 2 * len(known) >= len(key)) or key in known):
+                return True
+        return False
 
     def _trim(self, session_id: str, summary: str, through: ConversationTurn | None) -> ConversationTurn:
         turn = ConversationTurn(session_id=session_id, role="summary", content=summary, at=self._clock())

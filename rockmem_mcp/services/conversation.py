@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -31,6 +32,8 @@ from rockmem_mcp.services.sessions import SessionTable
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import make_folders, read_bytes
+
+log = logging.getLogger(__name__)
 
 ROLES: tuple[str, ...] = get_args(Role)
 MAX_LAST_N = 200
@@ -79,6 +82,8 @@ class ConversationMemory:
             window.append(turn)
             if len(window) > (size * OVERFLOW_CAP if self.compacted else size):
                 window.popleft()
+                if self.compacted:  # write-then-compact could not write: say so
+                    log.warning("conversation %s: a turn dropped uncompacted (compaction keeps failing)", session_id)
             self._sessions.resized(session_id)
         return turn
 

@@ -188,6 +188,16 @@ def test_a_rules_compaction_saves_the_facts_as_memories_logged_as_episodes(home:
     assert f"- user: {LOCKER}" in compaction.summary
 
 
+def test_a_fact_already_in_memory_is_not_saved_again(home: Home) -> None:
+    said = home.memory.save("my locker code is 4471", None, ["remembered"], {"source": "trigger"}, 1.0)
+    home.memory.save("tea", None)  # a short memory inside a fact does not count as saying it
+    home.compactor.record("chat", "user", "Remember that my locker code is 4471. I prefer tea over coffee.")
+    home.talk(9, first="fine")
+    compaction = home.compactor.compact("chat", "rules")
+    assert [home.memory.get(i).content for i in compaction.saved] == ["I prefer tea over coffee."]
+    assert said.id not in compaction.saved and len(home.memories()) == 3
+
+
 def test_a_summary_of_summaries_stays_bounded(home: Home) -> None:
     long = "I walked along the river with my dog " * 20
     for round_ in range(30):
