@@ -386,7 +386,7 @@ class Compaction(BaseModel):
     )
     compacted: int = Field(0, description="Turns folded into the summary (their facts saved first)")
     saved: list[str] = Field(default_factory=list, description="Ids of the memories saved from those turns")
-    logged: list[str] = Field(default_factory=list, description="Ids of the episodes logging what the user said")
+    logged: int = Field(0, description="User turns logged word for word in the episode log")
     summary: str | None = Field(None, description="The summary turn now first in the window")
     task: str | None = Field(None, description="agent driver: the turns to compact and what to do with them")
     note: str = Field(description="What happened and what to do next")

@@ -18,8 +18,8 @@ carries the task: save facts with save_memory, then record_turn role="summary"),
 falls back to rules, and the reply says so. Rules are conservative (see `rule_facts`): a sentence of a user
 turn becomes a memory only if it is a first-person statement ("my … is …", "I live/work/prefer …") carrying a
 detail (a number, a date, a name, a preference), at most MAX_RULE_FACTS per compaction; the summary is
-extractive (the first sentence of each turn, cut to 160 characters) and bounded: the previous summary's
-lines are folded in and the oldest dropped beyond SUMMARY_MAX_CHARS.
+extractive (the first sentence of each turn, cut to 160 characters, then the facts) and bounded: the previous
+summary's lines are folded in and the oldest dropped beyond SUMMARY_MAX_CHARS.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field, ValidationError
@@ -146,9 +146,10 @@ def rule_facts(turns: list[ConversationTurn]) -> list[str]:
     return found
 
 
-def rule_summary(turns: list[ConversationTurn]) -> str:
+def rule_summary(turns: list[ConversationTurn], facts: Sequence[str] = ()) -> str:
     """An extractive summary of `turns` (a summary turn among them is folded in), at most SUMMARY_MAX_CHARS:
-    a header, then one line per turn (its first sentence); beyond the bound the oldest lines go."""
+    a header, the earlier summary's lines, one line per turn (its first sentence), then the facts saved from
+    them; beyond the bound the oldest lines go first, so the facts go last."""
     lines: list[str] = []
     count = 0
     for turn in turns:
@@ -159,6 +160,7 @@ def rule_summary(turns: list[ConversationTurn]) -> str:
         first = _SENTENCES.split(" ".join(turn.content.split()), maxsplit=1)[0]
         cut = first if len(first) <= LINE_CHARS else first[: LINE_CHARS - 1].rstrip() + "…"
         lines.append(f"- {turn.role}: {cut}")
+    lines += [f"- fact: {fact}" for fact in facts]
     last = turns[-1].at
     header = (
         f"Summary of the conversation before {last:%Y-%m-%d %H:%M} UTC ({count} turns compacted now; what the user "
@@ -301,10 +303,12 @@ class Compactor:
                 note = "Do compaction.task: save the facts, then record_turn role='summary' with your summary."
                 return Compaction(usage=usage, advice="compact", driver="agent", task=task, note=note)
             answer, used, problem = self._answer(old, driver, sampled)
-            saved, logged = self._write(session_id, old, answer.facts if answer else rule_facts(old))
-            summary = answer.summary if answer else rule_summary(old)
+            facts = answer.facts if answer else rule_facts(old)
+            saved, logged = self._write(session_id, old, facts)
+            summary = answer.summary if answer else rule_summary(old, facts)
             self._trim(session_id, summary, old[-1])
-        done = f"{len(old)} turns compacted: {len(saved)} facts saved, {len(logged)} user turns logged as episodes"
+        compacted = len([turn for turn in old if turn.role != "summary"])
+        done = f"{compacted} turns compacted: {len(saved)} facts saved, {logged} user turns logged as episodes"
         note = f"{problem}; rules used. {done}." if problem else f"{done}; the window is the summary + the last turns."
         if usage is not None:
             note += " You may replace your own older context with compaction.summary."
@@ -312,7 +316,7 @@ class Compactor:
             usage=usage,
             advice="compact",
             driver=used,
-            compacted=len([t for t in old if t.role != "summary"]),
+            compacted=compacted,
             saved=saved,
             logged=logged,
             summary=summary,
@@ -341,7 +345,7 @@ class Compactor:
             _, logged = self._write(session_id, old, [])
             turn = self._trim(session_id, content, old[-1] if old else None)
         compacted = len([t for t in old if t.role != "summary"])
-        note = f"summary stored; {compacted} turns compacted, {len(logged)} user turns logged as episodes"
+        note = f"summary stored; {compacted} turns compacted, {logged} user turns logged as episodes"
         return turn, Compaction(
             usage=usage,
             advice="compact",
@@ -387,18 +391,18 @@ class Compactor:
                 return None, "rules", f"your client's model answered no valid JSON ({exc.error_count()} problems)"
         return None, "rules", ""
 
-    def _write(self, session_id: str, turns: list[ConversationTurn], facts: list[str]) -> tuple[list[str], list[str]]:
+    def _write(self, session_id: str, turns: list[ConversationTurn], facts: list[str]) -> tuple[list[str], int]:
         """Every user turn of `turns` to the episode log, then `facts` to memory (each logged too). Returns the
-        memory ids and the turns' episode ids. Any failure: CompactionError (what was written stays written; a
+        memory ids and how many turns were logged. Any failure: CompactionError (what was written stays written; a
         retry may log some of it twice, which the dream merges)."""
         saved: list[str] = []
-        logged: list[str] = []
+        logged = 0
         try:
             with reporting_io_errors(f"compacting conversation {session_id}"):
                 for turn in turns:
                     if turn.role == "user" and turn.content.strip():
-                        episode = self.episodes.record(turn.content, "event", "medium", ["conversation"], at=turn.at)
-                        logged.append(episode.id)
+                        self.episodes.record(turn.content, "event", "medium", ["conversation"], at=turn.at)
+                        logged += 1
                 for fact in facts:
                     fact = " ".join(fact.split())
                     if not fact or self._known(fact):

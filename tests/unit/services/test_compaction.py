@@ -137,7 +137,7 @@ def test_a_compaction_leaves_the_summary_and_the_last_4_turns(home: Home) -> Non
     window = home.window()
     assert window[0].role == "summary" and window[0].content == compaction.summary
     assert window[1:] == before[-4:]
-    assert compaction.compacted == 8 and len(compaction.logged) == 4  # the user turns among the 8
+    assert compaction.compacted == 8 and compaction.logged == 4  # the user turns among the 8
     assert home.logged()[:4] == [LOCKER, "user turn 2 about the garden plan", *home.logged()[2:4]]
     assert [e.at for e in home.episodes.on(T0.date())][:4] == [t.at for t in before[:8:2]]  # when they were said
 
@@ -185,7 +185,7 @@ def test_a_rules_compaction_saves_the_facts_as_memories_logged_as_episodes(home:
     assert entry.metadata == {"source": "compaction", "session_id": "chat"} and entry.importance == 0.5
     saved_episodes = [e for e in home.episodes.on(T0.date()) if e.memory_id == entry.id]
     assert [e.content for e in saved_episodes] == [LOCKER]
-    assert f"- user: {LOCKER}" in compaction.summary
+    assert f"- user: {LOCKER}" in compaction.summary and compaction.summary.endswith(f"- fact: {LOCKER}")
 
 
 def test_a_fact_already_in_memory_is_not_saved_again(home: Home) -> None:
@@ -325,7 +325,7 @@ def test_the_agent_gets_the_task_and_its_summary_compacts_the_window(settings: S
     assert "save_memory" in compaction.task and 'role="summary"' in compaction.task and LOCKER in compaction.task
     assert len(home.window()) == 10 and home.logged() == []  # nothing trimmed until the agent answers
     turn, done = home.compactor.record("chat", "summary", "We planned the garden; locker code saved.")
-    assert turn.role == "summary" and done is not None and done.compacted == 6 and len(done.logged) == 3
+    assert turn.role == "summary" and done is not None and done.compacted == 6 and done.logged == 3
     assert home.window()[0].content == "We planned the garden; locker code saved."
     assert len(home.window()) == 5 and LOCKER in home.logged()
     with pytest.raises(InvalidInputError, match="at most 2000 characters"):
