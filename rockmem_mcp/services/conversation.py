@@ -5,8 +5,8 @@ The window lives in this process (a session is one client's conversation with it
 so is the least recently used one beyond 1,000 sessions or 64 MB of windows. On its own the window drops its
 oldest turn when full; made with `compacted=True`, it leaves a full window to a Compactor
 (services/compaction.py), which saves what the old turns said and then puts a summary turn in their place
-(`replace_window`). With `conversation_log` on,
-every turn is also appended, durably, to `conversations/{date}.jsonl`.
+(`replace_window`). With `conversation_log` on, every turn is also appended, durably, to
+`conversations/{date}.jsonl` (a summary turn is not: it is no turn anyone said).
 
 The preference dream pass consumes the log, as RockBot's does: the turns it read are removed afterwards,
 whatever the model made of them (today's file too; turns logged since are kept). A reader notes how far it

@@ -60,7 +60,7 @@ def register(server: MCPServer) -> None:
         if svc.compactor is None:
             turn, compaction = svc.conversation.record(session, role, content), None
         else:
-            answer = None if sampled is None else getattr(sampled.content, "text", "")  # "" : no usable text
+            answer = None if sampled is None else getattr(sampled.content, "text", "")  # no text: invalid
             turn, compaction = svc.compactor.record(session, role, content, tokens_used, token_limit, answer)
         found = svc.triggers.respond(content) if svc.triggers is not None and role == "user" else None
         return TurnRecorded(**turn.model_dump(), trigger=found, compaction=compaction)
