@@ -13,6 +13,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from rockmem_mcp.server.app import build_server
+from tests.embedding_server import EmbeddingServer
 
 pytestmark = pytest.mark.anyio
 
@@ -67,6 +68,28 @@ async def test_context_usage_advises_a_flush_at_60_and_compacts_at_70(stdio_serv
         assert [t["role"] for t in window["turns"]] == ["summary", "user", "assistant", "user", "user"]
         message = await call_error(client, "record_turn", role="user", content="x", tokens_used=10)
         assert "tokens_used needs token_limit" in message
+
+
+async def test_the_servers_model_compacts_over_real_http(stdio_server, home: Path, call) -> None:
+    answer = {"facts": ["The user's locker code is 4471"], "summary": "The user planned a vegetable garden."}
+    text = json.dumps(answer)
+    model = EmbeddingServer()  # a scripted OpenAI-compatible server on loopback; here it answers chat completions
+    model.replies = [lambda body: (200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})]
+    try:
+        env = {"ROCKMEM_LLM_ENDPOINT": model.url, "ROCKMEM_LLM_MODEL": "compactor-1"}
+        async with stdio_server(home, **env) as client:
+            replies = await talk(client, call, 9)
+            reply = await call(client, "record_turn", role="user", content="ok", session_id="chat-1", tokens_used=7,
+                               token_limit=10)  # fmt: skip
+            done = reply["compaction"]
+            assert [r["compaction"] for r in replies] == [None] * 9 and done["driver"] == "llm"
+            assert done["summary"] == answer["summary"] and len(done["saved"]) == 1
+            found = await call(client, "search_memory", query="locker code")
+            assert [h["entry"]["content"] for h in found["results"]] == answer["facts"]
+        ((body, _),) = model.requests
+        assert body["model"] == "compactor-1" and LOCKER in body["messages"][1]["content"]
+    finally:
+        model.close()
 
 
 class ClientModel:
