@@ -360,7 +360,8 @@ class WorkingDeleted(BaseModel):
 
 
 # ---------------------------------------------------------------------- conversation memory
-Role = Literal["user", "assistant", "system", "tool"]
+# "summary": a compaction's summary of the turns before it (services/compaction.py), first in the window.
+Role = Literal["user", "assistant", "system", "tool", "summary"]
 
 
 class ConversationTurn(BaseModel):
@@ -370,14 +371,38 @@ class ConversationTurn(BaseModel):
     at: datetime
 
 
+CompactionDriver = Literal["llm", "sampling", "agent", "rules"]
+
+
+class Compaction(BaseModel):
+    """What record_turn did or advises about the conversation window (seed 003 layer 5, write-then-compact)."""
+
+    usage: float | None = Field(None, description="tokens_used / token_limit, when given")
+    advice: Literal["flush", "compact"] = Field(
+        description="flush: save what matters now (>= 60%); compact: the window is compacted (>= 70%, or full)"
+    )
+    driver: CompactionDriver | None = Field(
+        None, description="Who extracted the facts: the server's model, your client's model, you (agent), rules"
+    )
+    compacted: int = Field(0, description="Turns folded into the summary (their facts saved first)")
+    saved: list[str] = Field(default_factory=list, description="Ids of the memories saved from those turns")
+    logged: int = Field(0, description="User turns logged word for word in the episode log")
+    summary: str | None = Field(None, description="The summary turn now first in the window")
+    task: str | None = Field(None, description="agent driver: the turns to compact and what to do with them")
+    note: str = Field(description="What happened and what to do next")
+
+
 class TurnRecorded(ConversationTurn):
     trigger: TriggerFound | None = Field(None, description="A trigger phrase in a user's turn, and what it led to")
+    compaction: Compaction | None = Field(None, description="Context advice or compaction; null: nothing to say")
 
 
 class Conversation(BaseModel):
     session_id: str
     turns: list[ConversationTurn] = Field(description="Oldest first")
-    kept: int = Field(description="Turns held for this session (the window keeps the latest 50 by default)")
+    kept: int = Field(
+        description="Turns held for this session (50 by default; older ones are compacted into a summary turn)"
+    )
 
 
 # ---------------------------------------------------------------------- recall

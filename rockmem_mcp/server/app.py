@@ -26,6 +26,7 @@ from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
+from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
@@ -148,11 +149,12 @@ def build_server(
         triggers = TriggerResponder(HomeTriggers(settings.home), memory, remembering, settings.trigger_mode)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
+        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
             settings=settings,
-            conversation=ConversationMemory(settings),
+            conversation=conversation,
             recall=Recall(
                 memory,
                 graph_opening.result,
@@ -170,6 +172,7 @@ def build_server(
             procedures=procedures,
             triggers=triggers,
             remembering=remembering,
+            compactor=Compactor(conversation, memory, episodes, settings),
             working_vectors=WorkingVectors(memory.embedder),
         )
         if Enricher.wanted(settings):

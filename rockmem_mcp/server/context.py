@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.dream import Dreamer
@@ -46,6 +47,7 @@ class Services:
     procedures: Procedures  # learned workflows (seed 004 §7)
     triggers: TriggerResponder | None = None  # remember/forget/reflect/search phrases in user messages
     remembering: Remembering | None = None  # routes what the user asked to keep, writes it in one step
+    compactor: Compactor | None = None  # write-then-compact of conversation windows (needs compacted=True windows)
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own

@@ -2,8 +2,11 @@
 
 The window lives in this process (a session is one client's conversation with it): the latest
 `conversation_window` turns per session; a session idle for `conversation_idle_minutes` is forgotten, and
-so is the least recently used one beyond 1,000 sessions or 64 MB of windows. With `conversation_log` on,
-every turn is also appended, durably, to `conversations/{date}.jsonl`.
+so is the least recently used one beyond 1,000 sessions or 64 MB of windows. On its own the window drops its
+oldest turn when full; made with `compacted=True`, it leaves a full window to a Compactor
+(services/compaction.py), which saves what the old turns said and then puts a summary turn in their place
+(`replace_window`). With `conversation_log` on, every turn is also appended, durably, to
+`conversations/{date}.jsonl` (a summary turn is not: it is no turn anyone said).
 
 The preference dream pass consumes the log, as RockBot's does: the turns it read are removed afterwards,
 whatever the model made of them (today's file too; turns logged since are kept). A reader notes how far it
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -29,10 +33,14 @@ from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import make_folders, read_bytes
 
+log = logging.getLogger(__name__)
+
 ROLES: tuple[str, ...] = get_args(Role)
 MAX_LAST_N = 200
 MAX_WINDOW_BYTES = 64_000_000  # the windows of every session together; the least recently used go first
 TURN_OVERHEAD = 200  # bytes a turn costs besides its text (object, session id, time)
+# A compacted window a compactor could not trim (a full disk) still stops growing at this many times its size.
+OVERFLOW_CAP = 4
 
 
 def check_session_id(session_id: object) -> str:
@@ -43,8 +51,11 @@ def check_session_id(session_id: object) -> str:
 
 
 class ConversationMemory:
-    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now, compacted: bool = False) -> None:
+        """`compacted`: a Compactor trims full windows, so a turn is never dropped to make room (up to
+        OVERFLOW_CAP times the window, should compaction keep failing)."""
         self.settings = settings
+        self.compacted = compacted
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: SessionTable[deque[ConversationTurn]] = SessionTable(
@@ -65,11 +76,45 @@ class ConversationMemory:
         turn = ConversationTurn(session_id=session_id, role=role, content=content, at=now)  # type: ignore[arg-type]
         if self.settings.conversation_log:
             self.log.append(turn, now.date())  # first: a turn the window shows is never missing from the log
+        size = self.settings.conversation_window
         with self._lock:
-            window = self._sessions.open(session_id, lambda: deque(maxlen=self.settings.conversation_window))
+            window = self._sessions.open(session_id, deque)
             window.append(turn)
+            if len(window) > (size * OVERFLOW_CAP if self.compacted else size):
+                window.popleft()
+                if self.compacted:  # write-then-compact could not write: say so
+                    log.warning("conversation %s: a turn dropped uncompacted (compaction keeps failing)", session_id)
             self._sessions.resized(session_id)
         return turn
+
+    def held(self, session_id: str) -> int:
+        """How many turns the session's window holds (cheap: no copy)."""
+        with self._lock:
+            return len(self._sessions.peek(session_id) or ())
+
+    def window(self, session_id: str) -> list[ConversationTurn]:
+        """Every turn the session's window holds, oldest first (a summary turn, if any, first)."""
+        with self._lock:
+            return list(self._sessions.peek(check_session_id(session_id)) or ())
+
+    def replace_window(self, session_id: str, summary: ConversationTurn, through: ConversationTurn | None) -> bool:
+        """Put `summary` in place of the window's turns up to and including `through` (None: none of them; the
+        previous summary turn goes either way). The turns recorded after `through` stay, so a turn recorded while
+        a compaction ran is never lost. False if `through` is no longer in the window (the session was
+        forgotten, or another compaction took it): nothing changes then."""
+        with self._lock:
+            window = self._sessions.peek(session_id)
+            if window is None:
+                return False
+            turns = list(window)
+            cut = next((i + 1 for i, turn in enumerate(turns) if turn is through), None) if through else 0
+            if cut is None:
+                return False
+            kept = [turn for turn in turns[cut:] if turn.role != "summary"]
+            window.clear()
+            window.extend([summary, *kept])
+            self._sessions.resized(session_id)
+            return True
 
     def recent(self, session_id: str, last_n: int = 20) -> Conversation:
         session_id = check_session_id(session_id)

@@ -50,7 +50,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "delete_from_working_memory": dict(key=REQUIRED),
     "list_working_memory": dict(namespace=None),
     "search_working_memory": dict(query=None, category=None, tags=None, namespace=None, limit=20),
-    "record_turn": dict(role=REQUIRED, content=REQUIRED, session_id=None),
+    "record_turn": dict(role=REQUIRED, content=REQUIRED, session_id=None, tokens_used=0, token_limit=0),
     "get_conversation": dict(session_id=None, last_n=20),
     "recall": dict(message=REQUIRED, session_id=None),
     "reset_recall": dict(session_id=None),

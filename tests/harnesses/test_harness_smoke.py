@@ -172,3 +172,11 @@ def test_locomo_harness_reports_episodes_and_the_recall_block() -> None:
     report = locomo.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, conversations=1, questions_per=8, episodes=True)
     assert {"rockmem_episodes", "rockmem_recall"} <= set(report["methods"])
     assert report["methods"]["rockmem_recall"]["overall"]["questions"] == 8
+
+
+def test_record_turn_harness_times_plain_and_compacting_calls(tmp_path: Path) -> None:
+    from benchmarks import record_turn
+
+    report = record_turn.run(100, tmp_path)
+    assert report["window_alone"]["n"] == 100 and report["record_turn"]["compactions"] == 2
+    assert report["record_turn"]["plain"]["n"] == 98 and report["record_turn"]["compacting"]["p50_ms"] > 0

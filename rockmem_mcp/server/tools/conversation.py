@@ -1,4 +1,4 @@
-"""Conversation tools: record a turn, read the recent window."""
+"""Conversation tools: record a turn (compacting the window when due), read the recent window."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import Field
 from rockmem_mcp.models import Conversation, Role, TurnRecorded
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import reports_errors
-from rockmem_mcp.server.tools.sampling import sampled_text, turn_route
+from rockmem_mcp.server.tools.sampling import compaction_sample, sampled_text, turn_route
 
 SessionId = Annotated[
     str | None, Field(description="Conversation to use, e.g. 'chat-42'; default: this MCP session's own")
@@ -22,20 +22,30 @@ def register(server: MCPServer) -> None:
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
     @reports_errors
     def record_turn(
-        role: Annotated[Role, Field(description="Who spoke: user, assistant, system or tool")],
+        role: Annotated[Role, Field(description="Who spoke; summary: yours of the older turns")],
         content: Annotated[str, Field(description="What was said")],
         ctx: Context,
         session_id: SessionId = None,
-        sampled: Annotated[CreateMessageResult | None, Resolve(turn_route)] = None,
+        routed: Annotated[CreateMessageResult | None, Resolve(turn_route)] = None,
+        tokens_used: Annotated[
+            int, Field(description="Your context's tokens: 60% of token_limit: flush, 70%: compact")
+        ] = 0,
+        token_limit: Annotated[int, Field(description="Your context's size")] = 0,
+        sampled: Annotated[CreateMessageResult | None, Resolve(compaction_sample)] = None,
     ) -> TurnRecorded:
-        """Add a turn to the conversation window (the latest 50 turns of a session are kept; a session idle
-        for an hour is forgotten). With the conversation log on, the dream pass learns from it later."""
+        """Add a turn to the conversation window (50 turns: then all but the last 4 are saved to memory and
+        replaced by a summary turn; a session idle for an hour is forgotten)."""
         svc = services(ctx)
-        turn = svc.conversation.record(session_id or default_session_id(ctx), role, content)
+        session = session_id or default_session_id(ctx)
+        if svc.compactor is None:
+            turn, compaction = svc.conversation.record(session, role, content), None
+        else:
+            answer = sampled_text(sampled)
+            turn, compaction = svc.compactor.record(session, role, content, tokens_used, token_limit, answer)
         found = None
         if svc.triggers is not None and role == "user":
-            found = svc.triggers.respond(content, sampled=sampled_text(sampled))
-        return TurnRecorded(**turn.model_dump(), trigger=found)
+            found = svc.triggers.respond(content, sampled=sampled_text(routed))
+        return TurnRecorded(**turn.model_dump(), trigger=found, compaction=compaction)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
