@@ -395,8 +395,8 @@ class Episodes:
             rows.sort(key=lambda row: _sortable(row[0]))
         return rows
 
-    def remove(self, episode_id: str) -> Episode:
-        """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
+    def get(self, episode_id: str) -> Episode:
+        """The episode with this id, as its day log holds it now."""
         try:
             validate_entry_id(episode_id)
         except InvalidInputError:
@@ -408,9 +408,30 @@ class Episodes:
             self.index.sync()
             slot = self.index.slot(episode_id)
             episode = self.index.read(slot) if slot is not None else None
-        if episode is None or not self.delete(episode_id, episode.at.date()):
+        if episode is None:
             raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
         return episode
+
+    def remove(self, episode_id: str) -> Episode:
+        """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
+        episode = self.get(episode_id)
+        if not self.delete(episode_id, episode.at.date()):
+            raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
+        return episode
+
+    def put_back(self, episode: Episode) -> bool:
+        """Append a removed episode to its day's log again, with its id and time (a restore); False, nothing
+        written, if the day already holds it."""
+        day = episode.at.date()
+        if any(e.id == episode.id for e in self.log.read(day)):
+            return False
+        self.log.append(episode, day)
+        touch_directory(self.settings.episodes_dir)  # an older day: followers must look again
+        return True
+
+    def logging(self, entry: MemoryEntry) -> list[Episode]:
+        """The episodes that logged this memory (save_memory's line, on the day it was created)."""
+        return [e for e in self.log.read(entry.created_at.date()) if e.memory_id == entry.id]
 
     def forget_memory(self, entry: MemoryEntry) -> int:
         """A memory erased for good takes the episodes that logged it along (their content is its content)."""
