@@ -20,14 +20,13 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def forget(
         ctx: Context,
-        query: Annotated[str, Field(description="Find candidates (changes nothing)")] = "",
+        query: Annotated[str, Field(description="Lists candidates only")] = "",
         ids: Annotated[list[str], Field(description="Ids the user confirmed")] = [],  # noqa: B006 - never mutated
-        permanent: bool = False,
-        restore: bool = False,
-        reason: str = "",
+        permanent: Annotated[bool, Field(description="Delete for good")] = False,
+        restore: Annotated[bool, Field(description="Bring ids back")] = False,
+        reason: Annotated[str, Field(description="Why")] = "",
     ) -> ForgetResult:
-        """Forget across every store. Query first, show the user the candidates, then pass only the ids they
-        confirm: hidden, restorable (restore), or deleted if permanent."""
+        """Find what to forget in all stores (query), show the user, forget only the ids they confirm."""
         if bool(query) == bool(ids):
             raise InvalidInputError("pass either query (to find candidates) or ids (the ones the user confirmed)")
         forgetting = services(ctx).forgetting
