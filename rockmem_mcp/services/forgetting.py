@@ -96,6 +96,7 @@ class Forgetting:
         self.core = core
         self.files = ForgottenFiles(settings.home, settings.forgotten_dir, settings.meta_dir)
         self._clock = clock
+        self._core_words: tuple[str, list[tuple[str, str, set[str]]]] | None = None  # (version, lines)
 
     # ------------------------------------------------------------------ finding
     def find(self, query: str, limit: int = 10) -> list[ForgetCandidate]:
@@ -145,14 +146,16 @@ class Forgetting:
     def _core_lines(self, words: set[str]) -> list[_Found]:
         if not words:
             return []
-        found = []
-        for block in self.core.read().blocks:
-            for line in block.lines:
-                held = set(tokenize(line))
-                if words & held:
-                    key = f"{block.name}:{line_hash(line)}"
-                    found.append(_Found("core", key, _preview(f"{block.name}: {line}"), held, None))
-        return found
+        view = self.core.read()
+        if self._core_words is None or self._core_words[0] != view.version:  # tokenized once per version
+            lines = [
+                (f"{block.name}:{line_hash(line)}", f"{block.name}: {line}", set(tokenize(line)))
+                for block in view.blocks
+                for line in block.lines
+            ]
+            self._core_words = (view.version, lines)
+        lines = self._core_words[1]
+        return [_Found("core", key, _preview(text), held, None) for key, text, held in lines if words & held]
 
     def _memories(self, query: str, limit: int, memory_ids: set[str]) -> list[_Found]:
         # BM25 alone: a forget must be quick (the trigger asks on every recall), and keywords are what it names.
@@ -168,7 +171,9 @@ class Forgetting:
         return found
 
     def _episodes(self, query: str, limit: int, memory_ids: set[str]) -> list[_Found]:
-        hits = self.episodes.search(query, limit=limit + len(memory_ids)).hits
+        # The memories found speak for the episodes that logged them: those are dropped, not replaced (reading
+        # more episodes to make up for them would cost more than the whole rest of a find).
+        hits = self.episodes.search(query, limit=limit).hits
         found = []
         for hit in hits:
             episode = hit.episode
@@ -177,7 +182,7 @@ class Forgetting:
             text = f"{episode.at:%Y-%m-%d %H:%M} {episode.type}: {episode.content}"
             words = set(tokenize(" ".join([episode.content, *episode.tags, episode.type])))
             found.append(_Found("episode", episode.id, _preview(text), words, hit.score))
-        return found[:limit]
+        return found
 
     def _procedures(self, query: str, limit: int) -> list[_Found]:
         found = []
