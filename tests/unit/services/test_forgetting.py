@@ -4,6 +4,7 @@ line, per-item errors, a pinned memory, a core line changed meanwhile, entities 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -289,3 +290,27 @@ def test_the_log_survives_a_torn_last_line(world: World, settings: Settings) -> 
     assert world.forgetting.forget([world.ids["procedure"]], permanent=True).items[0].ok
     lines = (settings.meta_dir / "forget.log").read_text().splitlines()
     assert json.loads(lines[-1])["id"] == "procedure:visit-anna"
+
+
+def test_a_find_that_must_not_wait_leaves_out_episodes_while_their_index_is_built(world: World) -> None:
+    episodes = Episodes(world.settings, reinforcer=world.memory.reinforcer)  # a fresh process: nothing indexed yet
+    forgetting = Forgetting(
+        world.settings, world.memory, episodes, world.procedures, lambda: world.graph, world.core
+    )  # fmt: skip
+    holding, release = threading.Event(), threading.Event()
+
+    def build() -> None:  # the server's start-up warm-up, holding the index while it reads every day
+        with episodes.index.lock:
+            holding.set()
+            release.wait(timeout=60)  # a find that waits (the bug) gets the index after this, and fails below
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    holding.wait()
+    try:
+        stores = {c.store for c in forgetting.find("Anna Lisbon", wait=False)}
+    finally:
+        release.set()
+        builder.join()
+    assert "episode" not in stores and {"memory", "core", "entity"} <= stores
+    assert "episode" in {c.store for c in forgetting.find("Anna Lisbon")}
