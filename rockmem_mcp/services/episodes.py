@@ -257,6 +257,28 @@ class Episodes:
             self._use([hit.episode for hit in found])
         return EpisodeSearch(hits=found, total_matches=total)
 
+    def matching(self, query: str, limit: int, wait: bool = True) -> list[tuple[float, Episode]]:
+        """Episodes holding `query`'s words, best first by BM25 alone (however faded: a forget must find what
+        salience ranks low), with their scores; no use is counted. Without `wait`, none while another thread
+        builds the index (a server's first seconds)."""
+        tokens = tokenize(query)
+        index = self.index
+        if not tokens or limit < 1:
+            return []
+        if wait or index.built:
+            index.lock.acquire()
+        elif not index.lock.acquire(blocking=False):
+            return []
+        try:
+            index.sync()
+            hits = index.search(tokens, index.live(), limit, lambda slots: np.ones(len(slots)))
+            found = [
+                (score, index.read(slot)) for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True)
+            ]
+            return [(score, episode) for score, episode in found if episode is not None]
+        finally:
+            index.lock.release()
+
     def _read(
         self, candidates: list[tuple[int, float | None, float | None]], wanted_tags: set[str], limit: int, now: float
     ) -> list[EpisodeHit]:

@@ -102,13 +102,13 @@ class Forgetting:
     def find(self, query: str, limit: int = 10, wait: bool = True) -> list[ForgetCandidate]:
         """What `query` matches in every store (live items only), best first; nothing changes (no use counted).
 
-        Each store is searched as it searches itself (memories by BM25 with dormant ones included, episodes,
-        live procedures, entities by name, core lines holding any of the query's words); stores interleave by
-        one score: 0.7 × the share of the query's words the item holds + 0.3 × its score over its store's best.
-        Ties go core, memory, entity, procedure, episode. An episode that logs a memory found too is left out
-        (the memory speaks for it), and so is a Critical Facts line's pinned mirror (the line does). Without
-        `wait`, episodes are left out while their index is being built (a server's first seconds at 100k): for a
-        caller on recall's path."""
+        Each store is searched as it searches itself (memories by BM25 with dormant ones included, episodes by
+        BM25 alone, live procedures, entities by name, core lines holding any of the query's words); stores
+        interleave by one score: 0.7 × the share of the query's words the item holds + 0.3 × its score over its
+        store's best. Ties go core, memory, entity, procedure, episode. An episode that logs a memory found too is
+        left out (the memory speaks for it), and so is a Critical Facts line's pinned mirror (the line does).
+        Without `wait`, episodes are left out while their index is being built (a server's first seconds at
+        100k): for a caller on recall's path."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query is empty: say what the user wants forgotten, e.g. 'my old address'")
         check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
@@ -175,15 +175,13 @@ class Forgetting:
     def _episodes(self, query: str, limit: int, memory_ids: set[str], wait: bool = True) -> list[_Found]:
         # The memories found speak for the episodes that logged them: those are dropped, not replaced (reading
         # more episodes to make up for them would cost more than the whole rest of a find).
-        hits = self.episodes.search(query, limit=limit, wait=wait).hits
         found = []
-        for hit in hits:
-            episode = hit.episode
+        for score, episode in self.episodes.matching(query, limit, wait):
             if episode.memory_id in memory_ids:
                 continue
             text = f"{episode.at:%Y-%m-%d %H:%M} {episode.type}: {episode.content}"
             words = set(tokenize(" ".join([episode.content, *episode.tags, episode.type])))
-            found.append(_Found("episode", episode.id, _preview(text), words, hit.score))
+            found.append(_Found("episode", episode.id, _preview(text), words, score))
         return found
 
     def _procedures(self, query: str, limit: int) -> list[_Found]:
