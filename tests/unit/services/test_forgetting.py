@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,12 @@ from rockmem_mcp.tokens import estimate_tokens
 from .helpers import FakeClock, Opener
 
 CORE_LINE = "- Sister: Anna, lives in Lisbon"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Every use counts (no interval between two counted uses), so a find that counted one would show it."""
+    return Settings(home=tmp_path / "home", reinforce_interval_s=0)
 
 
 @dataclass
@@ -111,6 +118,8 @@ def test_find_lists_matches_from_every_store_best_first_and_changes_nothing(worl
     assert all(len(c.text) <= 200 for c in found)
     assert stores_on_disk(world.settings) == before
     assert world.memory.get(world.ids["memory"].split(":")[1]).reinforcement_count == uses
+    for kind in ("memory", "episode", "entity", "triple", "procedure"):  # no use counted, in memory or on disk
+        assert not world.memory.reinforcer.accesses(kind), kind
     assert [c.store for c in world.forgetting.find("coffee machine")] == ["memory"]
     assert len(world.forgetting.find("Anna", limit=2)) == 2
 
