@@ -205,6 +205,11 @@ class Settings(BaseModel):
         return self.home / "meta"
 
     @property
+    def forgotten_dir(self) -> Path:
+        """What a soft forget keeps until it is restored (services/forgetting.py)."""
+        return self.home / "forgotten"
+
+    @property
     def access_dir(self) -> Path:
         """The access log: reinforcement of memories, entities and triples (salience's input)."""
         return self.meta_dir / "access"
@@ -239,6 +244,7 @@ class Settings(BaseModel):
             self.prompts_dir,
             self.meta_dir,
             self.access_dir,
+            self.forgotten_dir,
             self.home / "quarantine",
         )
 

@@ -1100,3 +1100,42 @@ class ProcedureHit(BaseModel):
 
 SearchResults.model_rebuild()
 TurnRecorded.model_rebuild()
+
+
+# ---------------------------------------------------------------------- forgetting (issue 21, seed 004 §8.3)
+ForgetStore = Literal["core", "memory", "entity", "procedure", "episode"]
+FORGET_STORES: tuple[str, ...] = get_args(ForgetStore)  # also the tie order of candidates with equal scores
+
+
+class ForgetCandidate(BaseModel):
+    """Something a forget request matches, for the user to confirm before anything changes."""
+
+    id: str = Field(description="Pass it to forget: memory:ID, episode:ID, procedure:SLUG, entity:ID, core:BLOCK:HASH")
+    store: ForgetStore
+    text: str = Field(description="What it says (at most 200 characters)")
+    score: float = Field(description="0 to 1: share of the query's words it holds, and its rank in its store")
+
+
+class ForgetOutcome(BaseModel):
+    """What happened to one id of a forget or restore call."""
+
+    id: str
+    ok: bool
+    done: str = Field(description="What was done, or why nothing was")
+
+
+class ForgetResult(BaseModel):
+    """A forget, restore or find: per id what happened (each id is done whole or not at all), or the candidates."""
+
+    candidates: list[ForgetCandidate] = Field(default_factory=list)
+    items: list[ForgetOutcome] = Field(default_factory=list)
+
+
+class ForgottenItem(BaseModel):
+    """A soft-forgotten item: `forget` with restore brings it back."""
+
+    id: str
+    store: ForgetStore
+    text: str
+    at: UtcDatetime = Field(description="When it was forgotten")
+    reason: str | None = None

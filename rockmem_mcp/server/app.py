@@ -20,6 +20,7 @@ from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
 from rockmem_mcp.server.tools import dream as dream_tools
 from rockmem_mcp.server.tools import episodes as episodes_tools
+from rockmem_mcp.server.tools import forget as forget_tools
 from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import procedures as procedures_tools
@@ -32,6 +33,7 @@ from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.feedback import FeedbackLog
+from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
@@ -61,7 +63,8 @@ INSTRUCTIONS_BY_TOOLSET = {
 - Before answering questions that may depend on what you learned earlier, call search_memory with the
   key words of the question; results come best first with a relevance score.
 - Correct stale facts with update_memory; retire wrong ones with delete_memory (archived: update_memory
-  with restore=true brings one back).
+  with restore=true brings one back). When the user asks you to forget something, forget(query) finds it in
+  every store; forget only the ids they confirm.
 - list_memory_categories shows how memory is organised; reuse existing categories.
 """,
     "core": """\
@@ -174,6 +177,7 @@ def build_server(
             remembering=remembering,
             compactor=Compactor(conversation, memory, episodes, settings),
             working_vectors=WorkingVectors(memory.embedder),
+            forgetting=Forgetting(settings, memory, episodes, procedures, graph_opening.result, core),
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)
@@ -216,6 +220,7 @@ def build_server(
     workspace_tools.register(server)
     episodes_tools.register(server)
     procedures_tools.register(server)
+    forget_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -17,6 +17,7 @@ from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.dream import Dreamer
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.episodes import Episodes
+from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
@@ -50,6 +51,7 @@ class Services:
     compactor: Compactor | None = None  # write-then-compact of conversation windows (needs compacted=True windows)
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
+    forgetting: Forgetting | None = None  # forget across every store (seed 004 §8.3)
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).

@@ -1,6 +1,6 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
 salient memories, entity pages and the relation vocabulary, the learnings (tool failures, corrections), a
-working entry, the workspace files, the episode logs, the procedures."""
+working entry, the workspace files, the episode logs, the procedures, what was forgotten."""
 
 from __future__ import annotations
 
@@ -158,6 +158,15 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         """A workspace file's text as it is in the data home, e.g. rockmem://workspace/SOUL.md (terminal control
         characters shown as \\u escapes, as in rockmem://core)."""
         return visible(services(ctx).workspace.read(name).text)
+
+    @server.resource("rockmem://forgotten", mime_type="application/json", title="Forgotten items")
+    @reports_resource_errors
+    def forgotten() -> str:
+        """What was soft-forgotten (the 100 newest first): id, store, text, when and why; the forget tool with
+        restore=true and these ids brings them back."""
+        forgetting = current().forgetting
+        items = forgetting.forgotten() if forgetting is not None else []
+        return json.dumps([item.model_dump(mode="json") for item in items], indent=2, ensure_ascii=False)
 
     @server.resource("rockmem://procedures", mime_type="application/json", title="Procedures")
     @reports_resource_errors

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the CLI checks a selection before it pays for the MCP SDK (
 TOOLSETS: dict[str, tuple[str, ...]] = {
     "memory": (
         *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory"),
-        *("list_memory_categories", "remember"),
+        *("list_memory_categories", "remember", "forget"),
     ),
     "recall": ("recall", "reset_recall"),
     "core": ("core_memory",),

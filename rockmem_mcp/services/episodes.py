@@ -257,6 +257,28 @@ class Episodes:
             self._use([hit.episode for hit in found])
         return EpisodeSearch(hits=found, total_matches=total)
 
+    def matching(self, query: str, limit: int, wait: bool = True) -> list[tuple[float, Episode]]:
+        """Episodes holding `query`'s words, best first by BM25 alone (however faded: a forget must find what
+        salience ranks low), with their scores; no use is counted. Without `wait`, none while another thread
+        builds the index (a server's first seconds)."""
+        tokens = tokenize(query)
+        index = self.index
+        if not tokens or limit < 1:
+            return []
+        if wait or index.built:
+            index.lock.acquire()
+        elif not index.lock.acquire(blocking=False):
+            return []
+        try:
+            index.sync()
+            hits = index.search(tokens, index.live(), limit, lambda slots: np.ones(len(slots)))
+            found = [
+                (score, index.read(slot)) for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True)
+            ]
+            return [(score, episode) for score, episode in found if episode is not None]
+        finally:
+            index.lock.release()
+
     def _read(
         self, candidates: list[tuple[int, float | None, float | None]], wanted_tags: set[str], limit: int, now: float
     ) -> list[EpisodeHit]:
@@ -395,8 +417,8 @@ class Episodes:
             rows.sort(key=lambda row: _sortable(row[0]))
         return rows
 
-    def remove(self, episode_id: str) -> Episode:
-        """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
+    def get(self, episode_id: str) -> Episode:
+        """The episode with this id, as its day log holds it now."""
         try:
             validate_entry_id(episode_id)
         except InvalidInputError:
@@ -408,9 +430,30 @@ class Episodes:
             self.index.sync()
             slot = self.index.slot(episode_id)
             episode = self.index.read(slot) if slot is not None else None
-        if episode is None or not self.delete(episode_id, episode.at.date()):
+        if episode is None:
             raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
         return episode
+
+    def remove(self, episode_id: str) -> Episode:
+        """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
+        episode = self.get(episode_id)
+        if not self.delete(episode_id, episode.at.date()):
+            raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
+        return episode
+
+    def put_back(self, episode: Episode) -> bool:
+        """Append a removed episode to its day's log again, with its id and time (a restore); False, nothing
+        written, if the day already holds it."""
+        day = episode.at.date()
+        if any(e.id == episode.id for e in self.log.read(day)):
+            return False
+        self.log.append(episode, day)
+        touch_directory(self.settings.episodes_dir)  # an older day: followers must look again
+        return True
+
+    def logging(self, entry: MemoryEntry) -> list[Episode]:
+        """The episodes that logged this memory (save_memory's line, on the day it was created)."""
+        return [e for e in self.log.read(entry.created_at.date()) if e.memory_id == entry.id]
 
     def forget_memory(self, entry: MemoryEntry) -> int:
         """A memory erased for good takes the episodes that logged it along (their content is its content)."""

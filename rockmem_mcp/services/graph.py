@@ -564,10 +564,16 @@ class GraphService:
         self._index_triple(triple)
         return triple, True
 
-    def delete_entity(self, name_or_id: str) -> EntityDeleted:
+    def delete_entity(
+        self, name_or_id: str, keep: Callable[[Entity, list[Triple]], None] | None = None
+    ) -> EntityDeleted:
+        """Delete an entity and its triples. `keep` is handed them (with their uses) before anything is removed,
+        under the graph's lock (a soft forget keeps them elsewhere); if it raises, nothing is removed."""
         with self._changing() as changes:
             entity = self._resolve(name_or_id)
             touching = list(self._edges.get(entity.id, ()))
+            if keep is not None:
+                keep(self._with_uses(ENTITY, entity), [self._with_uses(TRIPLE, self.triples[t]) for t in touching])
             for triple_id in touching:
                 changes.remove_triple(triple_id)
                 self._unindex_triple(triple_id)

@@ -154,6 +154,16 @@ def test_episodes_harness_runs_at_tiny_size(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_forget_harness_runs_at_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import forget
+
+    report = forget.run(300, tmp_path, queries=12, entities=20, cycles=3)
+    assert report["memories"] == report["episodes"] == 300 and report["entities"] == 20
+    assert len(report["find_p50_per_round_ms"]) == forget.ROUNDS and report["find"]["n"] == 12
+    assert report["find_candidates_median"] > 0 and report["forget_and_restore_memory"]["n"] == 3
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_search_stdio_harness_builds_a_home_with_logged_episodes_and_measures_it(tmp_path: Path) -> None:
     from benchmarks import search_stdio
 
