@@ -225,6 +225,8 @@ def build_server(
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):
         server.remove_tool(name)
+    for tool in server._tool_manager.list_tools():  # the SDK has no public accessor for a tool's schema
+        toolsets.drop_titles(tool.parameters)
     prompts.register(server)
     resources.register(server, lambda: running[-1])
     return server

@@ -76,6 +76,20 @@ def tokens(tools: Iterable[Tool]) -> int:
     return round(len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4)
 
 
+def drop_titles(schema: object) -> None:
+    """Remove the `title` annotations pydantic writes into every schema node (in place): "Content" beside the
+    property `content` tells a model nothing, and they were about a tenth of the tool list's tokens. A property
+    named `title` is a schema (a dict), never a string, so it stays."""
+    if isinstance(schema, dict):
+        if isinstance(schema.get("title"), str):
+            del schema["title"]
+        for value in schema.values():
+            drop_titles(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            drop_titles(value)
+
+
 def table(tools: Sequence[Tool]) -> str:
     """The README's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
     by_name = {tool.name: tool for tool in tools}
