@@ -480,6 +480,18 @@ class Remembered(BaseModel):
     task: RoutingTask | None = Field(None, description="agent driver: route it, then call remember with `route`")
 
 
+ForgetStore = Literal["core", "memory", "entity", "procedure", "episode"]
+
+
+class ForgetCandidate(BaseModel):
+    """Something a forget request matches, for the user to confirm before anything changes."""
+
+    id: str = Field(description="Pass it to forget: memory:ID, episode:ID, procedure:SLUG, entity:ID, core:BLOCK:HASH")
+    store: ForgetStore
+    text: str = Field(description="What it says (at most 200 characters)")
+    score: float = Field(description="0 to 1: share of the query's words it holds, and its rank in its store")
+
+
 class TriggerFound(BaseModel):
     """A trigger phrase in a user's message (seed 004 §8.1) and what it led to."""
 
@@ -491,8 +503,11 @@ class TriggerFound(BaseModel):
     remembered: Remembered | None = Field(None, description="Act mode: where a remember went, or its routing task")
     route: RoutedMemory | None = Field(None, description="Suggest mode: the rules' route, to pass to remember")
     candidates: list[str] = Field(
-        default_factory=list, description="Memory ids the span matches: to confirm before forgetting, or found"
+        default_factory=list,
+        description="Ids of what the span matches in every store, as forget takes them: to confirm before "
+        "forgetting, or found",
     )
+    matches: list[ForgetCandidate] = Field(default_factory=list, description="The candidates with their text")
 
 
 class RecallBlock(BaseModel):
@@ -1103,17 +1118,7 @@ TurnRecorded.model_rebuild()
 
 
 # ---------------------------------------------------------------------- forgetting (issue 21, seed 004 §8.3)
-ForgetStore = Literal["core", "memory", "entity", "procedure", "episode"]
 FORGET_STORES: tuple[str, ...] = get_args(ForgetStore)  # also the tie order of candidates with equal scores
-
-
-class ForgetCandidate(BaseModel):
-    """Something a forget request matches, for the user to confirm before anything changes."""
-
-    id: str = Field(description="Pass it to forget: memory:ID, episode:ID, procedure:SLUG, entity:ID, core:BLOCK:HASH")
-    store: ForgetStore
-    text: str = Field(description="What it says (at most 200 characters)")
-    score: float = Field(description="0 to 1: share of the query's words it holds, and its rank in its store")
 
 
 class ForgetOutcome(BaseModel):

@@ -191,7 +191,7 @@ def test_tools_lists_the_toolsets_and_what_the_flag_or_the_environment_selects(h
     from_env = ok("--home", home, "tools", env=clean_env(ROCKMEM_TOOLSETS="graph")).stdout.rstrip()
     assert from_env.splitlines()[-1].startswith("selected (graph): graph; 8 tools, ≈ ")
     flag = ok("tools", "--home", home, "--toolsets", "recall,memory", env=clean_env(ROCKMEM_TOOLSETS="graph"))
-    assert flag.stdout.rstrip().splitlines()[-1].startswith("selected (recall,memory): memory, recall; 8 tools")
+    assert flag.stdout.rstrip().splitlines()[-1].startswith("selected (recall,memory): memory, recall; 10 tools")
 
 
 @pytest.mark.parametrize("args", [("--toolsets", "memory,grpah"), ("serve", "--toolsets", "memory,grpah")])

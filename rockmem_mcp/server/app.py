@@ -149,7 +149,8 @@ def build_server(
         episodes = Episodes(settings, reinforcer=memory.reinforcer)
         procedures = Procedures(settings, memory.reinforcer)
         remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
-        triggers = TriggerResponder(HomeTriggers(settings.home), memory, remembering, settings.trigger_mode)
+        forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
+        triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
         conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
@@ -177,7 +178,7 @@ def build_server(
             remembering=remembering,
             compactor=Compactor(conversation, memory, episodes, settings),
             working_vectors=WorkingVectors(memory.embedder),
-            forgetting=Forgetting(settings, memory, episodes, procedures, graph_opening.result, core),
+            forgetting=forgetting,
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)

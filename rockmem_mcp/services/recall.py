@@ -268,8 +268,9 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
     if block.trigger is not None:
         found = block.trigger
         lines.append(f'Trigger ({found.intent}, "{found.phrase}"): {found.action}')
-        if found.candidates:
-            lines.append(f"Matching memories: {', '.join(f'[{i}]' for i in found.candidates)}")
+        if found.matches:
+            lines.append("Candidates (confirm with the user first):" if found.intent == "forget" else "Found:")
+            lines += [f"- [{m.id}] ({m.store}): {_cut(m.text)}" for m in found.matches]
     if block.route != "general":
         lines.append(f"Route: {block.route}")
     if block.active_context:

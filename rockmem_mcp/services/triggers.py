@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Literal
 
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.models import Remembered, TriggerFound
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.models import ForgetCandidate, Remembered, TriggerFound
+from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
@@ -241,8 +241,14 @@ class TriggerResponder:
     store by the encode driver (services/remembering.py). A forget is never acted on: its candidates come back
     for the user to confirm (seed 004 §8.3)."""
 
-    def __init__(self, triggers: HomeTriggers, memory: MemoryService, remembering: Remembering, mode: str) -> None:
-        self.triggers, self.memory, self.remembering, self.mode = triggers, memory, remembering, mode
+    def __init__(
+        self,
+        triggers: HomeTriggers,
+        remembering: Remembering,
+        mode: str,
+        forgetting: Forgetting,
+    ) -> None:
+        self.triggers, self.remembering, self.mode, self.forgetting = triggers, remembering, mode, forgetting
 
     def wants_sample(self, message: str) -> str | None:
         """The span a remember in `message` would ask the client's model to route (act mode, auto driver, no
@@ -276,17 +282,22 @@ class TriggerResponder:
                     f"store {reply.route.store} by rule)"
                 )
         elif found.intent in ("forget", "search"):
-            hits = self.memory.search(span, limit=CANDIDATES).results if span else []
-            reply.candidates = [hit.entry.id for hit in hits]
+            reply.matches = self._candidates(span) if span else []
+            reply.candidates = [match.id for match in reply.matches]
             if found.intent == "search":
-                reply.action = f'search_memory(query="{_quoted(span)}") reaches further than this block'
+                reply.action = f'search_memory(query="{_quoted(span)}") reaches further than these matches'
             elif reply.candidates:
-                reply.action = "confirm with the user which to forget, then delete_memory(id) for each"
+                reply.action = "show the user these candidates; forget(ids=[...]) only those they confirm"
             else:
                 reply.action = "no memory matches: ask what to forget" if span else "ask what to forget"
         else:
             reply.action = 'when idle, dream(dream_pass="consolidation"); dream_pass="episodes" for what happened'
         return reply
+
+    def _candidates(self, span: str) -> list[ForgetCandidate]:
+        """What `span` matches in every store; episodes are left out while their index is still being built at
+        start, so a recall never waits for it."""
+        return self.forgetting.find(span, limit=CANDIDATES, wait=False)
 
 
 def _where(done: Remembered) -> str:

@@ -333,10 +333,10 @@ async def test_act_mode_forget_returns_candidates_and_changes_nothing(stdio_serv
         result = await call(client, "recall", message="Forget about the old staging server.")
         trigger = result["trigger"]
         assert trigger["intent"] == "forget"
-        assert kept["id"] in trigger["candidates"] and other["id"] not in trigger["candidates"]
+        assert f"memory:{kept['id']}" in trigger["candidates"] and f"memory:{other['id']}" not in trigger["candidates"]
         assert trigger["remembered"] is None
         turn = await call(client, "record_turn", role="user", content="Please forget about Marmot.")
-        assert kept["id"] in turn["trigger"]["candidates"]
+        assert f"memory:{kept['id']}" in turn["trigger"]["candidates"]
         entry = await call(client, "get_memory", id=kept["id"])
         assert entry["archived_at"] is None and entry["content"] == "The old staging server is called Marmot"
         assert await memory_contents(client, call, "staging server Marmot") == [
@@ -362,9 +362,10 @@ async def test_search_intent_includes_the_results(stdio_server, home, call) -> N
         await call(client, "save_memory", content="The cat is called Whiskerino")
         result = await call(client, "recall", message="What do you remember about the Falcon project?")
         trigger = result["trigger"]
-        assert trigger["intent"] == "search" and trigger["candidates"] == [falcon["id"]], trigger
+        assert trigger["intent"] == "search" and trigger["candidates"] == [f"memory:{falcon['id']}"], trigger
+        assert trigger["matches"][0]["text"] == "The Falcon project ships on the first of June"
         turn = await call(client, "record_turn", role="user", content="Do you remember the Falcon project?")
-        assert turn["trigger"]["intent"] == "search" and falcon["id"] in turn["trigger"]["candidates"]
+        assert turn["trigger"]["intent"] == "search" and f"memory:{falcon['id']}" in turn["trigger"]["candidates"]
         assert len(await memory_contents(client, call)) == 2  # a search writes nothing
 
 
@@ -863,9 +864,9 @@ async def test_suggest_mode_forget_and_search_list_candidates_too(stdio_server, 
     async with stdio_server(home) as client:
         memory = await call(client, "save_memory", content="The old staging server is called Marmot")
         forget = (await call(client, "recall", message="Forget about the old staging server."))["trigger"]
-        assert forget["intent"] == "forget" and memory["id"] in forget["candidates"]
+        assert forget["intent"] == "forget" and f"memory:{memory['id']}" in forget["candidates"]
         search = (await call(client, "recall", message="Do you remember the old staging server?"))["trigger"]
-        assert search["intent"] == "search" and memory["id"] in search["candidates"]
+        assert search["intent"] == "search" and f"memory:{memory['id']}" in search["candidates"]
         assert (await call(client, "get_memory", id=memory["id"]))["archived_at"] is None
 
 

@@ -48,8 +48,10 @@ async def test_act_mode_saves_a_remember_and_a_forget_only_names_candidates(stdi
         episodes = await call(client, "search_memory", query="gate code", stores=["episodes"])
         assert [h["episode"]["memory_id"] for h in episodes["episodes"]] == [saved]
         forget = await call(client, "recall", message="Please forget about the gate code.", session_id="s1")
-        assert forget["trigger"]["intent"] == "forget" and forget["trigger"]["candidates"] == [saved]
-        assert "confirm with the user" in forget["trigger"]["action"]
+        assert forget["trigger"]["intent"] == "forget" and forget["trigger"]["candidates"] == [f"memory:{saved}"]
+        assert "forget(ids=[...]) only those they confirm" in forget["trigger"]["action"]
+        assert "Candidates (confirm with the user first):" in forget["text"]
+        assert f"[memory:{saved}] (memory): the gate code is 4412" in forget["text"]
         assert (await call(client, "get_memory", id=saved))["archived_at"] is None  # nothing forgotten unasked
         asked = await call(client, "recall", message="What do you remember about the gate?", session_id="s2")
-        assert asked["trigger"]["intent"] == "search" and asked["trigger"]["candidates"] == [saved]
+        assert asked["trigger"]["intent"] == "search" and asked["trigger"]["candidates"] == [f"memory:{saved}"]
