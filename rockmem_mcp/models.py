@@ -446,12 +446,16 @@ class RoutedMemory(BaseModel):
         description="vault (keep for good), procedural (a way of doing something), core (who the user is or what "
         "is happening now), episodic (an event with a time), semantic (a fact)"
     )
-    entities: list[RoutedEntity] = Field(default_factory=list, description="What the text names, for the graph")
-    relations: list[RoutedRelation] = Field(default_factory=list, description="Facts between those entities")
-    tags: list[str] = Field(default_factory=list, description="2 to 5 topical tags")
+    entities: list[RoutedEntity] = Field(
+        default_factory=list, max_length=50, description="What the text names, for the graph"
+    )
+    relations: list[RoutedRelation] = Field(
+        default_factory=list, max_length=50, description="Facts between those entities"
+    )
+    tags: list[str] = Field(default_factory=list, max_length=20, description="2 to 5 topical tags")
     confidence: Literal["high", "medium", "low"] = Field("medium", description="high when the user asked")
     core_update: bool = Field(False, description="True when core memory (always loaded) should gain a line")
-    summary: str = Field(description="One line: what to remember")
+    summary: str = Field(max_length=500, description="One line: what to remember")
 
 
 class RoutingTask(BaseModel):

@@ -30,6 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -50,6 +51,10 @@ SUMMARY_MAX_CHARS = 2_000
 LINE_CHARS = 160  # a rules summary line: the first sentence of a turn, cut to this
 MAX_RULE_FACTS = 8  # memories rules may save per compaction
 MAX_MODEL_FACTS = 20
+FACT_MAX_CHARS = 1_000  # one fact, one or two sentences
+# Usage over 70% compacts only once this many turns have come since the summary (a client whose reported usage
+# stays high until it trims its own context would otherwise compact, and ask a model, on every turn).
+MIN_TURNS_TO_COMPACT = 4
 TASK_TURN_CHARS = 2_000  # a turn's text in a prompt or an agent's task (the episode log keeps it whole)
 FACT_TAGS = ["conversation", "compaction"]
 # An agent-driven window that filled is left to the agent; at this many times its size rules compact it.
@@ -59,7 +64,9 @@ AGENT_GRACE = 2
 class CompactionAnswer(BaseModel):
     """What the server's or the client's model answers."""
 
-    facts: list[str] = Field(default_factory=list, max_length=MAX_MODEL_FACTS)
+    facts: list[Annotated[str, Field(max_length=FACT_MAX_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_MODEL_FACTS
+    )
     summary: str = Field(min_length=1, max_length=SUMMARY_MAX_CHARS)
 
 
@@ -205,6 +212,8 @@ class Compactor:
         self._llm = llm
         self._clock = clock
         self._busy: set[str] = set()  # sessions being compacted: one compaction at a time per session
+        # User turns already logged by a compaction that failed later: its retry does not log them again.
+        self._logged: dict[str, set[tuple[datetime, str]]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ when
@@ -230,9 +239,9 @@ class Compactor:
             turns = self.conversation.window(session_id)
         except InvalidInputError:
             return False
-        size = self.settings.conversation_window
         pending = len(turns) + 1 - self.keep_last - (1 if turns and turns[0].role == "summary" else 0)
-        return pending > 0 and (advice == "compact" or len(turns) + 1 >= size)
+        full = len(turns) + 1 >= self.settings.conversation_window
+        return (full and pending > 0) or (advice == "compact" and pending >= MIN_TURNS_TO_COMPACT)
 
     def sample_prompt(self, session_id: str) -> tuple[str, str] | None:
         """The (system, user) prompt for the turns that recording one more turn would compact, or None."""
@@ -261,6 +270,12 @@ class Compactor:
         turn = self.conversation.record(session_id, role, content)
         size = self.conversation.held(session_id)
         full = size >= self.settings.conversation_window
+        if advice == "compact" and not full and self._since_summary(session_id) < MIN_TURNS_TO_COMPACT:
+            note = (
+                "Your context is over 70% full, but this session was compacted moments ago: replace your older "
+                "context with the last compaction.summary (get_conversation shows it)."
+            )
+            return turn, Compaction(usage=usage, advice="compact", note=note)
         if advice == "compact" or full:
             driver = self.driver(sampled is not None)
             if driver == "agent" and advice != "compact":
@@ -281,6 +296,11 @@ class Compactor:
             )
             return turn, Compaction(usage=usage, advice="flush", note=note)
         return turn, None
+
+    def _since_summary(self, session_id: str) -> int:
+        """Turns beyond the last `keep_last` that a compaction now would take (the summary not counted)."""
+        turns = self.conversation.window(session_id)
+        return len(turns) - self.keep_last - (1 if turns and turns[0].role == "summary" else 0)
 
     # ------------------------------------------------------------------ compact
     def compact(
@@ -341,6 +361,11 @@ class Compactor:
             if not mine:
                 raise InvalidInputError("another call is compacting this session: record the summary again")
             turns = self.conversation.window(session_id)
+            if not turns:
+                raise InvalidInputError(
+                    f"conversation {session_id!r} has no turns to summarise: record the turns first (or check "
+                    "session_id)"
+                )
             old = turns[: max(0, len(turns) - self.keep_last)]
             _, logged = self._write(session_id, old, [])
             turn = self._trim(session_id, content, old[-1] if old else None)
@@ -399,16 +424,22 @@ class Compactor:
         logged = 0
         try:
             with reporting_io_errors(f"compacting conversation {session_id}"):
+                done = self._logged.setdefault(session_id, set())
                 for turn in turns:
-                    if turn.role == "user" and turn.content.strip():
+                    if turn.role == "user" and turn.content.strip() and (turn.at, turn.content) not in done:
                         self.episodes.record(turn.content, "event", "medium", ["conversation"], at=turn.at)
+                        done.add((turn.at, turn.content))
                         logged += 1
                 for fact in facts:
                     fact = " ".join(fact.split())
-                    if not fact or self._known(fact):
+                    try:
+                        if not fact or self._known(fact):
+                            continue
+                        metadata = {"source": "compaction", "session_id": session_id}
+                        entry = self.memory.save(fact, None, FACT_TAGS, metadata, 0.5)
+                    except InvalidInputError as exc:  # one fact a store refuses costs the others nothing
+                        log.warning("compaction of %s: a fact was not saved (%s)", session_id, exc)
                         continue
-                    metadata = {"source": "compaction", "session_id": session_id}
-                    entry = self.memory.save(fact, None, FACT_TAGS, metadata, 0.5)
                     saved.append(entry.id)
                     self.episodes.log_save(entry)
         except RockmemError as exc:
@@ -420,9 +451,10 @@ class Compactor:
 
     def _known(self, fact: str) -> bool:
         """Whether a memory already says `fact` (one contains the other, at least half of it, case and punctuation
-        aside): a fact saved when it was said ("remember that …") is not saved again when its turn is compacted."""
+        aside): a fact saved when it was said ("remember that …") is not saved again when its turn is compacted,
+        and one the user had forgotten (an archived memory) is not brought back."""
         key = _plain(fact)
-        for hit in self.memory.search(fact, limit=5, mode="bm25").results:
+        for hit in self.memory.search(fact, limit=5, mode="bm25", include_archived=True).results:
             known = _plain(hit.entry.content)
             if known and ((known in key and 2 * len(known) >= len(key)) or key in known):
                 return True
@@ -432,4 +464,6 @@ class Compactor:
         turn = ConversationTurn(session_id=session_id, role="summary", content=summary, at=self._clock())
         if not self.conversation.replace_window(session_id, turn, through):
             log.warning("conversation %s changed while it was compacted; its window was left as it is", session_id)
+        else:
+            self._logged.pop(session_id, None)  # those turns are gone from the window: no retry will see them
         return turn

@@ -157,7 +157,8 @@ class Forgetting:
             ]
             self._core_words = (view.version, lines)
         lines = self._core_words[1]
-        return [_Found("core", key, _preview(text), held, None) for key, text, held in lines if words & held]
+        unique = {key: (text, held) for key, text, held in reversed(lines)}  # a line written twice: one id, once
+        return [_Found("core", key, _preview(text), held, None) for key, (text, held) in unique.items() if words & held]
 
     def _memories(self, query: str, limit: int, memory_ids: set[str]) -> list[_Found]:
         # BM25 alone: a forget must be quick (the trigger asks on every recall), and keywords are what it names.

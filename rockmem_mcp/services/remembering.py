@@ -123,23 +123,44 @@ class Remembering:
         check_text(text, "content", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Summarise it.")
         if not text.strip():
             raise InvalidInputError("content is empty: say what to remember")
-        if route is not None:
+        if route is not None:  # the agent's own answer: what is wrong with it goes back to the agent
             return self.write(text, parse_route(route), "agent")
         driver = self.settings.encode_driver
         if driver == "agent":
             return Remembered(driver="agent", task=self.task(text))
         if driver == "auto" and self.model_available():
             try:
-                return self.write(text, self._ask_model(text), "llm")
+                routed = self._ask_model(text)
             except LLMError as exc:
-                return self.write(text, self.rules(text), "rules", note=f"the server's model gave no route ({exc})")
+                return self._kept(text, f"the server's model gave no route ({exc})")
+            return self._kept(text, "", routed, "llm")
         if driver == "auto" and sampled is not None:
             try:
                 routed = parse_route(unfenced(sampled))
             except InvalidInputError as exc:
-                return self.write(text, self.rules(text), "rules", note=f"your client's model gave no route ({exc})")
-            return self.write(text, routed, "sampling")
-        return self.write(text, self.rules(text), "rules")
+                return self._kept(text, f"your client's model gave no route ({exc})")
+            return self._kept(text, "", routed, "sampling")
+        return self._kept(text, "")
+
+    def _kept(self, text: str, note: str, routed: RoutedMemory | None = None, driver: str = "rules") -> Remembered:
+        """Write a route no agent chose (a model's, or the rules'): one a store refuses (a relation of an entity
+        to itself, a core line over its cap or shaped like a heading) falls back to the rules' route, then to a
+        plain semantic memory, so what the user asked to keep is kept."""
+        fallbacks = [] if routed is None else [(routed, driver, note)]
+        rules = self.rules(text)
+        fallbacks.append((rules, "rules", note))
+        plain = rules.model_copy(update={"store": "semantic", "core_update": False, "relations": []})
+        fallbacks.append((plain, "rules", note))
+        problem: InvalidInputError | None = None
+        for candidate, by, why in fallbacks:
+            if problem is not None:
+                why = "; ".join(filter(None, [why, f"{problem}: kept by rules"]))
+            try:
+                return self.write(text, candidate, by, note=why)
+            except InvalidInputError as exc:
+                problem = exc
+        assert problem is not None
+        raise problem
 
     def _ask_model(self, text: str) -> RoutedMemory:
         llm = ChatLLM(self.settings)
@@ -212,7 +233,11 @@ class Remembering:
         block = core_block(text)
         line = routed.summary
         for attempt in range(2):  # another writer between the read and the edit: read again once
-            version = self.core.read(block).version
+            view = self.core.read(block)
+            if any(existing.strip() == line for b in view.blocks if b.name == block for existing in b.lines):
+                done.core_line = f"{block}: {line}"  # already there (said twice): nothing to add, nothing to undo
+                return
+            version = view.version
             try:
                 self.core.edit("append", block, version, line)
                 break

@@ -19,6 +19,8 @@ import json
 import logging
 import re
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +235,8 @@ def parse_phrases(raw: object) -> dict[str, list[str]]:
 
 
 CANDIDATES = 5  # memories a forget or a search names
+REMEMBERED_FOR_S = 600  # the same span again within this long is the same request (recall + record_turn)
+REMEMBERED_KEPT = 256
 
 
 class TriggerResponder:
@@ -249,6 +253,8 @@ class TriggerResponder:
         forgetting: Forgetting,
     ) -> None:
         self.triggers, self.remembering, self.mode, self.forgetting = triggers, remembering, mode, forgetting
+        self._recent: OrderedDict[str, tuple[float, Remembered]] = OrderedDict()  # span -> when, what was done
+        self._lock = threading.Lock()
 
     def wants_sample(self, message: str) -> str | None:
         """The span a remember in `message` would ask the client's model to route (act mode, auto driver, no
@@ -272,9 +278,7 @@ class TriggerResponder:
             if not span:
                 reply.action = "nothing named to remember: ask what to keep"
             elif self.mode == "act" and act:
-                done = self.remembering.remember(span, sampled=sampled)
-                reply.remembered, reply.memory_id = done, done.memory_id
-                reply.action = _where(done)
+                self._remember(span, sampled, reply)
             else:
                 reply.route = self.remembering.rules(span)
                 reply.action = (
@@ -293,6 +297,31 @@ class TriggerResponder:
         else:
             reply.action = 'when idle, dream(dream_pass="consolidation"); dream_pass="episodes" for what happened'
         return reply
+
+    def _remember(self, span: str, sampled: str | None, reply: TriggerFound) -> None:
+        """Act on a remember: once per span for a while (a client may pass one message to recall and record_turn
+        both); a failure is said in the reply, never raised (the turn it came with is already recorded)."""
+        key = " ".join(span.lower().split())
+        now = time.monotonic()
+        with self._lock:
+            earlier = self._recent.get(key)
+            if earlier is not None and now - earlier[0] < REMEMBERED_FOR_S:
+                reply.remembered, reply.memory_id = earlier[1], earlier[1].memory_id
+                reply.action = "already " + _where(earlier[1])
+                return
+        try:
+            done = self.remembering.remember(span, sampled=sampled)
+        except (RockmemError, OSError) as exc:
+            reply.action = f"not remembered ({exc}); call remember with the content yourself"
+            return
+        reply.remembered, reply.memory_id = done, done.memory_id
+        reply.action = _where(done)
+        if done.task is None:
+            with self._lock:
+                self._recent[key] = (now, done)
+                self._recent.move_to_end(key)
+                while len(self._recent) > REMEMBERED_KEPT:
+                    self._recent.popitem(last=False)
 
     def _candidates(self, span: str) -> list[ForgetCandidate]:
         """What `span` matches in every store; episodes are left out while their index is still being built at

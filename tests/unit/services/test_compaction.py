@@ -339,3 +339,70 @@ def test_an_agent_that_never_answers_a_full_window_gets_rules_at_twice_its_size(
     compactions = home.talk(20)
     assert [c.driver for c in compactions] == ["agent", "rules"]  # told once when full, rules at 20
     assert len(home.window()) == 5 and home.memories() == [LOCKER]
+
+
+# ---------------------------------------------------------------------- found by review
+def test_a_fact_the_user_had_forgotten_is_not_brought_back(home: Home) -> None:
+    forgotten = home.memory.save("My locker code is 4471", None, ["locker"])
+    home.memory.delete(forgotten.id, reason="forgotten at the user's request")
+    home.talk(10, first="My locker code is 4471.")
+    home.compactor.compact("chat", "rules")
+    assert home.memories() == []  # live memories: the archived one is not saved again
+
+
+def test_a_fact_a_store_refuses_is_skipped_and_a_retry_logs_no_turn_twice(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home.talk(10)
+    refused = {"n": 0}
+    save = home.memory.save
+
+    def refuse_first(content: str, *rest: object, **named: object):
+        if refused["n"] == 0:
+            refused["n"] += 1
+            raise InvalidInputError("too long")
+        return save(content, *rest, **named)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(home.memory, "save", refuse_first)
+        answer = json.dumps({"facts": ["first fact is refused", "My bike is red"], "summary": "s"})
+        compaction = home.compactor.compact("chat", "sampling", sampled=answer)
+    assert compaction.saved and home.memories() == ["My bike is red"]
+    assert home.logged().count(LOCKER) == 1
+
+
+def test_a_retry_after_a_failed_compaction_logs_no_turn_twice(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.talk(10)
+
+    def disk_full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(home.memory, "save", disk_full)  # the turns are logged, then the first fact fails
+        with pytest.raises(CompactionError):
+            home.compactor.compact("chat", "rules")
+    assert home.logged().count(LOCKER) == 1
+    compaction = home.compactor.compact("chat", "rules")
+    assert compaction.logged == 0 and compaction.saved  # the retry saves the facts, logs no turn again
+    assert home.logged().count(LOCKER) == 2  # the turn once, and the saved fact's own line
+
+
+def test_a_model_fact_over_its_size_is_refused_as_an_answer() -> None:
+    from rockmem_mcp.services.compaction import FACT_MAX_CHARS, CompactionAnswer
+
+    with pytest.raises(ValueError):
+        CompactionAnswer.model_validate({"facts": ["x" * (FACT_MAX_CHARS + 1)], "summary": "s"})
+
+
+def test_high_usage_right_after_a_compaction_does_not_compact_again(home: Home) -> None:
+    home.talk(9)
+    _, first = home.compactor.record("chat", "user", "one", 75, 100)
+    assert first is not None and first.compacted == 6
+    _, again = home.compactor.record("chat", "user", "two", 76, 100)
+    assert again is not None and again.compacted == 0 and "compacted moments ago" in again.note
+    assert home.compactor.will_compact("chat", 77, 100) is False
+
+
+def test_a_summary_for_a_session_with_no_turns_is_refused(home: Home) -> None:
+    with pytest.raises(InvalidInputError, match="no turns to summarise"):
+        home.compactor.record("nobody", "summary", "a summary of nothing")

@@ -119,12 +119,18 @@ def test_rules_route_without_a_model(home: Home) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- all or nothing
-def test_a_core_line_over_its_cap_writes_nothing_at_all(home: Home) -> None:
-    long = "x" * 9_000
-    with pytest.raises(InvalidInputError, match="over its cap"):
-        home.remembering.remember("I am a pilot", route("core", summary=long, entities=[{"name": "Pilots"}]))
-    assert home.memory_count() == 0 and home.episode_count() == 0
-    assert home.graph.stats()["entities"] == 0
+def test_a_core_line_over_its_cap_writes_nothing_at_all(settings: Settings) -> None:
+    home = open_home(settings.model_copy(update={"encode_driver": "rules", "core_identity_tokens": 5}))
+    try:
+        long = "a pilot who flies long routes over the northern sea every week"
+        with pytest.raises(InvalidInputError, match="over its cap"):
+            home.remembering.remember("I am a pilot", route("core", summary=long, entities=[{"name": "Pilots"}]))
+        assert home.memory_count() == 0 and home.episode_count() == 0
+        assert home.graph.stats()["entities"] == 0
+    finally:
+        home.procedures.close()
+        home.graph.close()
+        home.memory.close()
 
 
 def test_a_graph_that_fails_after_the_memory_undoes_the_memory_and_its_episode(home: Home) -> None:
@@ -225,3 +231,38 @@ def test_an_entity_type_that_is_no_word_becomes_concept(home: Home) -> None:
     done = home.remembering.remember("Orion flies past Vega", answer)
     assert sorted(done.entities) == ["Orion", "Vega"]
     assert (home.graph.resolve("Orion").type, home.graph.resolve("Vega").type) == ("concept", "star")
+
+
+# ---------------------------------------------------------------------------------------------- found by review
+def test_a_models_route_a_store_refuses_falls_back_so_the_text_is_kept(settings: Settings) -> None:
+    home = open_home(settings)
+    try:
+        selfish = route("semantic", summary="Anna", relations=[{"from": "Anna", "relation": "is", "to": "anna"}])
+        done = home.remembering.remember("Anna is Anna", sampled=json.dumps(selfish))
+        assert (done.driver, done.store) == ("rules", "semantic") and "links an entity to itself" in done.note
+        assert home.memory.get(done.memory_id).content == "Anna is Anna"
+    finally:
+        home.procedures.close()
+        home.graph.close()
+        home.memory.close()
+
+
+def test_a_rules_core_route_the_core_refuses_becomes_a_memory(home: Home) -> None:
+    done = home.remembering.remember("## my name is Bob")
+    assert done.store == "semantic" and done.core_line is None and "kept by rules" in done.note
+    assert home.memory.get(done.memory_id).content == "## my name is Bob"
+
+
+def test_a_core_line_already_there_is_not_written_twice_nor_undone(home: Home) -> None:
+    first = home.remembering.remember("My name is Bob Okafor", route("core", summary="Bob Okafor"))
+    second = home.remembering.remember("My name is Bob Okafor", route("core", summary="Bob Okafor"))
+    assert first.core_line == second.core_line == "Identity: Bob Okafor"
+    lines = next(b.lines for b in home.core.read("Identity").blocks if b.name == "Identity")
+    assert [line for line in lines if line.strip() == "Bob Okafor"] == ["Bob Okafor"]
+
+
+def test_a_route_over_its_caps_is_refused(home: Home) -> None:
+    with pytest.raises(InvalidInputError, match="route"):
+        home.remembering.remember("x", route("semantic", summary="s" * 501))
+    with pytest.raises(InvalidInputError, match="route"):
+        home.remembering.remember("x", route("semantic", entities=[{"name": f"E{i}"} for i in range(51)]))

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp.services.triggers import HomeTriggers, TriggerDetector
+from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.models import Remembered
+from rockmem_mcp.services.triggers import HomeTriggers, TriggerDetector, TriggerResponder
 
 DETECT = TriggerDetector().detect
 
@@ -87,3 +89,39 @@ def test_only_a_messages_opening_is_looked_at_and_many_negated_phrases_end_quick
 )
 def test_a_title_or_an_initial_does_not_end_the_span(message: str, span: str) -> None:
     assert TriggerDetector().detect(message).span == span
+
+
+class _Refusing:
+    """A Remembering whose every write fails (a full disk), counting the calls."""
+
+    calls = 0
+
+    def remember(self, text: str, route: object = None, sampled: object = None) -> object:
+        _Refusing.calls += 1
+        raise InvalidInputError("disk full while saving memory: free space and try again")
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def remember(self, text: str, route: object = None, sampled: object = None) -> Remembered:
+        self.calls += 1
+        return Remembered(store="semantic", driver="rules", memory_id=f"{self.calls:012x}")
+
+
+def test_a_remember_that_fails_is_said_in_the_reply_not_raised(tmp_path: Path) -> None:
+    responder = TriggerResponder(HomeTriggers(tmp_path), _Refusing(), "act", None)  # type: ignore[arg-type]
+    found = responder.respond("Remember that the gate code is 4412.")
+    assert found is not None and found.remembered is None
+    assert found.action.startswith("not remembered (disk full") and "call remember" in found.action
+
+
+def test_the_same_remember_twice_in_a_row_is_acted_on_once(tmp_path: Path) -> None:
+    counting = _Counting()
+    responder = TriggerResponder(HomeTriggers(tmp_path), counting, "act", None)  # type: ignore[arg-type]
+    first = responder.respond("Remember that the gate code is 4412.")  # recall
+    again = responder.respond("remember that  the gate code is 4412")  # record_turn, same message
+    other = responder.respond("Remember that the bike lock is 1234.")
+    assert counting.calls == 2 and first is not None and again is not None and other is not None
+    assert again.memory_id == first.memory_id and again.action.startswith("already remembered")
