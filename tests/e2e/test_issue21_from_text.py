@@ -17,40 +17,14 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.client.session import ClientRequestContext
-from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from tests.embedding_server import EmbeddingServer, Reply
+from tests.e2e.test_dream_sampling import ClientModel
+from tests.embedding_server import EmbeddingServer
+from tests.unit.services.test_llm_dream import chat
 
 pytestmark = pytest.mark.anyio
 
 ALL_TOOLS = {"ROCKMEM_TOOLSETS": "all"}
-
-
-class ClientModel:
-    """A client's model that answers each sampling request with the next scripted text."""
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.requests: list[CreateMessageRequestParams] = []
-
-    async def __call__(self, context: ClientRequestContext, params: CreateMessageRequestParams) -> CreateMessageResult:
-        self.requests.append(params)
-        text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return CreateMessageResult(
-            role="assistant", model="client-model", stop_reason="endTurn", content=TextContent(type="text", text=text)
-        )
-
-
-def chat(content: str | dict, tokens: int = 100) -> Reply:
-    """A chat-completions answer whose message is `content` (a dict is sent as JSON text)."""
-    text = content if isinstance(content, str) else json.dumps(content)
-
-    def reply(body: dict) -> tuple[int, object]:
-        message = {"role": "assistant", "content": text}
-        return 200, {"choices": [{"index": 0, "message": message}], "usage": {"total_tokens": tokens}}
-
-    return reply
 
 
 @pytest.fixture
