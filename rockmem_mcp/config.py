@@ -139,13 +139,24 @@ class Settings(BaseModel):
         "no model",
     )
 
+    # Accountability (seed 004 §12): every durable change appends a line to meta/audit.log; the home is a git
+    # repository that a background thread commits the changes to in batches (history and rollback need it).
+    audit: bool = Field(True, description="Append a line to meta/audit.log for every durable change")
+    audit_git: bool = Field(True, description="Keep the home's history in git (needs the git program)")
+    audit_commit_seconds: float = Field(1.0, gt=0, description="How often pending changes are committed to git")
+    audit_retention_days: int = Field(90, ge=1, description="Audit lines older than this fold into monthly digests")
+    critical_files: list[str] = Field(
+        default_factory=lambda: ["SOUL.md", "IDENTITY.md", "MEMORY.md", "AGENTS.md", "triggers.json"],
+        description="Files (relative to the home) whose change outside the server raises an alert, comma-separated",
+    )
+
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
     toolsets: list[str] = Field(
         default_factory=lambda: ["default"], description="Toolsets to expose, comma-separated, e.g. default,graph"
     )
 
-    @field_validator("allowed_hosts", "toolsets", mode="before")
+    @field_validator("allowed_hosts", "toolsets", "critical_files", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value

@@ -47,6 +47,7 @@ from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_counts
 from rockmem_mcp.search.tiers import Tiers
 from rockmem_mcp.search.vectors import VectorFiles
+from rockmem_mcp.services.audit import Audit, acting_as, quoted
 from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer, open_access_log
@@ -111,6 +112,7 @@ class MemoryService:
         else:
             log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
+        self.audit = Audit(settings, clock)
         self.journal = ChangeJournal(settings.index_dir)
         self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
@@ -129,7 +131,8 @@ class MemoryService:
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
         self.vector_files = VectorFiles(settings.embeddings_dir)
         self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
-        migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
+        with acting_as("system:init"):
+            migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
         if embed_in_background:  # one-shot commands write reinforcement once, at close
@@ -341,6 +344,14 @@ class MemoryService:
         if not bulk and self._changes_since_snapshot >= self.settings.snapshot_every_changes:
             self._snapshot_in_background()
 
+    def _path(self, entry: MemoryEntry) -> Path:
+        return self.files.path_for(entry.id, entry.category)
+
+    def _audited(self, action: str, entry: MemoryEntry, summary: str) -> None:
+        """The change's audit line: the last step inside `_undone_on_error`, so a change whose line could not
+        be written is undone and reported, and an acknowledged change always has its line."""
+        self.audit.record(action, self._path(entry), summary)
+
     # ------------------------------------------------------------------ snapshots
     def write_snapshot(self) -> None:
         """Persist the index so the next start skips reading every file; rotates a long journal.
@@ -452,6 +463,7 @@ class MemoryService:
             with self._undone_on_error(None, entry):
                 self.index.upsert(entry)
                 self._record([entry])
+                self._audited("CREATE", entry, f"saved {quoted(entry.content)}")
         for listener in self.save_listeners:
             listener(entry)
         return entry
@@ -495,11 +507,11 @@ class MemoryService:
         with self._lock, self._id_locks.hold(unique):
             self._sync()
             moved = []
-            replaced = 0
+            replacing: set[str] = set()
             for entry in unique.values():
                 old = self.index.location(entry.id)
                 if old is not None:
-                    replaced += 1
+                    replacing.add(entry.id)
                     if old.category != entry.category:
                         moved.append(old)
             self.files.write_many(unique.values())
@@ -507,7 +519,11 @@ class MemoryService:
                 self.files.remove_moved(location, EntryLocation(location.entry_id, unique[location.entry_id].category))
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
-        return replaced + len(entries) - len(unique)
+            self.audit.record_many(
+                self.audit.line("EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content))
+                for entry in unique.values()
+            )
+        return len(replacing) + len(entries) - len(unique)
 
     def revise_many(self, entry_ids: list[str], revise: Callable[[MemoryEntry], dict[str, Any] | None]) -> int:
         """Set fields of many entries in one durable batch, computed by `revise` from each entry as it is now,
@@ -517,6 +533,7 @@ class MemoryService:
         with self._lock, self._id_locks.hold(entry_ids):
             self._sync()
             updated = []
+            fields_of: dict[str, list[str]] = {}
             for entry_id in entry_ids:
                 try:
                     current, _ = self._read_current(entry_id)
@@ -528,11 +545,16 @@ class MemoryService:
                 if {"content", "category", "id"} & set(fields):
                     raise InvalidInputError("revise_many changes neither content, category nor id; use update")
                 updated.append(current.model_copy(update=fields))
+                fields_of[entry_id] = list(fields)
             if not updated:
                 return 0
             self.files.write_many(updated)
             self.index.upsert_many(updated)
             self._record(updated, bulk=True)
+            self.audit.record_many(
+                self.audit.line("EDIT", self._path(entry), "set " + ", ".join(sorted(fields_of[entry.id])))
+                for entry in updated
+            )
         return len(updated)
 
     def _read_current(self, entry_id: str) -> tuple[MemoryEntry, EntryLocation]:
@@ -627,6 +649,13 @@ class MemoryService:
                     self.files.remove_moved(location, EntryLocation(updated.id, updated.category))
                 self.index.upsert(updated)
                 self._record([updated], [location] if moved else [])
+                if current.archived:
+                    self._audited("EDIT", updated, "restored from the archive")
+                elif moved:
+                    old = self.files.path_for(current.id, current.category)
+                    self._audited("RENAME", updated, f"moved from {self.audit.file(old)}")
+                else:
+                    self._audited("EDIT", updated, "changed " + ", ".join(sorted(changes)))
             return self.with_uses(updated)
 
     def delete(
@@ -656,6 +685,7 @@ class MemoryService:
                 with self._undone_on_error(current, None):
                     self.index.remove(entry_id)
                     self._record(removed=[location])
+                    self._audited("DELETE", current, f"deleted for good{_because(reason)} {quoted(current.content)}")
                 self.vector_files.remove(entry_id)  # derived: after the delete is published
                 return DeleteResult(id=entry_id, permanent=True, entry=None)
             if current.archived:
@@ -671,6 +701,8 @@ class MemoryService:
             with self._undone_on_error(current, archived):
                 self.index.bm25.set_archived(entry_id, True)
                 self._record([archived])
+                merged = f"; merged into {superseded_by}" if superseded_by else ""
+                self._audited("ARCHIVE", archived, f"archived{_because(reason)}{merged} {quoted(current.content)}")
             return DeleteResult(id=entry_id, permanent=False, entry=archived)
 
     def search(
@@ -963,6 +995,10 @@ class MemoryService:
                 tiers=tier_counts(self.index.salience(live, self._always_view())),
                 pinned=int(self.index.pinned.view[live].sum()),
             )
+
+
+def _because(reason: str | None) -> str:
+    return f" ({reason})" if reason else ""
 
 
 def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:

@@ -11,6 +11,7 @@ what was appended after them, or removed; an appender that opened the old file r
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -47,22 +48,7 @@ class DailyLog(Generic[Record]):
 
     def append(self, record: Record, day: date) -> None:
         make_folders(self.directory)
-        line = (record.model_dump_json() + "\n").encode("utf-8")
-        while True:
-            fd = open_fd(self.path(day), os.O_RDWR | os.O_CREAT | os.O_APPEND)
-            try:
-                if fcntl is not None:  # the torn-line check and the write happen as one, among processes
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    if not _still_at(fd, self.path(day)):
-                        continue  # consumed while we waited for the lock: append to the file there now
-                size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line  # a crash left a torn last line: ours starts on a line of its own
-                os.write(fd, line)
-                os.fsync(fd)
-                return
-            finally:
-                os.close(fd)
+        append_line(self.path(day), (record.model_dump_json() + "\n").encode("utf-8"))
 
     def days(self) -> list[date]:
         """The days that have a log, oldest first."""
@@ -221,6 +207,29 @@ class DailyLog(Generic[Record]):
 
     def remove(self, day: date) -> None:
         self.consume(day)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append `line` (whole lines, ending in a newline) durably to the log at `path`, in one write under the
+    log's exclusive lock: processes appending at once never interleave, a line torn by a crash or a full disk
+    does not swallow ours, and a file replaced (consumed, rewritten) while we waited is appended to anew."""
+    while True:
+        fd = open_fd(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        try:
+            if fcntl is not None:  # the torn-line check and the write happen as one, among processes
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _still_at(fd, path):
+                    continue  # consumed while we waited for the lock: append to the file there now
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a crash left a torn last line: ours starts on a line of its own
+            written = os.write(fd, line)
+            if written < len(line):  # a regular file takes less only when it cannot grow: the disk is full
+                raise OSError(errno.ENOSPC, "No space left on device (an append was cut short)", str(path))
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)
 
 
 def _still_at(fd: int, path: Path) -> bool:

@@ -1,0 +1,98 @@
+"""Who changed what, when, why and with what approval (seed 004 §12): the one place stores report a change.
+
+Each store's service calls `Audit.record` after its file is durably in place and before the change is
+acknowledged, inside the step that undoes the file when something after it fails: an acknowledged change
+always has its line, and a change that failed has none. (A crash between the file and its line leaves a
+change without a line, never acknowledged; the git history's start-up check finds it — services/history.py.)
+
+The actor is the process's own (main, subagent:NAME, patrol:NAME from its namespace), or what a caller set
+for a stretch of work with `acting_as` (dream:RUN, manual for the CLI, system:…).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.models import utc_now
+from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, AuditLog
+
+AUDIT_NAME = "audit.log"
+MANUAL = "manual"
+
+_actor: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_actor", default=None)
+_approval: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_approval", default=None)
+
+
+@contextlib.contextmanager
+def acting_as(actor: str, approval: str | None = None) -> Iterator[None]:
+    """Changes made inside (in this thread or task) are logged as `actor`'s, with `approval` if given."""
+    actor_token = _actor.set(actor)
+    approval_token = _approval.set(approval)
+    try:
+        yield
+    finally:
+        _actor.reset(actor_token)
+        _approval.reset(approval_token)
+
+
+def current_actor() -> str | None:
+    return _actor.get()
+
+
+def process_actor(namespace: str | None) -> str:
+    """main for a process of its own; subagent:NAME or patrol:NAME for one started in such a namespace."""
+    if namespace:
+        root, _, name = namespace.partition("/")
+        if root in ("subagent", "patrol"):
+            return f"{root}:{name}"
+    return "main"
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """A short quote of stored text for a summary (the log cleans it to one printable line)."""
+    text = " ".join(text.split())
+    return '"' + (text if len(text) <= limit else text[: limit - 1].rstrip() + "…") + '"'
+
+
+class Audit:
+    def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
+        self.enabled = settings.audit
+        self.home = settings.home
+        self.log = AuditLog(settings.meta_dir / AUDIT_NAME)
+        self._clock = clock
+        self._process_actor = process_actor(settings.namespace)
+
+    def actor(self) -> str:
+        return _actor.get() or self._process_actor
+
+    def file(self, path: str | Path) -> str:
+        """`path` as the log names it: relative to the home, `/` separated (a path outside is kept whole)."""
+        text = os.fspath(path)
+        home = os.fspath(self.home)
+        if text.startswith(home + os.sep):
+            text = text[len(home) + 1 :]
+        return text.replace(os.sep, "/")
+
+    def line(
+        self, action: str, path: str | Path, summary: str, approval: str | None = None, actor: str | None = None
+    ) -> AuditLine:
+        actor = actor or self.actor()
+        approval = approval or _approval.get() or (NO_APPROVAL if actor == MANUAL else "auto")
+        return AuditLine(self._clock(), action, self.file(path), actor, approval, summary)
+
+    def record(
+        self, action: str, path: str | Path, summary: str, approval: str | None = None, actor: str | None = None
+    ) -> None:
+        """Append one line durably; raises OSError when it cannot (the caller then undoes its change)."""
+        if self.enabled:
+            self.log.append([self.line(action, path, summary, approval, actor)])
+
+    def record_many(self, lines: Iterable[AuditLine]) -> None:
+        if self.enabled:
+            self.log.append(list(lines))

@@ -1,0 +1,176 @@
+"""The audit log (seed 004 §12.4): `meta/audit.log`, one line per durable change of any store.
+
+    TIMESTAMP | ACTION | FILE | ACTOR | APPROVAL | SUMMARY
+
+Lines are appended durably (one write and an fsync under the log's lock, like the daily logs), so a line
+that was appended survives a crash. A line torn by a crash or a full disk is skipped when read and never
+swallows the line after it. FILE is the changed file's path relative to the home, with `/` separators.
+Every field is one line of printable text: what is written here comes from memory and stays data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
+from rockmem_mcp.storage.daily_log import _still_at, append_line
+from rockmem_mcp.storage.no_follow import make_folders, open_fd
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+# The seed's action words (004 §12.4 and §13.7).
+ACTIONS = (
+    "CREATE",
+    "EDIT",
+    "APPEND",
+    "DELETE",
+    "ARCHIVE",
+    "MERGE",
+    "REVERT",
+    "DECAY",
+    "RENAME",
+    "PROPOSE",
+    "COMMIT",
+    "REJECT",
+    "ALERT",
+)
+NO_APPROVAL = "—"  # the seed's mark for "no approval applies" (a human's own edit)
+SUMMARY_CHARS = 200
+_FIELD_CHARS = 300
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def clean_field(text: str, limit: int = _FIELD_CHARS, separator: bool = True) -> str:
+    """One line of printable text: control and bidi characters become spaces, `|` (the separator) becomes
+    `/` unless this is the last field, and text past `limit` is cut with an ellipsis."""
+    text = _UNPRINTABLE.sub(" ", text).strip()
+    if separator:
+        text = text.replace("|", "/")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def format_time(moment: datetime) -> str:
+    """UTC with milliseconds: lines sort by their text, and a point in time falls between two lines."""
+    return moment.astimezone(UTC).strftime(_TIME_FORMAT)[:-4] + "Z"
+
+
+def parse_time(text: str) -> datetime | None:
+    for pattern in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ"):
+        try:
+            return datetime.strptime(text, pattern).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class AuditLine:
+    time: datetime
+    action: str
+    file: str  # relative to the home, `/` separated; a folder or a pattern for a change of many files
+    actor: str  # main, subagent:NAME, patrol:NAME, dream:RUN, manual, system:…
+    approval: str  # auto, approved, pending, rejected, or NO_APPROVAL
+    summary: str
+
+    def format(self) -> str:
+        fields = (
+            format_time(self.time),
+            self.action,
+            clean_field(self.file),
+            clean_field(self.actor, 80),
+            clean_field(self.approval, 40),
+        )
+        return " | ".join(fields) + " | " + clean_field(self.summary, SUMMARY_CHARS, separator=False)
+
+    @classmethod
+    def parse(cls, text: str) -> AuditLine | None:
+        """The line, or None when it is not one (torn by a crash, or edited into another shape)."""
+        parts = text.rstrip("\n").split(" | ", 5)
+        if len(parts) != 6 or parts[1] not in ACTIONS:
+            return None
+        moment = parse_time(parts[0])
+        if moment is None:
+            return None
+        return cls(moment, parts[1], parts[2], parts[3], parts[4], clean_field(parts[5], separator=False))
+
+
+@dataclass(frozen=True)
+class AuditRead:
+    lines: list[tuple[AuditLine, int]]  # each line with the offset just past it
+    end: int  # where the next read starts (a line still being written is left for later)
+    inode: int
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, lines: list[AuditLine]) -> None:
+        """Append durably, in one write; raises OSError (ENOSPC for a write cut short) when that fails."""
+        if not lines:
+            return
+        make_folders(self.path.parent)
+        append_line(self.path, "".join(line.format() + "\n" for line in lines).encode("utf-8"))
+
+    def read(self, offset: int = 0, inode: int | None = None) -> AuditRead:
+        """The whole lines past `offset` (from the start when the file is no longer the one with `inode`, e.g.
+        rewritten by retention, or shorter than `offset`); unreadable lines are skipped."""
+        try:
+            fd = open_fd(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return AuditRead([], 0, 0)
+        try:
+            stat = os.fstat(fd)
+            if (inode is not None and stat.st_ino != inode) or offset > stat.st_size:
+                offset = 0
+            data = os.pread(fd, stat.st_size - offset, offset)
+        finally:
+            os.close(fd)
+        lines, end = [], offset
+        for raw in data.splitlines(keepends=True):
+            if not raw.endswith(b"\n"):
+                break  # being written (or torn at the very end): read again later
+            end += len(raw)
+            line = AuditLine.parse(raw.decode("utf-8", "replace"))
+            if line is not None:
+                lines.append((line, end))
+        return AuditRead(lines, end, stat.st_ino)
+
+    def lines(self) -> Iterator[AuditLine]:
+        for line, _ in self.read().lines:
+            yield line
+
+    def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]]) -> int:
+        """Replace the log with `keep(lines)` atomically, under the lock appenders take (an append waiting
+        meanwhile lands in the new file); returns how many lines went. Torn lines are dropped."""
+        try:
+            fd = open_fd(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _still_at(fd, self.path):
+                    return self.rewrite(keep)
+            current = self.read().lines
+            kept = keep([line for line, _ in current])
+            if len(kept) == len(current):
+                return 0
+            if kept:
+                atomic_write(self.path, "".join(line.format() + "\n" for line in kept).encode("utf-8"))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    remove_durably(self.path)
+            return len(current) - len(kept)
+        finally:
+            os.close(fd)
