@@ -129,6 +129,24 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument(
         "--embeddings", action="store_true", help="also give every memory its embedding now, with progress"
     )
+    log_cmd = sub.add_parser("log", parents=[common], help="the audit trail: who changed what, when and why")
+    log_cmd.add_argument("--item", help="a memory id, entity id, procedure or file (part of its path)")
+    log_cmd.add_argument("--action", help="e.g. ARCHIVE,DELETE")
+    log_cmd.add_argument("--actor", help="e.g. dream, subagent:x, manual")
+    log_cmd.add_argument("--since", help="ISO time, day or age (2h, 3d)")
+    log_cmd.add_argument("--until", help="ISO time, day or age")
+    log_cmd.add_argument("--limit", type=int, default=50)
+    log_cmd.add_argument("--json", action="store_true", help="as JSON")
+    history = sub.add_parser("history", parents=[common], help="every version of one memory or file, with who and why")
+    history.add_argument("item", help="a memory id, entity id, procedure or file path")
+    history.add_argument("--limit", type=int, default=20)
+    history.add_argument("--json", action="store_true", help="as JSON")
+    revert = sub.add_parser("revert", parents=[common], help="put back one item, undo a run, or restore the home")
+    revert.add_argument("item", nargs="?", help="a memory id, entity id, procedure or file path")
+    revert.add_argument("--to", help="with item: a commit from its history or a time (default: before its last change)")
+    revert.add_argument("--run", help="undo a whole run: dream:ID, reflection:ID or rv-… (a revert)")
+    revert.add_argument("--home-as-of", help="restore every store as of this time (ISO time, day or age)")
+    revert.add_argument("--json", action="store_true", help="as JSON")
     return parser
 
 
@@ -648,6 +666,101 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
+@contextlib.contextmanager
+def _audit_trail(settings: Settings, git: bool) -> Iterator[tuple[Any, Any]]:
+    """The audit trail, and with `git` the home's history brought up to date (commits what is pending)."""
+    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.services.audit_trail import AuditTrail
+    from rockmem_mcp.services.history import GitHistory
+
+    audit = Audit(settings)
+    history = GitHistory(settings, audit) if git else None
+    try:
+        yield AuditTrail(audit, history), history
+    finally:
+        if history is not None:
+            history.close()
+
+
+def _print_entries(entries: list[Any]) -> None:
+    for entry in entries:
+        print(f"{entry.time:%Y-%m-%dT%H:%M:%S}Z | {entry.action} | {entry.file} | {entry.actor} | {entry.approval} | "
+              f"{entry.summary}")  # fmt: skip
+
+
+def _log(settings: Settings, args: argparse.Namespace) -> int:
+    """Read-only: runs beside a server."""
+    from rockmem_mcp.models import AuditResult, utc_now
+    from rockmem_mcp.services.audit_trail import parse_moment
+
+    now = utc_now()
+    with _audit_trail(settings, git=False) as (trail, _):
+        entries = trail.entries(
+            file=args.item,
+            action=args.action,
+            actor=args.actor,
+            since=parse_moment(args.since, now, "--since") if args.since else None,
+            until=parse_moment(args.until, now, "--until") if args.until else None,
+            limit=args.limit,
+        )
+    if args.json:
+        print(AuditResult(entries=entries).model_dump_json(indent=2))
+    else:
+        _print_entries(entries)
+    return 0
+
+
+def _history(settings: Settings, args: argparse.Namespace) -> int:
+    with _audit_trail(settings, git=True) as (trail, _):
+        result = trail.item_history(args.item, args.limit)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    for version in result.versions:
+        state = "removed" if version.deleted else (version.text or "").replace("\n", " ")[:160]
+        print(f"{version.time:%Y-%m-%dT%H:%M:%S}Z {version.commit[:12]} {version.file}: {state}")
+        for change in version.changes:
+            print(f"    {change.action} by {change.actor} ({change.approval}): {change.summary}")
+    if not result.versions:
+        _print_entries(result.entries)
+    if result.note:
+        print(result.note, file=sys.stderr)
+    return 0
+
+
+def _revert(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.models import utc_now
+    from rockmem_mcp.services.audit import MANUAL, acting_as
+    from rockmem_mcp.services.audit_trail import parse_moment
+    from rockmem_mcp.services.rollback import Rollback
+
+    if sum(map(bool, (args.item, args.run, args.home_as_of))) != 1:
+        print("rockmem-mcp: name exactly one of ITEM, --run or --home-as-of", file=sys.stderr)
+        return 2
+    with (
+        _memory(settings) as memory,
+        _graph(settings) as graph,
+        _audit_trail(settings, git=True) as (_, history),
+        acting_as(MANUAL),
+    ):
+        rollback = Rollback(settings, memory.audit, history, memory, graph=lambda: graph)
+        if args.item:
+            result = rollback.revert_item(args.item, args.to)
+        elif args.run:
+            result = rollback.revert_run(args.run)
+        else:
+            result = rollback.restore_home(parse_moment(args.home_as_of, utc_now(), "--home-as-of"))
+        history.flush()
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(f"{result.revert_id}: {len(result.restored)} restored, {len(result.removed)} removed as of "
+          f"{result.restored_to[:12]}; undo it with: rockmem-mcp revert --run {result.revert_id}")  # fmt: skip
+    for skip in result.skipped:
+        print(f"skipped {skip.file}: {skip.reason}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {
     "search": _search,
     "import": _import,
@@ -660,4 +773,7 @@ COMMANDS = {
     "salience": _salience,
     "core": _core,
     "reindex": _reindex,
+    "log": _log,
+    "history": _history,
+    "revert": _revert,
 }

@@ -1148,3 +1148,48 @@ class ForgottenItem(BaseModel):
     text: str
     at: UtcDatetime = Field(description="When it was forgotten")
     reason: str | None = None
+
+
+class AuditEntry(BaseModel):
+    """One line of the audit trail (seed 004 §12.4): who changed which file, when, how and why."""
+
+    time: UtcDatetime
+    action: str = Field(description="CREATE, EDIT, APPEND, DELETE, ARCHIVE, MERGE, REVERT, DECAY, RENAME, ALERT, …")
+    file: str = Field(description="Relative to the data home")
+    actor: str = Field(description="main, subagent:NAME, patrol:NAME, dream:RUN, manual, system:…")
+    approval: str
+    summary: str
+
+
+class AuditVersion(BaseModel):
+    """One version of a file in the home's git history, with the audit lines that made it."""
+
+    commit: str = Field(description="Pass it as `to` to revert")
+    time: UtcDatetime
+    file: str
+    deleted: bool = Field(description="The file did not exist in this version")
+    text: str | None = Field(None, description="A memory's content, or the file's text (at most 2,000 characters)")
+    changes: list[AuditEntry] = Field(default_factory=list, description="Who changed it and why")
+
+
+class AuditResult(BaseModel):
+    """Audit lines (newest first), or one item's history (newest version first), or alerts acknowledged."""
+
+    entries: list[AuditEntry] = Field(default_factory=list)
+    versions: list[AuditVersion] = Field(default_factory=list)
+    note: str | None = Field(None, description="What could not be shown, and why")
+
+
+class RevertSkip(BaseModel):
+    file: str
+    reason: str
+
+
+class RevertResult(BaseModel):
+    """What a revert restored. It logged REVERT lines; revert `revert_id` (as run) to undo it."""
+
+    revert_id: str
+    restored_to: str = Field(description="The commit the files now match")
+    restored: list[str] = Field(default_factory=list, description="Files put back as they were")
+    removed: list[str] = Field(default_factory=list, description="Files that did not exist then, removed")
+    skipped: list[RevertSkip] = Field(default_factory=list)

@@ -16,6 +16,7 @@ from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server import prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
+from rockmem_mcp.server.tools import audit as audit_tools
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
 from rockmem_mcp.server.tools import dream as dream_tools
@@ -27,6 +28,7 @@ from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
+from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
@@ -35,11 +37,13 @@ from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.remembering import Remembering
+from rockmem_mcp.services.rollback import Rollback
 from rockmem_mcp.services.stores import open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
@@ -182,6 +186,11 @@ def build_server(
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)
+        if memory.read_only is None:  # a home nobody may write has no history to keep
+            opened.history = GitHistory(settings, memory.audit)
+            opened.history.start()  # its own thread: the first commit of a big home never delays the start
+        opened.audit_trail = AuditTrail(memory.audit, opened.history)
+        opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result)
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:
@@ -197,6 +206,8 @@ def build_server(
             running.remove(opened)
             if opened.enricher is not None:
                 await anyio.to_thread.run_sync(opened.enricher.close)
+            if opened.history is not None:
+                await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
             await anyio.to_thread.run_sync(_close_graph, graph_opening)
             await anyio.to_thread.run_sync(memory.close)
 
@@ -222,6 +233,7 @@ def build_server(
     episodes_tools.register(server)
     procedures_tools.register(server)
     forget_tools.register(server)
+    audit_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
@@ -19,11 +20,13 @@ from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.remembering import Remembering
+from rockmem_mcp.services.rollback import Rollback
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import TriggerResponder
 from rockmem_mcp.services.working import WorkingMemory
@@ -52,6 +55,9 @@ class Services:
     enricher: Enricher | None = None  # save-time enrichment, with a language model configured
     working_vectors: WorkingVectors | None = None  # with embeddings: working-memory search ranks hybrid
     forgetting: Forgetting | None = None  # forget across every store (seed 004 §8.3)
+    history: GitHistory | None = None  # the home's git history, committed in the background (seed 004 §12.3)
+    audit_trail: AuditTrail | None = None  # who changed what, when and why; an item's versions
+    rollback: Rollback | None = None  # put an item, a run or the whole home back
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).

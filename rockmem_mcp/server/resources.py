@@ -183,3 +183,26 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
         """A procedure as markdown: trigger, numbered steps, notes, where it was learned, and its history (one
         line per version); its version is what save_procedure takes to update it."""
         return services(ctx).procedures.markdown(name)
+
+    @server.resource("rockmem://audit", mime_type="text/plain", title="The audit trail")
+    @reports_resource_errors
+    def audit_trail() -> str:
+        """The 100 newest audit lines, newest first: TIMESTAMP | ACTION | FILE | ACTOR | APPROVAL | SUMMARY (the
+        audit tool filters them and shows an item's versions; revert puts things back)."""
+        trail = current().audit_trail
+        entries = trail.entries(limit=100) if trail is not None else []
+        return visible(
+            "\n".join(
+                f"{e.time:%Y-%m-%dT%H:%M:%S}Z | {e.action} | {e.file} | {e.actor} | {e.approval} | {e.summary}"
+                for e in entries
+            )
+        )
+
+    @server.resource("rockmem://history/{item}", mime_type="application/json", title="An item's history")
+    @reports_resource_errors
+    def item_history(item: str, ctx: Context) -> str:
+        """Every version of a memory (by id), entity, procedure or file, newest first, with who changed it, when,
+        with what approval and why; a version's commit is what revert takes as `to`."""
+        trail = services(ctx).audit_trail
+        assert trail is not None  # the lifespan builds it
+        return trail.item_history(item).model_dump_json(indent=2)

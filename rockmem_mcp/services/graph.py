@@ -306,6 +306,17 @@ class GraphService:
         self._position = read.position
         self._changes_since_snapshot += len(read.records)
 
+    def reread_files(self, entity_ids: Iterable[str], triple_ids: Iterable[str]) -> None:
+        """Bring the graph (and, through the journal, every other process's) in line with entity and triple
+        files put back or removed behind the service (a revert)."""
+        changed = _Changes()
+        changed.removed_entities.update(i for i in entity_ids if _is_record_id(i))
+        changed.removed_triples.update(i for i in triple_ids if _is_record_id(i))
+        with self._lock:
+            self._sync()
+            self._reread(changed)
+            self._journal(changed)
+
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
         with self._lock:

@@ -352,6 +352,32 @@ class MemoryService:
         be written is undone and reported, and an acknowledged change always has its line."""
         self.audit.record(action, self._path(entry), summary)
 
+    @contextlib.contextmanager
+    def locked(self, entry_ids: Iterable[str]) -> Iterator[None]:
+        """Hold the store's lock and these ids' write locks (across processes) for the body."""
+        with self._lock, self._id_locks.hold(list(entry_ids)):
+            yield
+
+    def adopt_files(self, files: Iterable[str]) -> int:
+        """Bring the index (and, through the journal, every other process's) in line with memory files that
+        were put back or removed behind the service (a revert): `files` relative to the memory folder's
+        parent, e.g. memory/people/ID.json. Returns how many were taken in."""
+        records = []
+        for file in files:
+            parts = file.split("/")
+            if len(parts) < 2 or parts[0] != self.settings.memory_dir.name or not parts[-1].endswith(".json"):
+                continue
+            category = "/".join(parts[1:-1]) or None
+            records.append({"s": STORE, "op": "put", "id": parts[-1][: -len(".json")], "c": category})
+        if not records:
+            return 0
+        with self._lock:
+            self._sync()
+            self.journal.append(records)  # other processes re-read the same files
+            self._apply(self.index, records)
+            self.vector_worker.wake()
+        return len(records)
+
     # ------------------------------------------------------------------ snapshots
     def write_snapshot(self) -> None:
         """Persist the index so the next start skips reading every file; rotates a long journal.

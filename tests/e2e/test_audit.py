@@ -1,0 +1,126 @@
+"""The audit trail over real stdio: every change has its line, an item's versions come from git, and revert puts
+back one memory, a whole dream run or the whole home — each logged, indexed at once, and itself revertable."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+def days_ago(days: float) -> datetime:
+    return datetime.now(UTC) - timedelta(days=days)
+
+
+def ids(result: dict[str, Any]) -> list[str]:
+    return [hit["id"] for hit in result["results"]]
+
+
+def git_log(home: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", f"--git-dir={home / '.git'}", f"--work-tree={home}", "log", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout
+
+
+async def test_a_memory_s_history_and_revert_over_stdio(stdio_server, home, call, call_error) -> None:
+    async with stdio_server(home) as client:
+        saved = await call(client, "save_memory", content="The deploy window is Thursday", category="work")
+        entry_id = saved["id"]
+        await call(client, "update_memory", id=entry_id, content="The deploy window is Friday")
+        await call(client, "update_memory", id=entry_id, content="The deploy window is Saturday")
+
+        lines = (await call(client, "audit", item=entry_id))["entries"]
+        assert [line["action"] for line in lines] == ["EDIT", "EDIT", "CREATE"]  # newest first
+        assert {line["actor"] for line in lines} == {"main"} and {line["approval"] for line in lines} == {"auto"}
+        assert {line["file"] for line in lines} == {f"memory/work/{entry_id}.json"}
+
+        history = await call(client, "audit", item=entry_id, history=True)
+        texts = [v["text"] for v in history["versions"]]
+        assert texts[:3] == [f"The deploy window is {day}" for day in ("Saturday", "Friday", "Thursday")]
+        assert history["versions"][0]["changes"][0]["action"] == "EDIT"
+
+        # Back to before the last change (the default), found by search at once.
+        reverted = await call(client, "revert", item=entry_id)
+        assert reverted["restored"] == [f"memory/work/{entry_id}.json"] and reverted["revert_id"].startswith("rv-")
+        assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Friday"
+        assert ids(await call(client, "search_memory", query="deploy Friday")) == [entry_id]
+        assert ids(await call(client, "search_memory", query="Saturday")) == []
+        reverts = (await call(client, "audit", item=entry_id, action="REVERT"))["entries"]
+        assert len(reverts) == 1 and reverts[0]["summary"].startswith(reverted["revert_id"] + ":")
+
+        # To a chosen version, by its commit.
+        first = history["versions"][2]["commit"]
+        await call(client, "revert", item=entry_id, to=first[:12])
+        assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Thursday"
+
+        # A revert is itself revertable.
+        await call(client, "revert", run=reverted["revert_id"])
+        assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Saturday"
+
+        assert "exactly one" in await call_error(client, "revert", item=entry_id, run="dream:x")
+        assert "not a commit" in await call_error(client, "revert", item=entry_id, to="deadbeefdeadbeef")
+        assert "no changes by" in await call_error(client, "revert", run="dream:d-nothing")
+        assert "unknown action" in await call_error(client, "audit", action="ERASE")
+
+        text = (await client.read_resource("rockmem://audit")).contents[0].text
+        assert f"REVERT | memory/work/{entry_id}.json | main | auto | rv-" in text
+    assert "Traceback" not in stdio_server.logs[0].read_text()
+    # Committed in the background, in the seed's message format; the last commit at close at the latest.
+    log = git_log(home, "--format=%B")
+    assert f"[CREATE] memory/work/{entry_id}.json — saved" in log and "Actor: main" in log
+
+
+async def test_undo_a_whole_dream_run(stdio_server, home, seed, call) -> None:
+    dark1, dark2, other = seed(
+        [
+            {"content": "The user prefers dark mode in every editor", "created_at": days_ago(3)},
+            {"content": "the user prefers dark mode in every  editor.", "created_at": days_ago(2)},
+            {"content": "Build artifacts are uploaded to the Hetzner bucket nightly", "created_at": days_ago(5)},
+        ]
+    )
+    async with stdio_server(home) as client:
+        report = (await call(client, "dream", mode="deterministic"))["report"]
+        merged = next(a["result_id"] for a in report["applied"] if a["action"] == "merge")
+        dream_lines = (await call(client, "audit", actor="dream"))["entries"]
+        run = dream_lines[0]["actor"]
+        assert run.startswith("dream:") and {line["actor"] for line in dream_lines} == {run}
+        assert {"CREATE", "ARCHIVE"} <= {line["action"] for line in dream_lines}
+
+        undone = await call(client, "revert", run=run)
+        assert undone["skipped"] == []
+        assert any(merged in file for file in undone["removed"])
+        for entry_id in (dark1, dark2):
+            assert (await call(client, "get_memory", id=entry_id))["archived_at"] is None
+        assert sorted(ids(await call(client, "search_memory", query="dark mode editor"))) == sorted([dark1, dark2])
+        assert ids(await call(client, "search_memory", query="Hetzner bucket")) == [other]
+
+
+async def test_restore_the_whole_home_to_a_point_in_time(stdio_server, home, call) -> None:
+    async with stdio_server(home) as client:
+        kept = (await call(client, "save_memory", content="Alice owns the billing service"))["id"]
+        # The history holds what was there at a moment once it is committed: the audit tool's history flushes.
+        await call(client, "audit", item=kept, history=True)
+        moment = datetime.now(UTC)
+        later = (await call(client, "save_memory", content="Bob joined the billing team"))["id"]
+        await call(client, "update_memory", id=kept, content="Carol owns the billing service")
+        await call(client, "save_to_working_memory", key="scratch", value="kept as it is")
+
+        restored = await call(client, "revert", home_as_of=moment.isoformat())
+        assert restored["removed"] and restored["restored"]
+        assert (await call(client, "get_memory", id=kept))["content"] == "Alice owns the billing service"
+        assert ids(await call(client, "search_memory", query="Bob billing team")) == []
+        assert (await call(client, "get_from_working_memory", key="scratch"))["value"] == "kept as it is"
+
+        # And back again: the restore was one revert.
+        await call(client, "revert", run=restored["revert_id"])
+        assert (await call(client, "get_memory", id=kept))["content"] == "Carol owns the billing service"
+        assert ids(await call(client, "search_memory", query="Bob billing team")) == [later]
