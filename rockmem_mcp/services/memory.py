@@ -495,8 +495,9 @@ class MemoryService:
                 self.index.remove(after.id)
             raise
 
-    def save_many(self, entries: list[MemoryEntry]) -> int:
+    def save_many(self, entries: list[MemoryEntry], audit_as: tuple[str, str] | None = None) -> int:
         """Write a batch (import): one durable flush for all files; ids already present are replaced.
+        `audit_as`: (action, summary) of every entry's audit line, instead of CREATE or EDIT with its text.
 
         Returns how many of the batch replaced an existing entry.
         """
@@ -520,7 +521,11 @@ class MemoryService:
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
             self.audit.record_many(
-                self.audit.line("EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content))
+                self.audit.line(audit_as[0], self._path(entry), audit_as[1])  # a dream's MERGE: the action, said
+                if audit_as is not None
+                else self.audit.line(
+                    "EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content)
+                )
                 for entry in unique.values()
             )
         return len(replacing) + len(entries) - len(unique)
