@@ -112,7 +112,7 @@ class MemoryService:
         else:
             log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
-        self.audit = Audit(settings, clock)
+        self.audit = Audit(settings)  # stamped by the wall clock: the store's clock is its records' time
         self.journal = ChangeJournal(settings.index_dir)
         self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
