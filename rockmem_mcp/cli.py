@@ -229,7 +229,11 @@ def _main(args: argparse.Namespace) -> int:
             refuse_linked_store_folders(settings.store_dirs)
         if command == "serve":
             return _serve(settings, args)
-        with reporting_io_errors(f"running {command}"):
+        from rockmem_mcp.services.audit import MANUAL, acting_as
+
+        # A person at the command line: what a command changes is audited as `manual` (a dream run or the
+        # doctor's repairs say their own actor inside); `serve` acts for its clients instead.
+        with reporting_io_errors(f"running {command}"), acting_as(MANUAL):
             return COMMANDS[command](settings, args)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)

@@ -925,6 +925,7 @@ class DreamAction(BaseModel):
 
 class DreamReport(BaseModel):
     id: str = Field(description="The report's name: its start time, e.g. 20261123T134000Z")
+    run_id: str | None = Field(None, description="The run's actor in meta/audit.log: dream:RUN_ID")
     dream_pass: str
     mode: str = Field(description="llm, sampling, agent or deterministic")
     dry_run: bool

@@ -13,17 +13,23 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, AuditLog
 
+log = logging.getLogger(__name__)
+
 AUDIT_NAME = "audit.log"
 MANUAL = "manual"
+DOCTOR = "system:doctor"
 
 _actor: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_actor", default=None)
 _approval: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_approval", default=None)
@@ -87,12 +93,45 @@ class Audit:
         return AuditLine(self._clock(), action, self.file(path), actor, approval, summary)
 
     def record(
-        self, action: str, path: str | Path, summary: str, approval: str | None = None, actor: str | None = None
+        self,
+        action: str,
+        path: str | Path,
+        summary: str,
+        approval: str | None = None,
+        actor: str | None = None,
+        undo: Callable[[], object] | None = None,
     ) -> None:
-        """Append one line durably; raises OSError when it cannot (the caller then undoes its change)."""
+        """Append one line durably; raises OSError when it cannot, after running `undo` (the change's own undo,
+        for a store that has one: the change then did not happen, and the error says so)."""
         if self.enabled:
-            self.log.append([self.line(action, path, summary, approval, actor)])
+            self.record_many([self.line(action, path, summary, approval, actor)], undo)
 
-    def record_many(self, lines: Iterable[AuditLine]) -> None:
-        if self.enabled:
-            self.log.append(list(lines))
+    def record_many(self, lines: Iterable[AuditLine], undo: Callable[[], object] | None = None) -> None:
+        """Append the lines of one change (a batch: one write, one fsync); on failure as `record`."""
+        if not self.enabled:
+            return
+        batch = list(lines)
+        try:
+            self.log.append(batch)
+        except BaseException:
+            if undo is not None and batch:
+                undone(undo, "a change whose audit line could not be written")
+            raise
+
+
+def line_changes(before: str, after: str) -> str:
+    """How a text file's lines changed, for a summary: "+3 -1 lines" (difflib over its lines)."""
+    added = removed = 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before.splitlines(), after.splitlines()).get_opcodes():
+        if op != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return f"+{added} -{removed} lines"
+
+
+def undone(undo: Callable[[], object], what: str) -> None:
+    """Run an undo step; its own failure is logged (the error that called for it is the one reported)."""
+    try:
+        undo()
+    except (RockmemError, OSError) as exc:
+        log.warning("could not undo %s: %s", what, exc)

@@ -27,6 +27,7 @@ from typing import Literal, get_args
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, RockmemError
 from rockmem_mcp.models import CoreBlock, CoreMemoryView, check_text
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.storage.core_file import (
     BLOCKS,
@@ -114,6 +115,7 @@ class CoreMemory:
         self.settings = settings
         self.memory = memory
         self.file = CoreFile(settings.core_file, settings.meta_dir)
+        self.audit = Audit(settings)
         self.caps = {
             "Identity": settings.core_identity_tokens,
             "Active Context": settings.core_active_context_tokens,
@@ -226,10 +228,18 @@ class CoreMemory:
     # Editing
 
     def edit(
-        self, action: str, block: str, version: str, text: str | None = None, line: int | None = None
+        self,
+        action: str,
+        block: str,
+        version: str,
+        text: str | None = None,
+        line: int | None = None,
+        audit_as: tuple[str, str] | None = None,
     ) -> CoreMemoryView:
         """Change one block (`action`: append, replace_line, remove_line, replace_block) of the core read at
-        `version`; refused if the file changed since, if the result would pass a cap, or if it is malformed."""
+        `version`; refused if the file changed since, if the result would pass a cap, or if it is malformed.
+        `audit_as`: the audit line's action and what it says first (a forget's ARCHIVE or DELETE), instead of
+        EDIT."""
         if action not in EDIT_ACTIONS:
             raise InvalidInputError(f"action must be read or one of {', '.join(EDIT_ACTIONS)}; got {action!r}")
         name = _block_argument(block)
@@ -264,8 +274,10 @@ class CoreMemory:
             measured = _Measured.of(doc, known.measured, name)
             self._check_caps(name, before, self._view("", measured))
             out = doc.render()
+            previous, existed = data, self.file.identity() is not None
             data = (("\ufeff" if known.bom else "") + (out.replace("\n", "\r\n") if known.crlf else out)).encode()
             self.file.write(data)
+            self._audited(changed, new_lines, audit_as, previous, existed)
             fresh = _Parsed(version_of(data), doc, None, known.crlf, known.bom, measured, data)
             self._parsed = fresh
             if name == LIST_BLOCK:
@@ -275,6 +287,24 @@ class CoreMemory:
         view = self._view(fresh.version, measured, name)
         view.changed = changed
         return view
+
+    def _audited(
+        self, changed: str, new_lines: list[str], audit_as: tuple[str, str] | None, previous: bytes, existed: bool
+    ) -> None:
+        """The edit's audit line, right after the write (under the core lock); if it cannot be written, the file
+        goes back to `previous` (removed if there was none) and the error is raised."""
+        action, said = audit_as or ("EDIT" if existed else "CREATE", "")
+        summary = f"{said}{'; ' if said else ''}{changed}"
+        if new_lines:
+            summary += f": {quoted(' / '.join(line.strip() for line in new_lines))}"
+
+        def undo() -> None:
+            if existed:
+                self.file.write(previous)
+            else:
+                self.file.remove()
+
+        self.audit.record(action, self.settings.core_file, summary, undo=undo)
 
     def _check_caps(self, name: str, before: CoreMemoryView, after: CoreMemoryView) -> None:
         old = next(b for b in before.blocks if b.name == name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.models import DreamReport, SalienceListing, SalientMemory, TierChange
 from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, MEMORY_TYPE_WEIGHT, tier, tier_counts
 from rockmem_mcp.services.memory import MemoryService, Saliences
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import read_bytes
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,26 @@ def decay_pass(memory: MemoryService, settings: Settings, report: DreamReport) -
     candidates.sort(key=lambda i: (float(rows.salience[i]), rows.ids[i]))
     report.archive_candidates = _described(memory, rows, candidates[:ARCHIVE_CANDIDATES_LISTED])
     if not report.dry_run:
-        atomic_write(settings.meta_dir / SCORES_NAME, _scores_file(rows, tiers))
+        _record_tiers(memory, settings, report, _scores_file(rows, tiers), len(rows.ids))
+
+
+def _record_tiers(memory: MemoryService, settings: Settings, report: DreamReport, data: bytes, scored: int) -> None:
+    """Write decay-scores.json and its DECAY audit line (the transitions counted); if the line cannot be
+    written, the previous file is put back and the error raised."""
+    path = settings.meta_dir / SCORES_NAME
+    try:
+        previous: bytes | None = read_bytes(path)
+    except FileNotFoundError:
+        previous = None
+    except OSError:  # unreadable (the pass said so): replaced, as before
+        previous = None
+    atomic_write(path, data)
+    moves = Counter(f"{c.from_tier}→{c.to_tier}" for c in report.tier_changes)
+    said = ", ".join(f"{move} {n}" for move, n in sorted(moves.items()))
+    summary = f"{len(report.tier_changes)} entries transitioned{': ' + said if said else ''}; {scored} scored"
+    memory.audit.record(
+        "DECAY", path, summary, undo=lambda: remove_durably(path) if previous is None else atomic_write(path, previous)
+    )
 
 
 def salience_listing(

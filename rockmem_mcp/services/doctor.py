@@ -22,6 +22,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,6 +39,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.services.audit import DOCTOR, Audit, acting_as
 from rockmem_mcp.services.core import CoreMemory
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write
@@ -91,6 +93,7 @@ class Doctor:
         self.settings = settings
         self.home = settings.home
         self._clock = clock
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._quarantine_dir: Path | None = None
 
     def run(self, fix: bool = False) -> DoctorReport:
@@ -102,7 +105,7 @@ class Doctor:
         if not fix:
             report.in_use_by = home_users(self.home)
             return self._run(report, fix)
-        with home_to_itself(self.home):
+        with home_to_itself(self.home), acting_as(DOCTOR):  # its repairs are audited as the doctor's
             return self._run(report, fix)
 
     def _run(self, report: DoctorReport, fix: bool) -> DoctorReport:
@@ -161,7 +164,7 @@ class Doctor:
             kind, detail = problem
             finding = self._found(report, kind, path, detail)
             if fix and kind == "malformed":
-                finding.fixed = self._quarantine(path)
+                finding.fixed = self._quarantine(path, finding.detail)
             elif kind == "misplaced":
                 finding.fixed = "nothing needed: the file's place wins (its id and category are read from it)"
         report.checked["memory files"] = count
@@ -185,7 +188,7 @@ class Doctor:
                 except (ValueError, ValidationError, OSError) as exc:
                     finding = self._found(report, "malformed", path, _first_line(exc))
                     if fix:
-                        finding.fixed = self._quarantine(path)
+                        finding.fixed = self._quarantine(path, finding.detail)
                     continue
                 if isinstance(record, Entity):
                     entities.add(path.stem)
@@ -197,7 +200,7 @@ class Doctor:
             if missing:
                 finding = self._found(report, "orphaned-triple", path, f"entity {', '.join(missing)} is gone")
                 if fix:
-                    finding.fixed = self._quarantine(path)
+                    finding.fixed = self._quarantine(path, finding.detail)
 
     def _working(self, report: DoctorReport, fix: bool) -> None:
         folder = self.settings.working_dir
@@ -216,7 +219,7 @@ class Doctor:
                     report, "malformed", path, f"{_first_line(exc)} (read as empty; the next write would replace it)"
                 )
                 if fix:
-                    finding.fixed = self._quarantine(path)
+                    finding.fixed = self._quarantine(path, finding.detail)
                 continue
             expired = 0
             for raw in entries.values():
@@ -256,7 +259,7 @@ class Doctor:
             except (ValueError, ValidationError, OSError) as exc:
                 finding = self._found(report, "malformed", path, _first_line(exc))
                 if fix:
-                    finding.fixed = self._quarantine(path)
+                    finding.fixed = self._quarantine(path, finding.detail)
 
     def _episodes(self, report: DoctorReport, fix: bool) -> None:
         """Episode logs: a file not named as a day is never read (misplaced); lines that do not parse are skipped
@@ -271,7 +274,7 @@ class Doctor:
             if path not in days:
                 finding = self._found(report, "misplaced", path, "not an episode log (YYYY-MM-DD.jsonl): never read")
                 if fix:
-                    finding.fixed = self._quarantine(path)
+                    finding.fixed = self._quarantine(path, finding.detail)
                 continue
             report.checked["episodes"] = report.checked.get("episodes", 0) + 1
             try:
@@ -293,9 +296,11 @@ class Doctor:
                 detail = f"{len(bad)} unreadable line(s) of {len(good) + len(bad)} (first: line {bad[0]}), skipped"
                 finding = self._found(report, "malformed", path, detail)
                 if fix:
-                    finding.fixed = self._quarantine(path) + "; its readable lines written back"
+                    finding.fixed = self._quarantine(path, detail) + "; its readable lines written back"
                     if good:
                         atomic_write(path, b"".join(good))
+                        said = f"its {len(good)} readable line(s) written back (the whole file is in quarantine)"
+                        self.audit.record("CREATE", path, said, undo=partial(path.unlink, missing_ok=True))
 
     def _store_folder(self, report: DoctorReport, fix: bool, folder: Path, whose: str) -> bool:
         """Whether a store's folder can be checked: absent, or a folder. A regular file there is misplaced (the
@@ -305,7 +310,7 @@ class Doctor:
         if folder.is_file():
             finding = self._found(report, "misplaced", folder, f"a file where {whose} folder belongs: the store fails")
             if fix:
-                finding.fixed = self._quarantine(folder)
+                finding.fixed = self._quarantine(folder, finding.detail)
         return False
 
     def _procedures(self, report: DoctorReport, fix: bool) -> None:
@@ -398,7 +403,7 @@ class Doctor:
         for path, kind, what in sorted(found):
             finding = self._found(report, kind, path, f"{what}: {'not followed' if kind == 'symlink' else 'skipped'}")
             if fix:
-                finding.fixed = self._quarantine(path)
+                finding.fixed = self._quarantine(path, finding.detail)
 
     # ------------------------------------------------------------------ helpers
     def _found(self, report: DoctorReport, kind: str, path: Path, detail: str) -> Finding:
@@ -406,10 +411,15 @@ class Doctor:
         report.findings.append(finding)
         return finding
 
-    def _quarantine(self, path: Path) -> str:
+    def _quarantine(self, path: Path, detail: str = "") -> str:
+        """Move a file (a link, not its target) to quarantine, with a RENAME audit line; if the line cannot be
+        written, the file is moved back and the error raised."""
         target = quarantine(self.home, path, self._started)
         self._quarantine_dir = self.home / QUARANTINE / self._started.strftime("%Y%m%dT%H%M%SZ")
-        return f"moved to {target.relative_to(self.home)}"
+        moved = f"moved to {target.relative_to(self.home)}"
+        said = f"{moved}: {detail}" if detail else moved
+        self.audit.record("RENAME", path, said, undo=lambda: os.replace(target, path))
+        return moved
 
 
 def _files(root: Path) -> list[Path]:

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -51,6 +52,7 @@ from rockmem_mcp.models import (
 )
 from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import acting_as, quoted
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.decay import decay_pass
 from rockmem_mcp.services.dream_episodes import (
@@ -73,7 +75,7 @@ from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.templates import Templates
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
 try:
@@ -217,6 +219,7 @@ class Dreamer:
         started = self._clock()
         return DreamReport(
             id=started.strftime("%Y%m%dT%H%M%S%fZ"),
+            run_id=f"d-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}",
             dream_pass=dream_pass,
             mode=mode,
             dry_run=dry_run,
@@ -239,6 +242,7 @@ class Dreamer:
             report.summary += f"; {report.tiers.get('archive_candidate', 0)} archive candidates to review"
         path = self.settings.dream_reports_dir / f"{report.id}.json"
         atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
+        self.memory.audit.record("CREATE", path, f"dream report: {report.summary}", undo=lambda: remove_durably(path))
         log.info("dream %s", report.summary)
         if not report.dry_run:
             self.journal.clear()  # every merge of this run is complete
@@ -440,41 +444,53 @@ class Dreamer:
         another the newest episode the material showed."""
         self._check_pass(dream_pass)
         with self.locked():
-            run = self._start(self._new_report(dream_pass, mode, dry_run))
-            checkpoint("planned")
-            for problem in problems or []:
-                run.reject("plan", [], problem)
-            allowed = ALLOWED[dream_pass]
-            for field in DreamPlan.model_fields:
-                proposed = getattr(plan, field)
-                if proposed and field not in allowed:
-                    run.reject(field, [], f"{len(proposed)} {field} are not part of the {dream_pass} pass")
-            if "merges" in allowed:
-                for merge in plan.merges:
-                    self._merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
-            if "archives" in allowed:
-                for archive in plan.archives:
-                    self._archive(run, archive.id, archive.reason)
-            if "updates" in allowed:
-                for update in plan.updates:
-                    self._update(run, update.id, update.category, update.tags, update.reason)
-            if "creates" in allowed:
-                for create in plan.creates:
-                    self._create(run, dream_pass, create)
-            if "entities" in allowed:
-                self._graph_additions(run, plan)
-            if dream_pass == "graph":
-                self._graph_cleanup(run, plan)
-            if "procedures" in allowed:
-                for procedure in plan.procedures:
-                    self._procedure(run, procedure)
-            if dream_pass == "preferences" and not dry_run:
-                read = read_through if mode == "llm" else self._agent_read_mark()
-                self._consume_conversation_log(read if isinstance(read, LogMark) else None)
-            if dream_pass == "episodes" and not dry_run:
-                read = read_through if mode == "llm" else self.episode_marks.read()[1]
-                self.episode_marks.advance(read if isinstance(read, EpisodeMark) else None)
-            return self._finish(run.report)
+            report = self._new_report(dream_pass, mode, dry_run)
+            with acting_as(f"dream:{report.run_id}"):  # every change of the run, and its report, is the run's
+                return self._apply(report, plan, problems, read_through)
+
+    def _apply(
+        self,
+        report: DreamReport,
+        plan: DreamPlan,
+        problems: list[str] | None,
+        read_through: LogMark | EpisodeMark | None,
+    ) -> DreamReport:
+        dream_pass, mode, dry_run = report.dream_pass, report.mode, report.dry_run
+        run = self._start(report)
+        checkpoint("planned")
+        for problem in problems or []:
+            run.reject("plan", [], problem)
+        allowed = ALLOWED[dream_pass]
+        for field in DreamPlan.model_fields:
+            proposed = getattr(plan, field)
+            if proposed and field not in allowed:
+                run.reject(field, [], f"{len(proposed)} {field} are not part of the {dream_pass} pass")
+        if "merges" in allowed:
+            for merge in plan.merges:
+                self._merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
+        if "archives" in allowed:
+            for archive in plan.archives:
+                self._archive(run, archive.id, archive.reason)
+        if "updates" in allowed:
+            for update in plan.updates:
+                self._update(run, update.id, update.category, update.tags, update.reason)
+        if "creates" in allowed:
+            for create in plan.creates:
+                self._create(run, dream_pass, create)
+        if "entities" in allowed:
+            self._graph_additions(run, plan)
+        if dream_pass == "graph":
+            self._graph_cleanup(run, plan)
+        if "procedures" in allowed:
+            for procedure in plan.procedures:
+                self._procedure(run, procedure)
+        if dream_pass == "preferences" and not dry_run:
+            read = read_through if mode == "llm" else self._agent_read_mark()
+            self._consume_conversation_log(read if isinstance(read, LogMark) else None)
+        if dream_pass == "episodes" and not dry_run:
+            read = read_through if mode == "llm" else self.episode_marks.read()[1]
+            self.episode_marks.advance(read if isinstance(read, EpisodeMark) else None)
+        return self._finish(run.report)
 
     def _merge(
         self, run: _Run, ids: list[str], content: str, category: str | None, tags: list[str] | None, reason: str
@@ -516,7 +532,8 @@ class Dreamer:
         with self._writing(run, "merge", ids, new_id=merged.id) as unchanged:
             if unchanged:
                 self.journal.add(merged.id, sources)  # first: a re-run after a kill finishes this merge
-                self.memory.save_many([merged])  # then: a crash between leaves a duplicate, never a loss
+                said = f"merged {len(ids)} memories ({', '.join(ids)}; {reason}): {quoted(content)}"
+                self.memory.save_many([merged], audit_as=("MERGE", said))  # a crash between: a duplicate, no loss
                 checkpoint("merged")
                 for entry_id in ids:
                     self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
@@ -772,26 +789,31 @@ class Dreamer:
         >= 0.8 without), the decay pass (salience tiers: changes and archive candidates reported, nothing
         changed), purge of archives older than 90 days, and graph cleanup."""
         with self.locked():
-            run = self._start(self._new_report("deterministic", "deterministic", dry_run))
-            entries = run.entries
-            live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
-            exact, near = self._duplicate_clusters(live, run)
-            checkpoint("planned")
-            for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
-                cluster = [i for i in cluster if i not in run.touched]
-                if len(cluster) < 2:
-                    continue
-                if why == "near-duplicates" and (clashes := contradictions({i: entries[i].content for i in cluster})):
-                    for a, b, reason in clashes:
-                        run.contradiction([a, b], reason)
-                    continue
-                sources = [entries[i] for i in cluster]
-                best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
-                self._merge(run, cluster, best.content, best.category, None, f"{why} (deterministic)")
-            decay_pass(self.memory, self.settings, run.report)
-            self._purge(run, [e for e in entries.values() if e.archived])
-            self._graph_sweep(run)
-            return self._finish(run.report)
+            report = self._new_report("deterministic", "deterministic", dry_run)
+            with acting_as(f"dream:{report.run_id}"):  # every change of the run, and its report, is the run's
+                return self._deterministic(report)
+
+    def _deterministic(self, report: DreamReport) -> DreamReport:
+        run = self._start(report)
+        entries = run.entries
+        live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
+        exact, near = self._duplicate_clusters(live, run)
+        checkpoint("planned")
+        for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
+            cluster = [i for i in cluster if i not in run.touched]
+            if len(cluster) < 2:
+                continue
+            if why == "near-duplicates" and (clashes := contradictions({i: entries[i].content for i in cluster})):
+                for a, b, reason in clashes:
+                    run.contradiction([a, b], reason)
+                continue
+            sources = [entries[i] for i in cluster]
+            best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
+            self._merge(run, cluster, best.content, best.category, None, f"{why} (deterministic)")
+        decay_pass(self.memory, self.settings, run.report)
+        self._purge(run, [e for e in entries.values() if e.archived])
+        self._graph_sweep(run)
+        return self._finish(run.report)
 
     def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:
         """Groups of the same text (case, spacing and final punctuation aside), then groups of near-identical
@@ -888,13 +910,14 @@ class Dreamer:
         cutoff = self._clock() - timedelta(days=OLD_GRAPH_DAYS)
         weak = self.graph.weak_triples(WEAK_TRIPLE_CONFIDENCE, cutoff)
         for triple in weak:
-            run.applied("drop_triple", [triple.id], f"confidence {triple.confidence:.2f} and older than 14 days")
+            why = f"confidence {triple.confidence:.2f} and older than 14 days"
+            run.applied("drop_triple", [triple.id], why)
             if not run.report.dry_run:
-                self.graph.delete_triple(triple.id)
+                self.graph.delete_triple(triple.id, why=f"dream: {why}")
         for entity in self.graph.orphans(cutoff, without={t.id for t in weak}):
             run.applied("drop_entity", [entity.id], f"{entity.name}: no triples, not referenced for 14 days")
             if not run.report.dry_run:
-                self.graph.delete_entity(entity.id)
+                self.graph.delete_entity(entity.id, why="dream: no triples, not referenced for 14 days")
 
 
 def _same_steps(steps: list[str], proposed: list[str]) -> bool:

@@ -48,6 +48,7 @@ from rockmem_mcp.search.salience import (
     tier_counts,
 )
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.reinforcement import Reinforcer
 from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
@@ -72,6 +73,7 @@ class Episodes:
         self.log = DailyLog(settings.episodes_dir, Episode)
         self.index = EpisodeIndex(self.log)
         self.reinforcer = reinforcer
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
 
     def record(
@@ -104,6 +106,10 @@ class Episodes:
         )
         day = episode.at.date()
         self.log.append(episode, day)
+        self.audit.record(
+            "APPEND", self.log.path(day), f"{episode.type} [{episode.id}] {quoted(content)}",
+            undo=lambda: self.log.remove_where(day, lambda e: e.id == episode.id),
+        )  # fmt: skip
         if day not in (now.date(), now.date() - timedelta(days=1)):  # followers check only those: tell them
             touch_directory(self.settings.episodes_dir)
         return episode
@@ -390,10 +396,41 @@ class Episodes:
         now = self._clock()
         return self.between(now - timedelta(days=days), now + timedelta(microseconds=1), query)
 
-    def delete(self, episode_id: str, day: date) -> bool:
-        """A user's explicit delete: the day's log is rewritten without the episode. False if it was not there."""
+    def delete(self, episode_id: str, day: date, action: str = "DELETE", why: str | None = None) -> bool:
+        """A user's explicit delete: the day's log is rewritten without the episode. False if it was not there.
+        `action`, `why`: how its audit line says it (ARCHIVE for a soft forget, which keeps it elsewhere)."""
         validate_entry_id(episode_id)
-        return self.log.remove_where(day, lambda episode: episode.id == episode_id) > 0
+        return bool(self.remove_many(day, {episode_id}, action, why))
+
+    def remove_many(
+        self, day: date, episode_ids: set[str], action: str = "DELETE", why: str | None = None
+    ) -> list[Episode]:
+        """Rewrite `day`'s log without these episodes, with one audit line (if the line cannot be written, they
+        are appended back and the error raised); returns those removed."""
+        return self._remove_where(day, lambda episode: episode.id in episode_ids, action, why)
+
+    def _remove_where(self, day: date, drop: Callable[[Episode], bool], action: str, why: str | None) -> list[Episode]:
+        gone: list[Episode] = []
+
+        def dropped(episode: Episode) -> bool:
+            if drop(episode):
+                gone.append(episode)
+                return True
+            return False
+
+        if self.log.remove_where(day, dropped):
+            what = "; ".join(f"[{e.id}] {quoted(e.content, 40)}" for e in gone[:3]) + (" …" * (len(gone) > 3))
+            because = f" ({why})" if why else ""
+            self.audit.record(
+                action, self.log.path(day), f"{len(gone)} episode(s){because}: {what}",
+                undo=lambda: self._append_back(gone),
+            )  # fmt: skip
+        return gone
+
+    def _append_back(self, episodes: list[Episode]) -> None:
+        for episode in episodes:
+            self.log.append(episode, episode.at.date())
+        touch_directory(self.settings.episodes_dir)
 
     def _day_rows(self, day: date) -> list[tuple[str, str, str, list[str], str]]:
         """(time in ISO 8601, UTC; type, confidence, tags, content) of the day's episodes in time order. A day
@@ -434,10 +471,10 @@ class Episodes:
             raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
         return episode
 
-    def remove(self, episode_id: str) -> Episode:
+    def remove(self, episode_id: str, why: str | None = None) -> Episode:
         """A user's explicit delete by id: the episode's day is rewritten without it; returns what went."""
         episode = self.get(episode_id)
-        if not self.delete(episode_id, episode.at.date()):
+        if not self.delete(episode_id, episode.at.date(), why=why):
             raise NotFoundError(f"no episode {episode_id}: search_memory with stores=['episodes'] finds ids")
         return episode
 
@@ -448,6 +485,10 @@ class Episodes:
         if any(e.id == episode.id for e in self.log.read(day)):
             return False
         self.log.append(episode, day)
+        self.audit.record(
+            "EDIT", self.log.path(day), f"restored episode [{episode.id}] {quoted(episode.content)}",
+            undo=lambda: self.log.remove_where(day, lambda e: e.id == episode.id),
+        )  # fmt: skip
         touch_directory(self.settings.episodes_dir)  # an older day: followers must look again
         return True
 
@@ -457,7 +498,8 @@ class Episodes:
 
     def forget_memory(self, entry: MemoryEntry) -> int:
         """A memory erased for good takes the episodes that logged it along (their content is its content)."""
-        return self.log.remove_where(entry.created_at.date(), lambda episode: episode.memory_id == entry.id)
+        why = f"they logged memory {entry.id}, deleted for good"
+        return len(self._remove_where(entry.created_at.date(), lambda e: e.memory_id == entry.id, "DELETE", why))
 
     def days(self) -> list[tuple[date, int]]:
         """Every day with a log and how many episodes it holds, oldest first."""

@@ -10,6 +10,7 @@ from typing import get_args
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Feedback, FeedbackType, check_metadata, check_text, new_entry_id, utc_now
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.storage.daily_log import DailyLog
 
@@ -22,6 +23,7 @@ class FeedbackLog:
     def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
         self.log = DailyLog(settings.feedback_dir, Feedback)
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
 
     def record(
@@ -41,7 +43,12 @@ class FeedbackLog:
             metadata=check_metadata(metadata, self.settings.max_metadata_bytes),
             at=now,
         )
-        self.log.append(feedback, now.date())
+        day = now.date()
+        self.log.append(feedback, day)
+        self.audit.record(
+            "APPEND", self.log.path(day), f"{feedback.type} [{feedback.id}] {quoted(content)}",
+            undo=lambda: self.log.remove_where(day, lambda f: f.id == feedback.id),
+        )  # fmt: skip
         return feedback
 
     def recent(

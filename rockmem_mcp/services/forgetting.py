@@ -17,6 +17,12 @@ was (storage/forgotten_files.py keeps what left its store):
 A permanent forget deletes the files (as delete_memory, delete_episode, delete_procedure, delete_entity do, plus
 what a soft forget kept) and appends one line per item to meta/forget.log. Each item is done whole or not at all
 (what a step did is undone when a later one fails); one item's failure is reported and the others go on.
+
+Audit lines (meta/audit.log) come from the stores themselves, one per change of a store's file: a soft forget is
+ARCHIVE (the memory or procedure archived in place; the episode, entity and core line leaving their file, kept
+under forgotten/), a permanent one DELETE, a restore EDIT "restored". What forgotten/ keeps is part of that
+change, not a line of its own, except a permanent forget of an item only forgotten/ still held: DELETE of its
+record there.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from rockmem_mcp.models import (
     validate_entry_id,
 )
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.core import VAULT_CATEGORY, VAULT_SOURCE, CoreMemory
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.graph import GraphService
@@ -95,6 +102,7 @@ class Forgetting:
         self._graph = graph
         self.core = core
         self.files = ForgottenFiles(settings.home, settings.forgotten_dir, settings.meta_dir)
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._core_words: tuple[str, list[tuple[str, str, set[str]]]] | None = None  # (version, lines)
 
@@ -316,8 +324,8 @@ class Forgetting:
             undo.pop_all()
         return "restored"
 
-    def _drop_episodes(self, day: date, episode_ids: set[str]) -> None:
-        self.episodes.log.remove_where(day, lambda episode: episode.id in episode_ids)
+    def _drop_episodes(self, day: date, episode_ids: set[str], why: str = "forgotten with their memory") -> None:
+        self.episodes.remove_many(day, episode_ids, "ARCHIVE", why)
 
     # episodes
     def _hide_episode(self, key: str, reason: str | None) -> str:
@@ -331,7 +339,8 @@ class Forgetting:
         with contextlib.ExitStack() as undo:
             self._record("episode", key, f"{episode.at:%Y-%m-%d %H:%M} {episode.content}", reason, episodes=[episode])
             undo.callback(_quietly, self.files.remove, "episode", key)
-            if not self.episodes.delete(key, episode.at.date()):
+            kept = self._kept("episode", key, reason)
+            if not self.episodes.delete(key, episode.at.date(), "ARCHIVE", kept):
                 raise NotFoundError(f"episode {key} left its day log meanwhile; nothing was forgotten")
             undo.pop_all()
         return "hidden from search and recall (kept under forgotten/episodes/ until restored)"
@@ -340,11 +349,12 @@ class Forgetting:
         validate_entry_id(key)
         record = self.files.read("episode", key)
         try:
-            summary = self.episodes.remove(key).content
+            summary = self.episodes.remove(key, why=_because("forgotten for good", reason)).content
         except NotFoundError:
             if record is None:
                 raise
             summary = record.text
+            self._erase_record("episode", key, record, reason)
         self.files.remove("episode", key)
         self._log("episode", key, summary, reason)
         return "deleted for good; logged"
@@ -370,7 +380,7 @@ class Forgetting:
         return "archived: hidden from search and recall until restored"
 
     def _erase_procedure(self, key: str, reason: str | None) -> str:
-        procedure = self.procedures.delete(key)
+        procedure = self.procedures.delete(key, _because("forgotten", reason))
         self.files.remove("procedure", procedure.slug)
         self._log("procedure", procedure.slug, f"{procedure.name}: {'; '.join(procedure.steps)}", reason)
         return "deleted for good, history and all; logged"
@@ -390,7 +400,7 @@ class Forgetting:
             kept.append(self._record("entity", entity.id, text, reason, entity=entity, triples=triples))
 
         try:
-            deleted = graph.delete_entity(key, keep=keep)
+            deleted = graph.delete_entity(key, keep=keep, why=self._kept("entity", key, reason))
         except BaseException:
             if kept:
                 self._undo_entity(graph, kept[0])
@@ -409,18 +419,19 @@ class Forgetting:
         except NotFoundError:
             return
         with contextlib.suppress(RockmemError, OSError):
-            graph.restore([], record.triples)
+            graph.restore([], record.triples, "put back: the forget failed", "EDIT")
             self.files.remove("entity", record.entity.id)
 
     def _erase_entity(self, key: str, reason: str | None) -> str:
         record = self.files.read("entity", key) if _is_id(key) else None
         try:
-            deleted = self._graph().delete_entity(key)
+            deleted = self._graph().delete_entity(key, why=_because("forgotten for good", reason))
             name, triples = deleted.entity.name, deleted.triples_deleted
         except NotFoundError:
             if record is None or record.entity is None:
                 raise
             name, triples = record.entity.name, len(record.triples)
+            self._erase_record("entity", record.entity.id, record, reason)
         entity_id = record.entity.id if record is not None and record.entity else deleted.entity.id
         self.files.remove("entity", entity_id)
         self._log("entity", entity_id, f"{name} and {triples} triple(s)", reason)
@@ -457,7 +468,7 @@ class Forgetting:
                 known = {t.id for t in other.triples}
                 other.triples += [t for t in triples if t.id not in known]
                 self.files.write(other, other_end)
-        graph.restore([entity], now)
+        graph.restore([entity], now, "restored (it was forgotten)", "EDIT")
         graph.resolve(entity.id)  # NotFoundError if the graph refused it after all
         self.files.remove("entity", key)
         done = f"restored with {len(now)} triple(s)"
@@ -494,8 +505,11 @@ class Forgetting:
                 if keep:
                     self._record("core", key, f"{name}: {text}", reason, block=name, line=text)
                     undo.callback(_quietly, self.files.remove, "core", key)
+                    said = ("ARCHIVE", self._kept("core", key, reason))
+                else:
+                    said = ("DELETE", _because("forgotten for good", reason))
                 try:
-                    self.core.edit("remove_line", name, version, line=line)
+                    self.core.edit("remove_line", name, version, line=line, audit_as=said)
                 except ChangedSinceReadError:
                     if attempt:
                         raise
@@ -505,6 +519,8 @@ class Forgetting:
             break
         if keep:
             return f"removed from {name} in MEMORY.md (kept under forgotten/core/ until restored)"
+        if line is None and record is not None and self.files.read("core", key) is not None:
+            self._erase_record("core", key, record, reason)  # forgotten before: only its record was left
         self.files.remove("core", key)
         assert record is not None
         self._log("core", key, record.line or record.text, reason)
@@ -519,7 +535,7 @@ class Forgetting:
             if any(line_hash(text) == digest for text in view.blocks[0].lines):
                 break  # written back by hand meanwhile
             try:
-                self.core.edit("append", name, view.version, text=record.line)
+                self.core.edit("append", name, view.version, text=record.line, audit_as=("EDIT", "restored"))
             except ChangedSinceReadError:
                 if attempt:
                     raise
@@ -539,6 +555,19 @@ class Forgetting:
 
     def _log(self, store: str, key: str, summary: str, reason: str | None) -> None:
         self.files.log_deleted(self._clock(), store, f"{store}:{key}", summary, reason)
+
+    def _kept(self, store: str, key: str, reason: str | None) -> str:
+        """What a soft forget's ARCHIVE line says: why, and where the item is kept."""
+        kept = self.audit.file(self.files.path_for(store, key))
+        return f"{_because('forgotten', reason)}, kept in {kept}"
+
+    def _erase_record(self, store: str, key: str, record: ForgottenRecord, reason: str | None) -> None:
+        """A permanent forget of an item only its forgotten/ record still held: the record goes, with a DELETE
+        line (if that cannot be written, the record is written back and the error raised)."""
+        if not self.files.remove(store, key):
+            return
+        said = f"{_because('forgotten for good', reason)}: {quoted(record.text)}"
+        self.audit.record("DELETE", self.files.path_for(store, key), said, undo=lambda: self.files.write(record, key))
 
 
 def parse_id(raw: object) -> tuple[str, str]:
@@ -585,6 +614,10 @@ def _exists(graph: GraphService, entity_id: str) -> bool:
         return graph.resolve(entity_id).id == entity_id
     except NotFoundError:
         return False
+
+
+def _because(what: str, reason: str | None) -> str:
+    return f"{what} ({reason})" if reason else what
 
 
 def _preview(text: str) -> str:

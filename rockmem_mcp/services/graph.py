@@ -33,6 +33,7 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,9 +74,11 @@ from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank
 from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, salience_of, tier
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
 from rockmem_mcp.services.relations import SUPERSEDES, hint
 from rockmem_mcp.storage.access_log import Access, uses_of, with_uses
+from rockmem_mcp.storage.audit_log import AuditLine
 from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
@@ -135,6 +138,7 @@ class GraphService:
         self._claim = HomeClaim(settings.home)  # the home is in use (doctor --fix waits for it to close)
         self.files = GraphFiles(settings.graph_dir)
         self.journal = ChangeJournal(settings.index_dir / "graph")
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._lock = threading.RLock()
         self._lock_path = settings.graph_dir / ".lock"
@@ -340,8 +344,12 @@ class GraphService:
                 changes = _Changes()
                 try:
                     yield changes
+                    before = self._on_disk(changes) if self.audit.enabled else None
                     changes.writing = True
                     self._write(changes)
+                    if before is not None:  # the last step: a change whose lines cannot be written is undone
+                        lines = list(self._audit_lines(changes, before))
+                        self.audit.record_many(lines, undo=lambda: self._put_back(changes, before))
                 except BaseException:
                     self._reread(changes)
                     raise
@@ -367,6 +375,63 @@ class GraphService:
             self.files.triples.remove(triple_id)
         for entity_id in changes.removed_entities:
             self.files.entities.remove(entity_id)
+
+    def _on_disk(self, changes: _Changes) -> _Before:
+        """The records a change touches as their files hold them before it (None: no file): what its audit
+        lines compare against, and what its undo puts back."""
+        return _Before(
+            {i: self.files.entities.read(i) for i in changes.entity_ids()},
+            {i: self.files.triples.read(i) for i in changes.triple_ids()},
+        )
+
+    def _put_back(self, changes: _Changes, before: _Before) -> None:
+        """Undo a written change: files as `before` holds them (the caller re-reads them into the index)."""
+        self.files.entities.write_many(e for e in before.entities.values() if e is not None)
+        self.files.triples.write_many(t for t in before.triples.values() if t is not None)
+        for triple_id in changes.triple_ids():
+            if before.triples.get(triple_id) is None:
+                self.files.triples.remove(triple_id)
+        for entity_id in changes.entity_ids():
+            if before.entities.get(entity_id) is None:
+                self.files.entities.remove(entity_id)
+
+    def _audit_lines(self, changes: _Changes, before: _Before) -> Iterator[AuditLine]:
+        """One line per record file the change created, edited or removed (a rewrite that only carried uses
+        is not one: reinforcement is not audited)."""
+        note = f"; {changes.note}" if changes.note else ""
+
+        def name(entity_id: str) -> str:
+            entity = self.entities.get(entity_id) or before.entities.get(entity_id)
+            return quoted(entity.name, 40) if entity is not None else entity_id
+
+        def fact(triple: Triple) -> str:
+            return f"{name(triple.subject)} --{triple.predicate}--> {name(triple.object)}"
+
+        for entity_id, entity in changes.entities.items():
+            old = before.entities.get(entity_id)
+            path = self.files.entities.path(entity_id)
+            if entity_id in changes.merged:
+                yield self.audit.line("MERGE", path, changes.merged[entity_id])
+            elif old is None:
+                what = f"entity {quoted(entity.name)} ({entity.type}){note}"
+                yield self.audit.line(changes.put_action or "CREATE", path, what)
+            elif fields := _changed_fields(old, entity):
+                yield self.audit.line("EDIT", path, f"entity {quoted(entity.name)}: {', '.join(fields)}{note}")
+        for triple_id, triple in changes.triples.items():
+            old_triple = before.triples.get(triple_id)
+            path = self.files.triples.path(triple_id)
+            if old_triple is None:
+                what = f"{fact(triple)} (confidence {triple.confidence:g}){note}"
+                yield self.audit.line(changes.put_action or "CREATE", path, what)
+            elif fields := _changed_fields(old_triple, triple):
+                yield self.audit.line("EDIT", path, f"{fact(triple)}: {', '.join(fields)}{note}")
+        for triple_id in changes.removed_triples:
+            if (old_triple := before.triples.get(triple_id)) is not None:
+                yield self.audit.line(changes.removal, self.files.triples.path(triple_id), f"{fact(old_triple)}{note}")
+        for entity_id in changes.removed_entities:
+            if (old := before.entities.get(entity_id)) is not None:
+                path = self.files.entities.path(entity_id)
+                yield self.audit.line(changes.removal, path, f"entity {quoted(old.name)}{note}")
 
     def _journal(self, changes: _Changes) -> None:
         records = [{"s": STORE, "k": "e", "id": i} for i in changes.entity_ids()]
@@ -576,11 +641,13 @@ class GraphService:
         return triple, True
 
     def delete_entity(
-        self, name_or_id: str, keep: Callable[[Entity, list[Triple]], None] | None = None
+        self, name_or_id: str, keep: Callable[[Entity, list[Triple]], None] | None = None, why: str | None = None
     ) -> EntityDeleted:
         """Delete an entity and its triples. `keep` is handed them (with their uses) before anything is removed,
-        under the graph's lock (a soft forget keeps them elsewhere); if it raises, nothing is removed."""
+        under the graph's lock (a soft forget keeps them elsewhere: audited as ARCHIVE); if it raises, nothing is
+        removed. `why`: said in the audit lines."""
         with self._changing() as changes:
+            changes.removal, changes.note = ("ARCHIVE" if keep is not None else "DELETE"), why or ""
             entity = self._resolve(name_or_id)
             touching = list(self._edges.get(entity.id, ()))
             if keep is not None:
@@ -592,8 +659,9 @@ class GraphService:
             self._unindex_entity(entity.id)
         return EntityDeleted(entity=entity, triples_deleted=len(touching))
 
-    def delete_triple(self, triple_id: str) -> TripleDeleted:
+    def delete_triple(self, triple_id: str, why: str | None = None) -> TripleDeleted:
         with self._changing() as changes:
+            changes.note = why or ""
             triple = self.triples.get(triple_id) if isinstance(triple_id, str) else None
             if triple is None:
                 raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}; get_entity lists an entity's triples")
@@ -647,6 +715,11 @@ class GraphService:
             )
             changes.put_entity(merged)
             self._index_entity(merged)
+            changes.note = f"merged into {quoted(kept.name, 40)}"
+            changes.merged[kept.id] = (
+                f"merged entity {quoted(gone.name, 40)} into {quoted(kept.name, 40)}: {repointed} triples re-pointed, "
+                f"{folded} folded"
+            )
             merged = self._with_uses(ENTITY, merged)
         return EntitiesMerged(entity=merged, merged_id=gone.id, triples_repointed=repointed, duplicates_folded=folded)
 
@@ -823,12 +896,15 @@ class GraphService:
             triples = sorted(self.triples.values(), key=lambda t: (t.created_at, t.id))
             return [self._with_uses(ENTITY, e) for e in entities], [self._with_uses(TRIPLE, t) for t in triples]
 
-    def restore(self, entities: list[Entity], triples: list[Triple]) -> list[str]:
+    def restore(
+        self, entities: list[Entity], triples: list[Triple], why: str = "restored from a backup", action: str = "CREATE"
+    ) -> list[str]:
         """Put exported records back with their ids (an id already here is replaced). An entity whose name
         or alias names another entity here, or a triple whose ends are missing or that duplicates another
-        triple, is skipped; the reasons are returned."""
+        triple, is skipped; the reasons are returned. `why` and `action` (for a record not here): its audit lines'."""
         skipped: list[str] = []
         with self._changing() as changes:
+            changes.put_action, changes.note = action, why
             for entity in entities:
                 owners = {self._names.get(name_key(label)) for label in (entity.name, *entity.aliases)} - {None}
                 if owners - {entity.id}:
@@ -1061,7 +1137,8 @@ class GraphService:
 
 
 class _Changes:
-    """What one change writes: records to put and ids to remove (a later put or remove of an id wins)."""
+    """What one change writes: records to put and ids to remove (a later put or remove of an id wins), and how
+    its audit lines say it."""
 
     def __init__(self) -> None:
         self.entities: dict[str, Entity] = {}
@@ -1069,6 +1146,10 @@ class _Changes:
         self.removed_entities: set[str] = set()
         self.removed_triples: set[str] = set()
         self.writing = False
+        self.put_action: str | None = None  # a new record's action (None: CREATE)
+        self.removal = "DELETE"  # a removed record's action (ARCHIVE: kept elsewhere, a soft forget)
+        self.note = ""  # added to each line's summary: why
+        self.merged: dict[str, str] = {}  # entity id -> the MERGE line's summary (the entity kept by a merge)
 
     def entity_ids(self) -> list[str]:
         return [*self.entities, *self.removed_entities]
@@ -1091,6 +1172,23 @@ class _Changes:
     def remove_triple(self, triple_id: str) -> None:
         self.triples.pop(triple_id, None)
         self.removed_triples.add(triple_id)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """Records as their files held them before a change (None: no file)."""
+
+    entities: dict[str, Entity | None]
+    triples: dict[str, Triple | None]
+
+
+_USES_FIELDS = {"reinforcement_count", "last_seen_at"}
+
+
+def _changed_fields(old: Entity | Triple, new: Entity | Triple) -> list[str]:
+    """The fields that differ, uses left out (a use is not an audited change)."""
+    before, after = old.model_dump(exclude=_USES_FIELDS), new.model_dump(exclude=_USES_FIELDS)
+    return sorted(k for k in after if before.get(k) != after[k])
 
 
 def _items(items: Any, what: str) -> list[Any]:

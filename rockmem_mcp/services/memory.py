@@ -112,7 +112,7 @@ class MemoryService:
         else:
             log.warning("%s", read_only_notice(settings.home, self.read_only))
         self.files = MemoryFiles(settings.memory_dir)
-        self.audit = Audit(settings, clock)
+        self.audit = Audit(settings)  # stamped by the wall clock: the store's clock is its records' time
         self.journal = ChangeJournal(settings.index_dir)
         self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
@@ -521,8 +521,9 @@ class MemoryService:
                 self.index.remove(after.id)
             raise
 
-    def save_many(self, entries: list[MemoryEntry]) -> int:
+    def save_many(self, entries: list[MemoryEntry], audit_as: tuple[str, str] | None = None) -> int:
         """Write a batch (import): one durable flush for all files; ids already present are replaced.
+        `audit_as`: (action, summary) of every entry's audit line, instead of CREATE or EDIT with its text.
 
         Returns how many of the batch replaced an existing entry.
         """
@@ -546,7 +547,11 @@ class MemoryService:
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
             self.audit.record_many(
-                self.audit.line("EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content))
+                self.audit.line(audit_as[0], self._path(entry), audit_as[1])  # a dream's MERGE: the action, said
+                if audit_as is not None
+                else self.audit.line(
+                    "EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content)
+                )
                 for entry in unique.values()
             )
         return len(replacing) + len(entries) - len(unique)

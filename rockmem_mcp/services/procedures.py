@@ -64,6 +64,7 @@ from rockmem_mcp.search.salience import (
     tier_counts,
 )
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.storage.access_log import uses_of, with_uses
 from rockmem_mcp.storage.procedure_files import Identity, ProcedureFiles
@@ -91,6 +92,7 @@ class Procedures:
         """`reinforcer`: the memory store's (one per process); without one the store opens its own."""
         self.settings = settings
         self.files = ProcedureFiles(settings.home, settings.procedures_dir, settings.meta_dir / "procedures.lock")
+        self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._owns_reinforcer = reinforcer is None
         self.reinforcer = reinforcer or Reinforcer(settings, open_access_log(settings), clock)
@@ -135,6 +137,7 @@ class Procedures:
                     f"{URI}/{slug} again, apply your change to it, and save with the version it shows"
                 )
             now = self._clock()
+            on_disk = current
             if current is None:
                 saved = Procedure(
                     name=name, slug=slug, created_at=now, updated_at=now, last_seen_at=now, **fields
@@ -157,26 +160,44 @@ class Procedures:
                     }
                 )
             self._write(saved)
+            why = f" ({saved.reason})" if saved.reason else ""
+            if on_disk is None:
+                self._audited("CREATE", None, saved, f"procedure {quoted(name)}, {len(saved.steps)} steps{why}")
+            else:
+                restored = "; restored from the archive" if on_disk.archived else ""
+                what = f"procedure {quoted(name)} version {saved.version}, {len(saved.steps)} steps{why}{restored}"
+                self._audited("EDIT", on_disk, saved, what)
         return saved
 
     def archive(self, name: str, reason: str | None = None) -> Procedure:
         """Hide a procedure from search and recall (kept on disk; `restore` brings it back). An archived one is
         returned as it is."""
         reason = None if reason is None else check_reason(reason)
+        why = f" ({reason})" if reason else ""
         return self._change(
-            name, lambda p: None if p.archived else {"archived_at": self._clock(), "archive_reason": reason}
+            name,
+            lambda p: None if p.archived else {"archived_at": self._clock(), "archive_reason": reason},
+            "ARCHIVE",
+            lambda p: f"procedure {quoted(p.name)} archived{why}",
         )
 
     def restore(self, name: str) -> Procedure:
         """Bring an archived procedure back (one that is not archived is returned as it is)."""
-        return self._change(name, lambda p: {"archived_at": None, "archive_reason": None} if p.archived else None)
+        return self._change(
+            name,
+            lambda p: {"archived_at": None, "archive_reason": None} if p.archived else None,
+            "EDIT",
+            lambda p: f"procedure {quoted(p.name)} restored from the archive",
+        )
 
-    def delete(self, name: str) -> Procedure:
+    def delete(self, name: str, why: str | None = None) -> Procedure:
         """Remove a procedure's file for good, history and all (archive keeps it); returns what was removed."""
         with self._lock, self.files.locked():
             current = self._existing(name)
             self.files.remove(current.slug)
             self._forget(current.slug)
+            because = f" ({why})" if why else ""
+            self._audited("DELETE", current, None, f"procedure {quoted(current.name)} deleted for good{because}")
         return current
 
     def restore_records(self, records: Iterable[Procedure]) -> builtins.list[str]:
@@ -193,15 +214,28 @@ class Procedures:
             fields.update(name=name, slug=procedure_slug(name), history=history)
             fields["history_dropped"] = record.history_dropped + dropped
             checked.append(record.model_copy(update=fields))
-        written: builtins.list[str] = []
+        written: builtins.list[Procedure] = []
         with self._lock, self.files.locked():
             present = set(self.files.identities())
             for record in checked:
                 if record.slug not in present:
                     self._write(record)
                     present.add(record.slug)
-                    written.append(record.name)
-        return written
+                    written.append(record)
+
+            def undo() -> None:
+                for record in written:
+                    self.files.remove(record.slug)
+                    self._forget(record.slug)
+
+            lines = [
+                self.audit.line(
+                    "CREATE", self.files.path_for(p.slug), f"procedure {quoted(p.name)} restored from a backup"
+                )
+                for p in written
+            ]
+            self.audit.record_many(lines, undo=undo)
+        return [p.name for p in written]
 
     # ------------------------------------------------------------------ reads
     def get(self, name: str) -> Procedure:
@@ -327,7 +361,13 @@ class Procedures:
         return visible("\n".join(lines) + "\n")
 
     # ------------------------------------------------------------------ internals (caller holds self._lock)
-    def _change(self, name: str, update: Callable[[Procedure], dict[str, Any] | None]) -> Procedure:
+    def _change(
+        self,
+        name: str,
+        update: Callable[[Procedure], dict[str, Any] | None],
+        action: str,
+        summary: Callable[[Procedure], str],
+    ) -> Procedure:
         with self._lock, self.files.locked():
             current = self._existing(name)
             changes = update(current)
@@ -335,7 +375,22 @@ class Procedures:
                 return self._with_uses(current)
             changed = current.model_copy(update=changes)
             self._write(changed)
+            self._audited(action, current, changed, summary(current))
         return self._with_uses(changed)
+
+    def _audited(self, action: str, before: Procedure | None, after: Procedure | None, summary: str) -> None:
+        """The change's audit line, after its file is in place (caller holds the locks); if the line cannot be
+        written, the file goes back to `before` (None: no file) and the error is raised."""
+        slug = (after or before).slug  # type: ignore[union-attr]
+
+        def undo() -> None:
+            if before is None:
+                self.files.remove(slug)
+                self._forget(slug)
+            else:
+                self._write(before)
+
+        self.audit.record(action, self.files.path_for(slug), summary, undo=undo)
 
     def _existing(self, name: str) -> Procedure:
         """The named procedure as on disk now (under the write lock); NotFoundError naming near ones."""

@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any, BinaryIO, TextIO, TypeVar
 
 from pydantic import BaseModel
@@ -40,13 +40,14 @@ from rockmem_mcp.models import (
     validate_entry_id,
 )
 from rockmem_mcp.search.episode_index import touch_directory
+from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.migrations import mapped
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
-from rockmem_mcp.storage.atomic import atomic_create
+from rockmem_mcp.storage.atomic import atomic_create, remove_durably
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.working_files import WorkingFiles
@@ -104,6 +105,7 @@ class HomeStores:
     def __init__(self, settings: Settings, graph: GraphService) -> None:
         self.settings = settings
         self.graph = graph
+        self.audit = Audit(settings)
         self.files = WorkingFiles(settings.working_dir)
         self.feedback = DailyLog(settings.feedback_dir, Feedback)
         self.episodes = DailyLog(settings.episodes_dir, Episode)
@@ -242,8 +244,8 @@ class HomeStores:
             for p in self._procedures
             if procedure_slug(p.name) not in procedures
         ]
-        fresh = _append_new(self.feedback, self._signals, "feedback", skipped)
-        episodes = _append_new(self.episodes, self._episodes, "episode", skipped)
+        fresh = _append_new(self.feedback, self._signals, "feedback", skipped, self.audit)
+        episodes = _append_new(self.episodes, self._episodes, "episode", skipped, self.audit)
         if episodes:
             touch_directory(self.settings.episodes_dir)  # past days' logs grew: followers re-read them
         files = 0
@@ -270,6 +272,10 @@ class HomeStores:
         path, data = self.home_files[name], text.encode("utf-8")
         try:
             if atomic_create(path, data):
+                self.audit.record(
+                    "CREATE", path, f"{name} restored from a backup ({len(data):,} bytes)",
+                    undo=lambda: remove_durably(path),
+                )  # fmt: skip
                 return None
             same = read_bytes(path) == data
         except OSError as exc:  # e.g. a link or a FIFO by that name: refused, never followed
@@ -277,8 +283,12 @@ class HomeStores:
         return "" if same else f"file {name}: the home has its own, kept (the backup's not restored)"
 
 
-def _append_new(daily: DailyLog[Logged], records: list[Logged], store: str, skipped: list[str]) -> list[Logged]:
-    """Append to their days' logs the records whose id the logs do not hold yet (a restore twice adds nothing)."""
+def _append_new(
+    daily: DailyLog[Logged], records: list[Logged], store: str, skipped: list[str], audit: Audit
+) -> list[Logged]:
+    """Append to their days' logs the records whose id the logs do not hold yet (a restore twice adds nothing),
+    with one APPEND audit line per day's log (if the lines cannot be written, what was appended is taken out
+    again and the error raised)."""
     days = {record.at.date() for record in records}
     known = {r.id for day in daily.days() if day in days for r in daily.read(day)}
     fresh = []
@@ -292,6 +302,19 @@ def _append_new(daily: DailyLog[Logged], records: list[Logged], store: str, skip
         else:
             known.add(record.id)
             fresh.append(record)
+    per_day: dict[date, set[str]] = {}
+    for record in fresh:
+        per_day.setdefault(record.at.date(), set()).add(record.id)
+
+    def undo() -> None:
+        for day, ids in per_day.items():
+            daily.remove_where(day, lambda r, ids=ids: r.id in ids)
+
+    lines = [
+        audit.line("APPEND", daily.path(day), f"{len(ids)} {store} record(s) restored from a backup")
+        for day, ids in sorted(per_day.items())
+    ]
+    audit.record_many(lines, undo=undo)
     return fresh
 
 

@@ -19,6 +19,7 @@ from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import WorkspaceFileInfo, WorkspaceHit, WorkspaceListing, check_text
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.services.audit import Audit, line_changes
 from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES, WorkspaceFile, WorkspaceFiles
 from rockmem_mcp.tokens import estimate_tokens
 
@@ -172,6 +173,7 @@ class Workspace:
         self.settings = settings
         paths = {**{name: settings.home / name for name in WORKSPACE_FILES}, CORE_FILE: settings.core_file}
         self.files_on_disk = WorkspaceFiles(paths, settings.meta_dir / "workspace.lock")
+        self.audit = Audit(settings)
         self._lock = threading.Lock()
         self._indexed: FilesSeen | None = None  # the files the index was built from
         self._index = BM25Index()
@@ -273,7 +275,17 @@ class Workspace:
         )
         if version is not None and not isinstance(version, str):
             raise InvalidInputError(f"version must be text, got {type(version).__name__}")
-        return _info(self.files_on_disk.write(name, content.encode("utf-8"), version or None))
+        data = content.encode("utf-8")
+        path = self.files_on_disk.paths[name]
+
+        def audited(previous: bytes | None) -> None:  # under the file's lock, once it is in place
+            if previous is None:
+                self.audit.record("CREATE", path, f"{name} written ({len(data):,} bytes)")
+            else:
+                old = previous.decode("utf-8-sig", errors="replace")
+                self.audit.record("EDIT", path, f"{name} rewritten: {line_changes(old, content)}, {len(data):,} bytes")
+
+        return _info(self.files_on_disk.write(name, data, version or None, then=audited))
 
 
 def _whole_file(name: str, body: list[str]) -> list[str]:

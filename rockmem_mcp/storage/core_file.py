@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes_and_stat
 
@@ -235,4 +235,9 @@ class CoreFile:
         """Replace the file atomically and durably (call under `locked`). The next read reads it again: a hand
         edit may land right after the rename, and a stat now could not tell it from ours."""
         atomic_write(self.path, data)
+        self._cached = None
+
+    def remove(self) -> None:
+        """Remove the file durably (call under `locked`): undoes the write that created it."""
+        remove_durably(self.path)
         self._cached = None

@@ -16,12 +16,12 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rockmem_mcp.errors import ChangedSinceReadError, RefusedFileError
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held, version_of
 from rockmem_mcp.storage.no_follow import read_bytes, writing
 
@@ -106,16 +106,23 @@ class WorkspaceFiles:
         data = read_bytes(path)  # a link or special file is refused here, never followed or waited on
         return WorkspaceFile(name, decode(data, path), version_of(data), len(data), identity)
 
-    def write(self, name: str, data: bytes, version: str | None = None) -> WorkspaceFile:
+    def write(
+        self, name: str, data: bytes, version: str | None = None, then: Callable[[bytes | None], None] | None = None
+    ) -> WorkspaceFile:
         """Replace the file with `data` atomically and durably; with `version`, only if the file is still that
-        version (ChangedSinceReadError otherwise: absent, unreadable or different)."""
+        version (ChangedSinceReadError otherwise: absent, unreadable or different). `then` is called under the
+        lock once the file is in place, with the bytes it replaced (None: there was no file); if it raises, those
+        are put back (or the new file removed) and its error is raised."""
         path = self.paths[name]
         with held(self.lock_file):
+            try:
+                previous: bytes | None = read_bytes(path)  # fresh, not cached: under the lock, the truth
+            except FileNotFoundError:
+                previous = None
+            except OSError:  # a link or special file: replaced itself by the write, never read
+                previous = None
             if version is not None:
-                try:
-                    current = version_of(read_bytes(path))  # fresh, not cached: under the lock, the truth
-                except OSError:
-                    current = None
+                current = version_of(previous) if previous is not None else None
                 if current != version:
                     now = f"it is now version {current}" if current else "it is gone or unreadable now"
                     raise ChangedSinceReadError(
@@ -124,6 +131,21 @@ class WorkspaceFiles:
                     )
             with writing(path):
                 atomic_write(path, data)  # a link at `path` is replaced itself, never its target
+            if then is not None:
+                try:
+                    then(previous)
+                except BaseException:
+                    with self._cache_lock:
+                        self._cache.pop(name, None)
+                    try:
+                        with writing(path):
+                            if previous is None:
+                                remove_durably(path)
+                            else:
+                                atomic_write(path, previous)
+                    except OSError as exc:
+                        log.warning("could not put %s back after a failed write: %s", path, exc)
+                    raise
             info = os.lstat(path)
             written = WorkspaceFile(
                 name, decode(data, path), version_of(data), len(data), (info.st_ino, info.st_mtime_ns, info.st_size)

@@ -15,10 +15,11 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.audit_log import AuditLog
 from tests.e2e.disk_checks import temp_files, unparsable
 
 pytestmark = pytest.mark.anyio
@@ -177,6 +179,7 @@ class Memory:
 @dataclass
 class Ledger:
     memories: dict[str, Memory] = field(default_factory=dict)
+    saved: set[str] = field(default_factory=set)  # every acknowledged save_memory's id (for the audit log)
     working: dict[str, str] = field(default_factory=dict)  # acknowledged shared/… key -> data
     triples: set[str] = field(default_factory=set)  # acknowledged triple ids (all end at HUB)
     erased: set[str] = field(default_factory=set)  # memories whose permanent delete was acknowledged
@@ -229,6 +232,7 @@ class StormLane:
         tag = f"r{self.round}l{self.lane}"
         saved = await self.server.call("save_memory", content=state[0], category=state[1], tags=[tag])
         self.ledger.memories[saved["id"]] = Memory(saved["id"], tag, {state}, {state: word})
+        self.ledger.saved.add(saved["id"])
 
     async def update(self, n: int) -> None:
         idle = sorted(self.ledger.memories.keys() - self.ledger.busy)
@@ -334,6 +338,39 @@ def check_disk(home: Path, ledger: Ledger) -> None:
     if ledger.working:
         shared = json.loads((home / "working-memory" / "shared.json").read_bytes())["entries"]
         assert ledger.working.keys() <= shared.keys()
+    check_audit(home, ledger, on_disk.keys(), logged)
+
+
+def check_audit(home: Path, ledger: Ledger, memory_ids: Iterable[str], feedback_ids: set[str]) -> None:
+    """Right after a kill, meta/audit.log: every acknowledged save, permanent delete, feedback and triple has
+    its line (a line is written before the change is acknowledged), and every line that says something was
+    created names what is on disk (a line is written only once the change is: never for one that did not
+    happen). A change the kill cut off between its file and its line has no line: it was never acknowledged."""
+    lines = list(AuditLog(home / "meta" / "audit.log").lines())
+    created: dict[str, str] = {}  # memory id -> the file its CREATE line names
+    deleted: set[str] = set()
+    appended: set[str] = set()  # feedback ids the APPEND lines name
+    for line in lines:
+        stem = line.file.rsplit("/", 1)[-1].removesuffix(".json")
+        if line.file.startswith("memory/") and line.action == "CREATE":
+            created[stem] = line.file
+        elif line.file.startswith("memory/") and line.action == "DELETE":
+            deleted.add(stem)
+        elif line.file.startswith("feedback/") and line.action == "APPEND":
+            appended.update(re.findall(r"\[([0-9a-f]{12})\]", line.summary))
+        elif line.file.startswith("knowledge-graph/") and line.action == "CREATE":
+            assert (home / line.file).exists(), f"audit line for a graph record that is not there: {line.file}"
+    missing = {i for i in ledger.saved if not re.fullmatch(rf"memory/(.+/)?{i}\.json", created.get(i, ""))}
+    assert not missing, f"acknowledged saves without their CREATE line: {sorted(missing)[:5]}"
+    assert ledger.erased <= deleted, "an acknowledged permanent delete has no DELETE line"
+    assert ledger.feedback <= appended, "acknowledged feedback without its APPEND line"
+    triples = {line.file for line in lines if line.action == "CREATE" and "/triples/" in line.file}
+    assert {f"knowledge-graph/triples/{t}.json" for t in ledger.triples} <= triples
+    on_disk = set(memory_ids)
+    cut_off = {m.id for m in ledger.memories.values() if m.may_be_gone}  # a delete the kill cut short
+    phantom = created.keys() - on_disk - deleted - cut_off
+    assert not phantom, f"CREATE lines for memories that are not on disk: {sorted(phantom)[:5]}"
+    assert appended <= feedback_ids, "APPEND lines for feedback that is not in its log"
 
 
 # ---------------------------------------------------------------------------------------------- tests

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,11 +227,13 @@ def test_a_core_edit_between_the_read_and_the_removal_is_retried_once(
     edit = core.edit
     raced: list[str] = []
 
-    def racing_edit(action: str, block: str, version: str, text: str | None = None, line: int | None = None):
+    def racing_edit(
+        action: str, block: str, version: str, text: str | None = None, line: int | None = None, **audit: Any
+    ):
         if not raced:  # another agent edits another block just before ours lands
             raced.append(version)
             edit("append", "Persona", version, "- Likes brevity")
-        return edit(action, block, version, text, line)
+        return edit(action, block, version, text, line, **audit)
 
     monkeypatch.setattr(core, "edit", racing_edit)
     result = world.forgetting.forget([world.ids["core"]])
