@@ -16,7 +16,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +64,7 @@ class WorkspaceFiles:
         self.lock_file = lock_file
         self._cache: dict[str, tuple[Identity, WorkspaceFile | OSError]] = {}
         self._cache_lock = threading.Lock()
+        self.on_write: list[Callable[[Path, bytes], None]] = []  # told of each write (critical-file checksums)
 
     def read(self, name: str) -> WorkspaceFile | None:
         """The file as it is now, None if absent; a file rockmem will not read (a link, a FIFO, a folder, too
@@ -124,6 +125,8 @@ class WorkspaceFiles:
                     )
             with writing(path):
                 atomic_write(path, data)  # a link at `path` is replaced itself, never its target
+            for listener in self.on_write:
+                listener(path, data)
             info = os.lstat(path)
             written = WorkspaceFile(
                 name, decode(data, path), version_of(data), len(data), (info.st_ino, info.st_mtime_ns, info.st_size)
