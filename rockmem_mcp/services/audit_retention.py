@@ -186,6 +186,14 @@ def _render_if_stale(state: ArchiveState, archive_path: Path, days: int) -> None
     atomic_write(archive_path, text)
 
 
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{_s(n)}"
+
+
 def render(state: ArchiveState, days: int) -> str:
     """The digests in the seed's format, oldest month first."""
     parts = [
@@ -209,11 +217,11 @@ def render(state: ArchiveState, days: int) -> str:
                     f"# Audit Digest — {MONTHS[int(month) - 1]} {year}",
                     "",
                     "## Summary",
-                    f"- {digest.mutations:,} total mutations across {files} files",
-                    f"- {len(sessions)} reflection sessions ({approved} approved, {partial} partial, "
-                    f"{rejected} rejected), {runs} dream run{'' if runs == 1 else 's'}",
-                    f"- {digest.alerts} critical file changes",
-                    f"- {digest.decay} decay transitions, {digest.archive} archival events",
+                    f"- {_count(digest.mutations, 'total mutation')} across {files} file{_s(len(digest.files))}",
+                    f"- {_count(len(sessions), 'reflection session')} ({approved} approved, {partial} partial, "
+                    f"{rejected} rejected), {_count(runs, 'dream run')}",
+                    f"- {_count(digest.alerts, 'critical file change')}",
+                    f"- {_count(digest.decay, 'decay transition')}, {_count(digest.archive, 'archival event')}",
                     "",
                     "## Notable Events",
                     *notable,
