@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, NotFoundError, RefusedFileError, RockmemError
+from rockmem_mcp.errors import CorruptEntryError, LinkRefusedError, NotFoundError, RefusedFileError, RockmemError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
@@ -199,7 +199,7 @@ class CriticalFiles:
         except FileNotFoundError:
             return FileState(None)
         except RefusedFileError as exc:  # a link or FIFO planted in its place is a change too
-            return FileState(f"refused: {type(exc).__name__.removesuffix('Error').lower()}")
+            return FileState("refused: a symbolic link" if isinstance(exc, LinkRefusedError) else "refused: not a file")
         except OSError as exc:
             log.warning("critical file %s cannot be read (%s); not checked this time", name, exc)
             return None
