@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import sys
@@ -123,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     core = sub.add_parser("core", parents=[common], help="core memory (MEMORY.md): blocks, sizes against caps")
     core.add_argument("--block", help="one block: Identity, Active Context, Persona or Critical Facts")
     core.add_argument("--json", action="store_true", help="as JSON (the core_memory tool's read)")
+    alerts = sub.add_parser(
+        "alerts", parents=[common], help="critical files changed outside the server (pending alerts); --ack clears"
+    )
+    alerts.add_argument(
+        "--ack", action="append", metavar="ID", help="acknowledge an alert by id (repeat for several), or 'all'"
+    )
+    alerts.add_argument("--json", action="store_true", help="the pending alerts as JSON")
+    prune = sub.add_parser(
+        "audit-prune", parents=[common], help="fold audit lines past retention into meta/audit-archive.md"
+    )
+    prune.add_argument("--json", action="store_true", help="the result as JSON")
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index (and the graph's) from the files"
     )
@@ -665,6 +677,52 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _alerts(settings: Settings, args: argparse.Namespace) -> int:
+    """List pending critical-file alerts, or acknowledge them (a person's act: logged as `manual`)."""
+    from rockmem_mcp.services.audit import MANUAL, Audit, acting_as
+    from rockmem_mcp.services.integrity import CriticalFiles
+
+    critical = CriticalFiles(settings, Audit(settings))
+    if args.ack:
+        with acting_as(MANUAL):
+            done = critical.acknowledge("all" if "all" in args.ack else args.ack)
+        print(f"acknowledged {len(done)} alert(s)", file=sys.stderr)
+        return 0
+    pending = critical.pending()
+    if args.json:
+        items = [{**dataclasses.asdict(a), "time": a.time.isoformat()} for a in pending]
+        print(json.dumps(items, ensure_ascii=False, indent=2))
+        return 0
+    for alert in pending:
+        change = f" ({alert.change})" if alert.change else ""
+        print(f"{alert.id}  {alert.time:%Y-%m-%d %H:%M} UTC  {alert.file} was {alert.summary}{change}")
+    print(
+        f"{len(pending)} pending alert(s)" + (": acknowledge with --ack ID or --ack all" if pending else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _audit_prune(settings: Settings, args: argparse.Namespace) -> int:
+    """Fold audit lines older than ROCKMEM_AUDIT_RETENTION_DAYS into the monthly digests (the dream does it too)."""
+    from rockmem_mcp.models import utc_now
+    from rockmem_mcp.services.audit import AUDIT_NAME
+    from rockmem_mcp.services.audit_retention import ARCHIVE_NAME, fold_old_lines
+    from rockmem_mcp.storage.audit_log import AuditLog
+
+    result = fold_old_lines(settings, AuditLog(settings.meta_dir / AUDIT_NAME), utc_now())
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result)))
+    else:
+        months = f" ({', '.join(result.months)})" if result.months else ""
+        print(
+            f"folded {result.dropped} audit line(s) older than {settings.audit_retention_days} days into "
+            f"meta/{ARCHIVE_NAME}{months}",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def _bar(done: int, total: int, width: int = 30) -> str:
     filled = width * done // max(total, 1)
     return "[" + "#" * filled + "." * (width - filled) + "]"
@@ -780,4 +838,6 @@ COMMANDS = {
     "log": _log,
     "history": _history,
     "revert": _revert,
+    "alerts": _alerts,
+    "audit-prune": _audit_prune,
 }

@@ -38,6 +38,7 @@ from rockmem_mcp.services.feedback import FeedbackLog
 from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.history import GitHistory
+from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
@@ -157,6 +158,13 @@ def build_server(
         triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
+        # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes
+        # made meanwhile runs in the background, and a session's first recall waits for it (briefly).
+        critical = CriticalFiles(settings, memory.audit)
+        core.file.on_write.append(critical.written)
+        workspace.files_on_disk.on_write.append(critical.written)
+        if memory.read_only is None:  # a read-only home cannot record what it finds
+            critical.start_check()
         conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
         opened = Services(
             memory=memory,
@@ -171,6 +179,7 @@ def build_server(
                 episodes=episodes,
                 procedures=procedures,
                 triggers=triggers,
+                alerts=critical.session_lines,
             ),
             templates=Templates(settings.prompts_dir),
             core=core,

@@ -53,6 +53,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.audit import acting_as, quoted
+from rockmem_mcp.services.audit_retention import fold_quietly
 from rockmem_mcp.services.conversation import LogMark, consume_log, read_log, remember_read, take_read_mark
 from rockmem_mcp.services.decay import decay_pass
 from rockmem_mcp.services.dream_episodes import (
@@ -787,7 +788,7 @@ class Dreamer:
     def run_deterministic(self, dry_run: bool = False) -> DreamReport:
         """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
         >= 0.8 without), the decay pass (salience tiers: changes and archive candidates reported, nothing
-        changed), purge of archives older than 90 days, and graph cleanup."""
+        changed), purge of archives older than 90 days, graph cleanup, and audit retention."""
         with self.locked():
             report = self._new_report("deterministic", "deterministic", dry_run)
             with acting_as(f"dream:{report.run_id}"):  # every change of the run, and its report, is the run's
@@ -813,6 +814,8 @@ class Dreamer:
         decay_pass(self.memory, self.settings, run.report)
         self._purge(run, [e for e in entries.values() if e.archived])
         self._graph_sweep(run)
+        if not report.dry_run:  # audit lines past retention fold into monthly digests (seed 004 §12.6)
+            fold_quietly(self.settings, self.memory.audit.log, self._clock())
         return self._finish(run.report)
 
     def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:

@@ -76,10 +76,11 @@ class Recall:
         episodes: Episodes | None = None,
         procedures: Procedures | None = None,
         triggers: TriggerResponder | None = None,
+        alerts: Callable[[], list[str]] | None = None,
     ) -> None:
         """`graph` may be a function giving it (the server's graph loads in the background). A session's first
-        recall starts with `core`'s context and then each of `starters`' lines for the message (learnings,
-        workspace files)."""
+        recall starts with `alerts`' lines (pending critical-file alerts), `core`'s context and then each of
+        `starters`' lines for the message (learnings, workspace files)."""
         self.memory = memory
         self._graph = graph
         self.core = core
@@ -88,6 +89,7 @@ class Recall:
         self.triggers = triggers
         self._clock = clock
         self._starters = list(starters)
+        self._alerts = alerts
         self._lock = threading.Lock()
         self._injected: SessionTable[set[str]] = SessionTable(  # session -> ids already injected
             idle=timedelta(minutes=memory.settings.conversation_idle_minutes),
@@ -230,9 +232,16 @@ class Recall:
         return hits if core is None else [h for h in hits if not core.quotes(h.entry.id, h.entry.content)]
 
     def session_start_lines(self, message: str) -> list[str]:
-        """What heads a session's first recall: core memory, then the starters' lines (learnings, workspace).
-        A part that fails is logged and left out: the session start never costs the turn its recall."""
-        lines = self.core.context_lines() if self.core is not None else []
+        """What heads a session's first recall: pending critical-file alerts, core memory, then the starters'
+        lines (learnings, workspace). A part that fails is logged and left out: the session start never costs
+        the turn its recall."""
+        lines = []
+        if self._alerts is not None:
+            try:
+                lines += self._alerts()
+            except (RockmemError, OSError) as exc:
+                log.warning("session start: critical-file alerts were left out (%s)", exc)
+        lines += self.core.context_lines() if self.core is not None else []
         for starter in self._starters:
             try:
                 lines += starter(message)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,6 +205,7 @@ class CoreFile:
         self.path = path
         self._lock_path = lock_dir / "core.lock"
         self._cached: tuple[Identity | None, bytes] | None = None
+        self.on_write: list[Callable[[Path, bytes | None], None]] = []  # told of each write (critical-file checksums)
 
     def identity(self) -> Identity | None:
         """None when there is no file: a changed identity means a changed file."""
@@ -236,8 +238,12 @@ class CoreFile:
         edit may land right after the rename, and a stat now could not tell it from ours."""
         atomic_write(self.path, data)
         self._cached = None
+        for listener in self.on_write:
+            listener(self.path, data)
 
     def remove(self) -> None:
         """Remove the file durably (call under `locked`): undoes the write that created it."""
         remove_durably(self.path)
         self._cached = None
+        for listener in self.on_write:
+            listener(self.path, None)

@@ -64,6 +64,7 @@ class WorkspaceFiles:
         self.lock_file = lock_file
         self._cache: dict[str, tuple[Identity, WorkspaceFile | OSError]] = {}
         self._cache_lock = threading.Lock()
+        self.on_write: list[Callable[[Path, bytes | None], None]] = []  # told of each write (critical-file checksums)
 
     def read(self, name: str) -> WorkspaceFile | None:
         """The file as it is now, None if absent; a file rockmem will not read (a link, a FIFO, a folder, too
@@ -146,6 +147,8 @@ class WorkspaceFiles:
                     except OSError as exc:
                         log.warning("could not put %s back after a failed write: %s", path, exc)
                     raise
+            for listener in self.on_write:
+                listener(path, data)
             info = os.lstat(path)
             written = WorkspaceFile(
                 name, decode(data, path), version_of(data), len(data), (info.st_ino, info.st_mtime_ns, info.st_size)
