@@ -481,25 +481,31 @@ def _dream(settings: Settings, args: argparse.Namespace) -> int:
             raise RockmemError(f"cannot read {args.plan}: {exc.strerror}") from None
         except ValueError as exc:
             raise RockmemError(f"{args.plan} is not a dream plan: {str(exc).splitlines()[0]}") from None
+    from rockmem_mcp.services.history import GitHistory
+
     graph = GraphService(settings)
     try:
         with _memory(settings) as memory:
-            dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir))
-            while True:
-                if args.force or args.dry_run or plan is not None or dreamer.due():
-                    print("dreaming ...", file=sys.stderr, flush=True)
-                    for report in _dream_once(dreamer, settings, plan, args):
-                        _print_report(report)
-                else:
-                    last = dreamer.last_run()
-                    print(
-                        f"skipped: the last dream finished at {last:%Y-%m-%d %H:%M} UTC, under 6 h ago "
-                        "(--force runs anyway)",
-                        file=sys.stderr,
-                    )
-                if args.every is None:
-                    return 0
-                time.sleep(args.every)
+            history = GitHistory(settings, memory.audit)  # commits what is pending as a run starts, and its changes
+            try:
+                dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir), before_run=history.flush)
+                while True:
+                    if args.force or args.dry_run or plan is not None or dreamer.due():
+                        print("dreaming ...", file=sys.stderr, flush=True)
+                        for report in _dream_once(dreamer, settings, plan, args):
+                            _print_report(report)
+                    else:
+                        last = dreamer.last_run()
+                        print(
+                            f"skipped: the last dream finished at {last:%Y-%m-%d %H:%M} UTC, under 6 h ago "
+                            "(--force runs anyway)",
+                            file=sys.stderr,
+                        )
+                    if args.every is None:
+                        return 0
+                    time.sleep(args.every)
+            finally:
+                history.close()  # commits the run's changes
     finally:
         graph.close()
 

@@ -199,6 +199,7 @@ def build_server(
             opened.history = GitHistory(settings, memory.audit)
             opened.history.start()  # its own thread: the first commit of a big home never delays the start
         opened.audit_trail = AuditTrail(memory.audit, opened.history)
+        opened.critical_files = critical
         opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result)
         running.append(opened)
         try:

@@ -21,6 +21,7 @@ from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.forgetting import Forgetting
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.history import GitHistory
+from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
@@ -58,6 +59,7 @@ class Services:
     history: GitHistory | None = None  # the home's git history, committed in the background (seed 004 §12.3)
     audit_trail: AuditTrail | None = None  # who changed what, when and why; an item's versions
     rollback: Rollback | None = None  # put an item, a run or the whole home back
+    critical_files: CriticalFiles | None = None  # checksums of SOUL.md, MEMORY.md, …; alerts until acknowledged
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -70,7 +72,13 @@ class Services:
 
     def dreamer(self) -> Dreamer:
         return Dreamer(
-            self.memory, self.graph, self.settings, self.templates, episodes=self.episodes, procedures=self.procedures
+            self.memory,
+            self.graph,
+            self.settings,
+            self.templates,
+            episodes=self.episodes,
+            procedures=self.procedures,
+            before_run=self.history.flush if self.history is not None else None,
         )
 
     def working(self, session_id: str | None) -> WorkingMemory:

@@ -173,9 +173,12 @@ class Dreamer:
         clock: Callable[[], datetime] = utc_now,
         episodes: Episodes | None = None,
         procedures: Procedures | None = None,
+        before_run: Callable[[], object] | None = None,
     ) -> None:
         """`episodes`, `procedures`: the process's stores (the server's); without them the episodes pass opens
-        its own on first use, sharing the memory store's reinforcer."""
+        its own on first use, sharing the memory store's reinforcer. `before_run`: called as a run that may
+        change things starts (the git history commits what is pending, so undoing the run finds the state
+        just before it)."""
         self.memory = memory
         self.graph = graph
         self.settings = settings
@@ -186,6 +189,7 @@ class Dreamer:
         self._clock = clock
         self._episodes = episodes
         self._procedures = procedures
+        self._before_run = before_run
 
     @property
     def episodes(self) -> Episodes:
@@ -217,6 +221,8 @@ class Dreamer:
             os.close(fd)
 
     def _new_report(self, dream_pass: str, mode: str, dry_run: bool) -> DreamReport:
+        if not dry_run and self._before_run is not None:
+            self._before_run()
         started = self._clock()
         return DreamReport(
             id=started.strftime("%Y%m%dT%H%M%S%fZ"),

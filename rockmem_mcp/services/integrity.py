@@ -74,8 +74,8 @@ class Alert:
         change = f" ({clean_field(self.change, 80)})" if self.change else ""
         return (
             f"⚠️ Heads up — {clean_field(self.file, 80)} was {clean_field(self.summary, 120)} on "
-            f"{self.time.date().isoformat()}{change}. Was this intentional? Ask the user; they acknowledge it with "
-            f"`{ACKNOWLEDGE} {self.id}`."
+            f"{self.time.date().isoformat()}{change}. Was this intentional? Ask the user; on their answer, "
+            f'acknowledge it: audit(acknowledge=["{self.id}"]) or `{ACKNOWLEDGE} {self.id}`.'
         )
 
 

@@ -18,7 +18,7 @@ def days_ago(days: float) -> datetime:
 
 
 def ids(result: dict[str, Any]) -> list[str]:
-    return [hit["id"] for hit in result["results"]]
+    return [hit["entry"]["id"] for hit in result["results"]]
 
 
 def git_log(home: Path, *args: str) -> str:
@@ -112,13 +112,13 @@ async def test_restore_the_whole_home_to_a_point_in_time(stdio_server, home, cal
         moment = datetime.now(UTC)
         later = (await call(client, "save_memory", content="Bob joined the billing team"))["id"]
         await call(client, "update_memory", id=kept, content="Carol owns the billing service")
-        await call(client, "save_to_working_memory", key="scratch", value="kept as it is")
+        await call(client, "save_to_working_memory", key="scratch", data="kept as it is")
 
         restored = await call(client, "revert", home_as_of=moment.isoformat())
         assert restored["removed"] and restored["restored"]
         assert (await call(client, "get_memory", id=kept))["content"] == "Alice owns the billing service"
         assert ids(await call(client, "search_memory", query="Bob billing team")) == []
-        assert (await call(client, "get_from_working_memory", key="scratch"))["value"] == "kept as it is"
+        assert (await call(client, "get_from_working_memory", key="scratch"))["data"] == "kept as it is"
 
         # And back again: the restore was one revert.
         await call(client, "revert", run=restored["revert_id"])

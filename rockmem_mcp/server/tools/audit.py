@@ -12,6 +12,7 @@ from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import AuditResult, RevertResult, utc_now
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.services.audit import process_actor
 from rockmem_mcp.services.audit_trail import parse_moment
 
 
@@ -37,7 +38,11 @@ def register(server: MCPServer) -> None:
             alerts = svc.critical_files
             if alerts is None:
                 raise InvalidInputError("there are no critical-file alerts in this home")
-            return AuditResult(note=alerts.acknowledge(acknowledge))
+            # The user's answer to "was this intentional?": never a sub-agent's to give.
+            if process_actor(svc.settings.namespace) != "main":
+                raise InvalidInputError("only the main agent acknowledges critical-file alerts, on the user's answer")
+            done = alerts.acknowledge("all" if acknowledge == ["all"] else acknowledge)
+            return AuditResult(note=f"acknowledged {len(done)} alert(s): {', '.join(a.id for a in done) or 'none'}")
         if history:
             if not item:
                 raise InvalidInputError("history needs item: a memory id, entity id, procedure or file path")
