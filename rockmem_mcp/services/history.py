@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from typing import BinaryIO
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError, RefusedFileError
+from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
@@ -112,10 +112,6 @@ def _warn_missing(reason: str) -> None:
             return
         _missing_warned = True
     log.warning("git history is off: %s; changes are still logged in meta/audit.log", reason)
-
-
-class GitError(Exception):
-    """A git command failed (logged; the committer retries next round)."""
 
 
 @dataclass(frozen=True)
@@ -189,13 +185,13 @@ class GitHistory:
         if self.available:
             try:
                 self.flush()
-            except (GitError, OSError) as exc:
+            except (HistoryError, OSError) as exc:
                 log.warning("git history: the final commit failed: %s", exc)
 
     def _loop(self) -> None:
         try:
             self._start_up()
-        except (GitError, OSError) as exc:
+        except (HistoryError, OSError) as exc:
             log.warning("git history: start-up failed (retried each round): %s", exc)
         except Exception:  # a background thread must not die: history is retried next round
             log.exception("git history: start-up failed")
@@ -204,7 +200,7 @@ class GitHistory:
         while not self._stop.wait(self.settings.audit_commit_seconds):
             try:
                 self._round()
-            except (GitError, OSError) as exc:
+            except (HistoryError, OSError) as exc:
                 if str(exc) != self._last_error:  # a lasting failure is said once, not every second
                     log.warning("git history: commit failed (retried next round): %s", exc)
                 self._last_error = str(exc)
@@ -237,7 +233,7 @@ class GitHistory:
             return None
         try:
             return self._head()
-        except GitError as exc:
+        except HistoryError as exc:
             log.warning("git history: %s", exc)
             return None
 
@@ -637,9 +633,9 @@ class GitHistory:
         check: bool = True,
         ok: tuple[int, ...] = (0,),
     ) -> bytes:
-        """stdout of `git ARGS`; stderr is logged. GitError when it fails (unless check=False)."""
+        """stdout of `git ARGS`; stderr is logged. HistoryError when it fails (unless check=False)."""
         if self._git is None:
-            raise GitError("git is not available")
+            raise HistoryError("git is not available")
         command = [self._git]
         for setting in GIT_CONFIG:
             command += ["-c", setting]
@@ -657,11 +653,14 @@ class GitHistory:
                     timeout=600,
                 )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise GitError(f"git {args[0]}: {exc}") from exc
+            raise HistoryError(f"git {args[0]}: {exc}") from exc
         stderr = proc.stderr.decode("utf-8", "replace").strip()
         if proc.returncode not in ok:
             if check:
-                raise GitError(f"git {args[0]} exited {proc.returncode}: {stderr[:2000]}")
+                raise HistoryError(
+                    f"git history: git {args[0]} exited {proc.returncode}: {stderr[:2000]} (the repository is "
+                    f"{self.git_dir}; `git --git-dir {self.git_dir} fsck` checks it)"
+                )
             if stderr:
                 log.warning("git history: git %s exited %d: %s", args[0], proc.returncode, stderr[:2000])
         elif stderr:
@@ -785,4 +784,4 @@ def _message(lines: Sequence[AuditLine], start: int, end: int, critical: Sequenc
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["GITIGNORE", "GitError", "GitHistory", "Version"]
+__all__ = ["GITIGNORE", "GitHistory", "HistoryError", "Version"]
