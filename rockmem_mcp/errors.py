@@ -88,6 +88,11 @@ def reporting_io_errors(doing: str) -> Iterator[None]:
         raise StorageError.of(exc, doing) from exc
 
 
+class HistoryError(StorageError):
+    """A git command of the home's history failed (services/history.py). The saves are not affected: the
+    change is in its file and meta/audit.log, and the next round commits it."""
+
+
 class LinkRefusedError(RefusedFileError):
     """A symbolic link inside the home where rockmem keeps a file or folder of its own."""
 

@@ -18,8 +18,9 @@ staged: a line is in HEAD only once its file's change is (a change can be in a c
 after; `versions` attributes such a late line to the version that holds the change).
 
 git is run as a program, hermetically: GIT_DIR and GIT_WORK_TREE name the home (a parent repository is never
-discovered), no global or system configuration, no hooks, no signing, our own identity. Commits use plumbing
-(update-index, write-tree, commit-tree, update-ref): fast, and nothing a user's configuration can hook into.
+discovered), no global or system configuration, no hooks, no signing, our own identity. A commit is written
+by `git fast-import` (every blob, tree and the commit in one pack, one fsync) and HEAD moved by update-ref:
+fast, and nothing a user's configuration can hook into.
 Several processes share a home: committers take an flock inside `.git`; one that finds nothing pending does
 nothing. History is only ever appended to, never rewritten. Without git the server works and says so once.
 """
@@ -34,19 +35,22 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import BinaryIO
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine
-from rockmem_mcp.storage.no_follow import read_bytes_and_stat
+from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
 
 try:
     import fcntl
@@ -71,12 +75,13 @@ EMAIL = "rockmem@localhost"
 COMMITTER = "rockmem"
 INIT_ACTOR = "system:init"
 MAX_BLOCKS = 200
-GC_EVERY_COMMITS = 100  # `git gc --auto` this often: packs the loose objects of many small commits
+REPACK_EVERY_COMMITS = 25  # each commit is a small pack: merge them this often
+WORK_REF = "refs/rockmem/last"  # where fast-import writes a commit before update-ref moves HEAD to it
 OUTSIDE_SUMMARY = "changed outside the server (found at start)"
 ZERO_SHA = "0" * 40
 # Every git call: no hooks (update-ref runs reference-transaction hooks), no signing, no line-ending or
-# filesystem-monitor magic, objects and refs fsync'd in one batch (a crash leaves no corrupt repository),
-# gc in our thread rather than a detached process, and gc earlier than git's 6,700 loose objects.
+# filesystem-monitor magic, packs, objects, refs and the index fsync'd (a crash leaves no corrupt repository),
+# and no gc in a detached process.
 GIT_CONFIG = (
     "core.hooksPath=/dev/null",
     "commit.gpgSign=false",
@@ -87,7 +92,6 @@ GIT_CONFIG = (
     "core.fsync=committed,index",
     "core.fsyncMethod=batch",
     "gc.autoDetach=false",
-    "gc.auto=1000",
     "maintenance.auto=false",
 )
 _TRAILER = re.compile(r"^Audit-Lines: (\d+)-(\d+)\s*$", re.MULTILINE)
@@ -108,10 +112,6 @@ def _warn_missing(reason: str) -> None:
             return
         _missing_warned = True
     log.warning("git history is off: %s; changes are still logged in meta/audit.log", reason)
-
-
-class GitError(Exception):
-    """A git command failed (logged; the committer retries next round)."""
 
 
 @dataclass(frozen=True)
@@ -185,13 +185,13 @@ class GitHistory:
         if self.available:
             try:
                 self.flush()
-            except (GitError, OSError) as exc:
+            except (HistoryError, OSError) as exc:
                 log.warning("git history: the final commit failed: %s", exc)
 
     def _loop(self) -> None:
         try:
             self._start_up()
-        except (GitError, OSError) as exc:
+        except (HistoryError, OSError) as exc:
             log.warning("git history: start-up failed (retried each round): %s", exc)
         except Exception:  # a background thread must not die: history is retried next round
             log.exception("git history: start-up failed")
@@ -200,7 +200,7 @@ class GitHistory:
         while not self._stop.wait(self.settings.audit_commit_seconds):
             try:
                 self._round()
-            except (GitError, OSError) as exc:
+            except (HistoryError, OSError) as exc:
                 if str(exc) != self._last_error:  # a lasting failure is said once, not every second
                     log.warning("git history: commit failed (retried next round): %s", exc)
                 self._last_error = str(exc)
@@ -233,7 +233,7 @@ class GitHistory:
             return None
         try:
             return self._head()
-        except GitError as exc:
+        except HistoryError as exc:
             log.warning("git history: %s", exc)
             return None
 
@@ -263,16 +263,16 @@ class GitHistory:
         self._repo_ready = True
 
     def _first_commit(self) -> None:
-        # `--ignore-errors`: an unreadable file is left out (and said on stderr) rather than stopping the import.
-        self._run(["add", "-A", "--ignore-errors", "--", "."], check=False)
+        """The home as it is: every file .gitignore leaves in (the log as its whole lines)."""
+        listed = self._run(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
         pending = self._read_audit(None, None, 0)
-        if pending.stat is not None:
-            self._stage_audit(pending.data)
         block = _block(
             "CREATE", ".", "the home as it was when its history began", INIT_ACTOR, "auto", "first start with git"
         )
         message = f"{block.splitlines()[0]}\n\n{block}\n\nAudit-Lines: 0-{len(pending.data)}\n"
-        commit = self._commit(message, None, INIT_ACTOR, self._clock())
+        files = [name for name in _names_of(listed) if name != self.audit_file]
+        audit = pending.data if pending.stat is not None else None
+        commit = self._commit(message, None, INIT_ACTOR, self._clock(), [], files, audit)
         if pending.stat is not None:
             self._known = (commit, len(pending.data), pending.stat.st_ino)
 
@@ -286,13 +286,7 @@ class GitHistory:
             self._seen = _key(pending.stat)
             self._known = (head, size, pending.stat.st_ino) if head else None
             return head
-        if head is not None and not (self.git_dir / "index").exists():
-            self._run(["read-tree", head])  # a lost index would otherwise commit an empty tree
-        self._stage(self._paths_of(pending.lines))
-        if pending.stat is None:
-            self._run(["update-index", "--force-remove", "--", self.audit_file])  # retention emptied the log
-        else:
-            self._stage_audit(pending.data)
+        folders, files = self._changed_paths(self._paths_of(pending.lines))
         if pending.stat is None:
             empty = f"[DELETE] {self.audit_file} — the log was removed (retention kept no line)"
         elif pending.rewritten:
@@ -303,7 +297,8 @@ class GitHistory:
         actors = {line.actor for line in pending.lines}
         author = actors.pop() if len(actors) == 1 else COMMITTER
         moment = pending.lines[-1].time if pending.lines else self._clock()
-        commit = self._commit(message, head, author, moment)
+        audit = pending.data if pending.stat is not None else None
+        commit = self._commit(message, head, author, moment, folders, files, audit)
         if pending.stat is not None:
             self._seen = _key(pending.stat)
             self._known = (commit, len(pending.data), pending.stat.st_ino)
@@ -311,25 +306,72 @@ class GitHistory:
             self._seen, self._known = None, None
         return commit
 
-    def _commit(self, message: str, parent: str | None, author: str, moment: datetime) -> str:
-        tree = self._run(["write-tree"]).strip().decode()
-        stamp = f"@{int(moment.timestamp())} +0000"
-        env = {
-            "GIT_AUTHOR_NAME": _ident(author),
-            "GIT_AUTHOR_EMAIL": EMAIL,
-            "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_NAME": COMMITTER,
-            "GIT_COMMITTER_EMAIL": EMAIL,
-            "GIT_COMMITTER_DATE": stamp,
-        }
-        parents = ["-p", parent] if parent else []
-        commit = self._run(["commit-tree", "--no-gpg-sign", tree, *parents], message.encode(), env).strip().decode()
-        # Compare-and-swap on the old value: a commit someone made meanwhile is never overwritten.
+    def _commit(
+        self,
+        message: str,
+        parent: str | None,
+        author: str,
+        moment: datetime,
+        folders: Sequence[str],
+        files: Sequence[str],
+        audit: bytes | None,
+    ) -> str:
+        """One commit on `parent`: `folders` replaced by what is in them now, `files` as they are on disk (gone:
+        removed), the log as `audit` (None: removed). `git fast-import` writes the blobs, trees and commit as one
+        pack with one fsync (thousands of loose objects would cost a flush each); update-ref then moves HEAD
+        with a compare-and-swap on `parent`, so a commit made meanwhile is never overwritten."""
+        stamp = f"{int(moment.timestamp())} +0000"
+        head = [
+            b"feature done\n",
+            f"commit {WORK_REF}\n".encode(),
+            f"author {_ident(author)} <{EMAIL}> {stamp}\n".encode(),
+            f"committer {COMMITTER} <{EMAIL}> {stamp}\n".encode(),
+            _data(message.encode()),
+        ]
+        if parent:
+            head.append(f"from {parent}\n".encode())
+
+        def stream(out: BinaryIO) -> None:
+            out.write(b"".join(head))
+            if "." in folders:
+                out.write(b"deleteall\n")
+            else:
+                out.writelines(b"D " + _quote(folder) + b"\n" for folder in folders)
+            for path in files:
+                out.write(self._file_command(path))
+            if audit is None:
+                out.write(b"D " + _quote(self.audit_file) + b"\n")
+            else:
+                out.write(b"M 100644 inline " + _quote(self.audit_file) + b"\n" + _data(audit))
+            out.write(b"\ndone\n")
+
+        self._run(["fast-import", "--quiet", "--force"], stream)
+        commit = self._run(["rev-parse", "--verify", f"{WORK_REF}^{{commit}}"]).strip().decode()
         self._run(["update-ref", "-m", "rockmem: history", "HEAD", commit, parent or ZERO_SHA])
+        # The index follows HEAD (stat data of unchanged files kept), for `git status` here and by hand.
+        self._run(["read-tree", "--reset", commit], check=False)
         self._commits += 1
-        if self._commits % GC_EVERY_COMMITS == 0:
-            self._run(["gc", "--auto", "--quiet"], check=False)
+        if self._commits % REPACK_EVERY_COMMITS == 0:
+            # A pack per commit: merge the small ones (geometric: amortized, never the whole history each time).
+            self._run(["repack", "-d", "-q", "--geometric=2"], check=False)
         return commit
+
+    def _file_command(self, path: str) -> bytes:
+        """The fast-import command that makes `path` what it is on disk (a link as a link; never followed)."""
+        full = self.home / path
+        try:
+            info = os.lstat(full)
+        except (FileNotFoundError, NotADirectoryError):
+            return b"D " + _quote(path) + b"\n"
+        try:
+            if stat.S_ISLNK(info.st_mode):
+                return b"M 120000 inline " + _quote(path) + b"\n" + _data(os.fsencode(os.readlink(full)))
+            if stat.S_ISREG(info.st_mode):
+                mode = b"100755" if info.st_mode & 0o111 else b"100644"
+                return b"M " + mode + b" inline " + _quote(path) + b"\n" + _data(read_bytes(full))
+        except (OSError, RefusedFileError) as exc:
+            log.warning("git history: %s left as it was committed: %s", path, exc)
+        return b""  # a folder or a special file: nothing to commit for it
 
     def _head(self) -> str | None:
         out = self._run(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False)
@@ -392,45 +434,23 @@ class GitHistory:
                 paths[name] = None
         return list(paths)
 
-    def _stage(self, paths: Sequence[str]) -> None:
+    def _changed_paths(self, paths: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The folders (replaced whole) and files to commit for these paths: ignored ones and paths under a
+        symbolic link are left out; a folder stands for the files git would track in it now."""
         if not paths:
-            return
+            return [], []
         ignored = self._ignored(paths)
         links: dict[str, bool] = {}
-        files, folders, missing = [], [], []
+        folders, files = [], []
         for path in paths:
             if path in ignored or self._beyond_link(path, links):
                 continue
             full = self.home / path
-            if path == "." or (full.is_dir() and not full.is_symlink()):
-                folders.append(path)
-            else:
-                files.append(path)
-                if not os.path.lexists(full):
-                    missing.append(path)
-        gone = self._tracked_folders(missing)  # a whole folder removed: its files leave the index
-        files = [path for path in files if path not in gone]
-        if files:
-            try:
-                self._update_index(files)
-            except GitError:  # one path git refuses must not hold back the batch: stage them one by one
-                for path in files:
-                    try:
-                        self._update_index([path])
-                    except GitError as exc:
-                        log.warning("git history: %s left out of the commit: %s", path, exc)
+            (folders if path == "." or (full.is_dir() and not full.is_symlink()) else files).append(path)
         if folders:
-            self._run(["add", "-A", "--ignore-errors", "--", *folders], check=False)
-        if gone:
-            self._run(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *sorted(gone)])
-
-    def _update_index(self, files: Sequence[str]) -> None:
-        # --remove: a file gone from disk leaves the index; one that never was there is no error.
-        self._run(["update-index", "--add", "--remove", "-z", "--stdin"], _nul(files))
-
-    def _stage_audit(self, data: bytes) -> None:
-        sha = self._run(["hash-object", "-w", "--no-filters", "--stdin"], data).strip().decode()
-        self._run(["update-index", "--add", "--cacheinfo", f"100644,{sha},{self.audit_file}"])
+            listed = self._run(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *folders])
+            files += [name for name in _names_of(listed) if name != self.audit_file]
+        return folders, list(dict.fromkeys(files))
 
     def _ignored(self, paths: Sequence[str]) -> set[str]:
         # check-ignore takes paths, not pathspecs, and refuses the literal-pathspec switch.
@@ -445,20 +465,6 @@ class GitHistory:
         if folder not in links:
             links[folder] = os.path.islink(self.home / folder) or self._beyond_link(folder, links)
         return links[folder]
-
-    def _tracked_folders(self, missing: Sequence[str]) -> set[str]:
-        """Which of these paths, gone from disk, were folders in the index (one ls-files for all)."""
-        if not missing:
-            return set()
-        out = self._run(["ls-files", "-z", "--", *missing], check=False)
-        folders = set()
-        for entry in out.split(b"\0"):
-            name = entry.decode("utf-8", "surrogateescape")
-            folder = posixpath.dirname(name)
-            while folder:
-                folders.add(folder)
-                folder = posixpath.dirname(folder)
-        return folders.intersection(missing)
 
     # ------------------------------------------------------------------ start-up check
     def _start_up(self) -> None:
@@ -485,6 +491,9 @@ class GitHistory:
 
     def _outside_changes(self) -> dict[str, str]:
         """Tracked or trackable files that differ from HEAD, with the action that describes the change."""
+        head = self._head()
+        if head is not None:
+            self._run(["read-tree", "--reset", head])  # an index a crash left behind HEAD would show false changes
         out = self._run(
             ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules"]
         )
@@ -619,37 +628,64 @@ class GitHistory:
     def _run(
         self,
         args: list[str],
-        stdin: bytes | None = None,
+        stdin: bytes | Callable[[BinaryIO], None] | None = None,
         env: dict[str, str] | None = None,
         check: bool = True,
         ok: tuple[int, ...] = (0,),
     ) -> bytes:
-        """stdout of `git ARGS`; stderr is logged. GitError when it fails (unless check=False)."""
+        """stdout of `git ARGS`; stderr is logged. HistoryError when it fails (unless check=False)."""
         if self._git is None:
-            raise GitError("git is not available")
+            raise HistoryError("git is not available")
         command = [self._git]
         for setting in GIT_CONFIG:
             command += ["-c", setting]
+        env = {**self._env, **(env or {})}
         try:
-            proc = subprocess.run(
-                command + args,
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                cwd=self.home,
-                env={**self._env, **(env or {})},
-                timeout=600,
-            )
+            if callable(stdin):
+                proc = self._run_streaming(command + args, stdin, env)
+            else:
+                proc = subprocess.run(
+                    command + args,
+                    input=stdin if stdin is not None else b"",
+                    capture_output=True,
+                    cwd=self.home,
+                    env=env,
+                    timeout=600,
+                )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise GitError(f"git {args[0]}: {exc}") from exc
+            raise HistoryError(f"git {args[0]}: {exc}") from exc
         stderr = proc.stderr.decode("utf-8", "replace").strip()
         if proc.returncode not in ok:
             if check:
-                raise GitError(f"git {args[0]} exited {proc.returncode}: {stderr[:2000]}")
+                raise HistoryError(
+                    f"git history: git {args[0]} exited {proc.returncode}: {stderr[:2000]} (the repository is "
+                    f"{self.git_dir}; `git --git-dir {self.git_dir} fsck` checks it)"
+                )
             if stderr:
                 log.warning("git history: git %s exited %d: %s", args[0], proc.returncode, stderr[:2000])
         elif stderr:
             log.debug("git %s: %s", args[0], stderr[:2000])
         return proc.stdout
+
+    def _run_streaming(
+        self, command: list[str], write: Callable[[BinaryIO], None], env: dict[str, str]
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run `command` with `write` producing its stdin bit by bit (a large import is never held whole);
+        its output goes to temp files, so a full pipe can never stall either side."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=self.home, env=env)
+            assert proc.stdin is not None
+            try:
+                with contextlib.suppress(BrokenPipeError):  # git stopped reading: its exit code says why
+                    write(proc.stdin)  # type: ignore[arg-type]
+                    proc.stdin.close()
+            finally:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()
+                code = proc.wait()
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(command, code, out.read(), err.read())
 
 
 # ---------------------------------------------------------------------- helpers
@@ -660,6 +696,23 @@ def _key(info: os.stat_result) -> tuple[int, int, int]:
 def _blob_sha(data: bytes) -> str:
     """git's object name for a blob of `data` (sha-1 repositories, git's default)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def _data(data: bytes) -> bytes:
+    """A fast-import `data` command with exact byte count."""
+    return b"data %d\n" % len(data) + data + b"\n"
+
+
+def _quote(path: str) -> bytes:
+    """A path for a fast-import command: C-quoted when it starts with a quote (newlines never get this far)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if not raw.startswith(b'"'):
+        return raw
+    return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+
+
+def _names_of(listed: bytes) -> list[str]:
+    return [name.decode("utf-8", "surrogateescape") for name in listed.split(b"\0") if name]
 
 
 def _nul(paths: Iterable[str]) -> bytes:
@@ -731,4 +784,4 @@ def _message(lines: Sequence[AuditLine], start: int, end: int, critical: Sequenc
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["GITIGNORE", "GitError", "GitHistory", "Version"]
+__all__ = ["GITIGNORE", "GitHistory", "HistoryError", "Version"]
