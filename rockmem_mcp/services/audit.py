@@ -23,11 +23,15 @@ from pathlib import Path
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import utc_now
-from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, AuditLog
+from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, AuditLog, format_time
+from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.version_log import FileVersion, VersionLog
 
 log = logging.getLogger(__name__)
 
 AUDIT_NAME = "audit.log"
+VERSIONS_NAME = "rockmem-versions"  # inside .git: never part of the history itself
+CAPTURE_BYTES = 256 * 1024
 MANUAL = "manual"
 DOCTOR = "system:doctor"
 
@@ -73,6 +77,10 @@ class Audit:
         self.log = AuditLog(settings.meta_dir / AUDIT_NAME)
         self._clock = clock
         self._process_actor = process_actor(settings.namespace)
+        # Each change's new bytes, for the git history to keep every version (storage/version_log.py).
+        self._git_dir = settings.home / ".git"
+        self.versions = VersionLog(self._git_dir / VERSIONS_NAME) if settings.audit_git else None
+        self._capturing = False  # the home is a git repository (checked until it is)
 
     def actor(self) -> str:
         return _actor.get() or self._process_actor
@@ -117,6 +125,31 @@ class Audit:
             if undo is not None and batch:
                 undone(undo, "a change whose audit line could not be written")
             raise
+        self._capture(batch)
+
+    def _capture(self, batch: list[AuditLine]) -> None:
+        """Keep what each changed file holds now, for the history (best effort: the change is done and logged;
+        without this the history keeps the file's state at its next commit)."""
+        if self.versions is None or not (self._capturing or self._git_dir.is_dir()):
+            return
+        self._capturing = True
+        versions = []
+        for line in batch:
+            if "*" in line.file or line.file.endswith("/"):
+                continue  # a change of many files: its commit reads them from disk
+            try:
+                data: bytes | None = read_bytes(os.path.join(self.home, line.file))
+            except FileNotFoundError:
+                data = None
+            except (OSError, RockmemError):  # a folder, a link, unreadable: its commit reads it from disk
+                continue
+            if data is not None and len(data) > CAPTURE_BYTES:
+                continue  # a big file (a long day's episode log): its commit reads it from disk
+            versions.append(FileVersion(format_time(line.time), line.file, data))
+        try:
+            self.versions.append(versions)
+        except OSError as exc:
+            log.debug("version capture skipped: %s", exc)
 
 
 def line_changes(before: str, after: str) -> str:

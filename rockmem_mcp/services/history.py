@@ -49,8 +49,9 @@ from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine
+from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, format_time, parse_time
 from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
+from rockmem_mcp.storage.version_log import VersionRead
 
 try:
     import fcntl
@@ -95,6 +96,7 @@ GIT_CONFIG = (
     "maintenance.auto=false",
 )
 _TRAILER = re.compile(r"^Audit-Lines: (\d+)-(\d+)\s*$", re.MULTILINE)
+_TIME_TRAILER = re.compile(r"^Audit-Time: (\S+)\s*$", re.MULTILINE)
 _COMMIT_NAME = re.compile(r"[0-9a-fA-F]{4,64}|HEAD")
 _QUOTED = re.compile(r'"[^"]*"?')
 _CONTEXT = re.compile(r"\(([^()]{1,120})\)")
@@ -120,6 +122,14 @@ class Version:
     time: datetime  # commit time (UTC): the time of the last audit line the commit carries
     lines: list[AuditLine]  # the audit lines for this file this version answers for; may be empty
     deleted: bool  # the file does not exist in this commit
+
+
+@dataclass
+class _Middle:
+    lines: list[AuditLine]  # a stretch of a batch in which no file changed twice
+    start: int  # its bytes in meta/audit.log
+    end: int
+    files: dict[str, bytes | None]  # each file's bytes right after its last change in the stretch (None: gone)
 
 
 @dataclass
@@ -277,6 +287,8 @@ class GitHistory:
             self._known = (commit, len(pending.data), pending.stat.st_ino)
 
     def _commit_pending(self) -> str | None:
+        # Read before the log: every version read then has its line in the log read after.
+        captured = self.audit.versions.read() if self.audit.versions is not None else None
         head, blob, size = self._head_audit()
         pending = self._pending(head, blob, size)
         if pending.stat is None and blob is None:
@@ -298,13 +310,47 @@ class GitHistory:
         author = actors.pop() if len(actors) == 1 else COMMITTER
         moment = pending.lines[-1].time if pending.lines else self._clock()
         audit = pending.data if pending.stat is not None else None
-        commit = self._commit(message, head, author, moment, folders, files, audit)
+        middle = self._middle_versions(pending, captured) if audit is not None and captured else []
+        if middle:  # the batch's last stretch: from its first line after the middle versions
+            tail_start, lines_after = middle[-1].end, pending.lines[sum(len(m.lines) for m in middle) :]
+            message = _message(lines_after, tail_start, len(pending.data), self.settings.critical_files, empty)
+        commit = self._commit(message, head, author, moment, folders, files, audit, middle)
+        if captured is not None and captured.end:
+            self.audit.versions.consume(captured.end, captured.inode)
         if pending.stat is not None:
             self._seen = _key(pending.stat)
             self._known = (commit, len(pending.data), pending.stat.st_ino)
         else:
             self._seen, self._known = None, None
         return commit
+
+    def _middle_versions(self, pending: _Pending, captured: VersionRead) -> list[_Middle]:
+        """A batch where a file changed more than once, cut before each repeat: every stretch but the last
+        becomes a commit of its own, of the files' bytes captured at their change (services/audit.py), so
+        every version is in the history. Nothing when no file repeats, or nothing was captured."""
+        kept = {(version.time, version.file): version.data for version in captured.versions}
+        if not kept:
+            return []
+        ends = _line_ends(pending.data, pending.start)
+        if len(ends) != len(pending.lines):
+            return []  # lines that do not parse: one commit, as the files are now
+        middle: list[_Middle] = []
+        stretch: list[AuditLine] = []
+        named: set[str] = set()
+        files: dict[str, bytes | None] = {}
+        start = pending.start
+        for i, line in enumerate(pending.lines):
+            if line.file in named:
+                middle.append(_Middle(stretch, start, ends[i - 1], files))
+                stretch, named, files, start = [], set(), {}, ends[i - 1]
+            stretch.append(line)
+            named.add(line.file)
+            key = (format_time(line.time), line.file)
+            if key in kept:
+                files[line.file] = kept[key]
+            else:
+                files.pop(line.file, None)  # not captured: its state comes with the batch's last commit
+        return middle
 
     def _commit(
         self,
@@ -315,24 +361,42 @@ class GitHistory:
         folders: Sequence[str],
         files: Sequence[str],
         audit: bytes | None,
+        middle: Sequence[_Middle] = (),
     ) -> str:
         """One commit on `parent`: `folders` replaced by what is in them now, `files` as they are on disk (gone:
         removed), the log as `audit` (None: removed). `git fast-import` writes the blobs, trees and commit as one
         pack with one fsync (thousands of loose objects would cost a flush each); update-ref then moves HEAD
         with a compare-and-swap on `parent`, so a commit made meanwhile is never overwritten."""
-        stamp = f"{int(moment.timestamp())} +0000"
-        head = [
-            b"feature done\n",
-            f"commit {WORK_REF}\n".encode(),
-            f"author {_ident(author)} <{EMAIL}> {stamp}\n".encode(),
-            f"committer {COMMITTER} <{EMAIL}> {stamp}\n".encode(),
-            _data(message.encode()),
-        ]
-        if parent:
-            head.append(f"from {parent}\n".encode())
+
+        def header(message: str, author: str, moment: datetime, first: bool) -> bytes:
+            stamp = f"{int(moment.timestamp())} +0000"
+            return b"".join(
+                [
+                    f"commit {WORK_REF}\n".encode(),
+                    f"author {_ident(author)} <{EMAIL}> {stamp}\n".encode(),
+                    f"committer {COMMITTER} <{EMAIL}> {stamp}\n".encode(),
+                    _data(message.encode()),
+                    f"from {parent}\n".encode() if parent and first else b"",  # later ones follow the ref
+                ]
+            )
 
         def stream(out: BinaryIO) -> None:
-            out.write(b"".join(head))
+            out.write(b"feature done\n")
+            critical = self.settings.critical_files
+            for i, version in enumerate(middle):
+                assert audit is not None  # middle versions are only made with the log
+                actors = {line.actor for line in version.lines}
+                who = actors.pop() if len(actors) == 1 else COMMITTER
+                text = _message(version.lines, version.start, version.end, critical, "")
+                out.write(header(text, who, version.lines[-1].time, i == 0))
+                for path, data in version.files.items():
+                    if data is None:
+                        out.write(b"D " + _quote(path) + b"\n")
+                    else:
+                        out.write(b"M 100644 inline " + _quote(path) + b"\n" + _data(data))
+                out.write(b"M 100644 inline " + _quote(self.audit_file) + b"\n" + _data(audit[: version.end]))
+                out.write(b"\n")
+            out.write(header(message, author, moment, not middle))
             if "." in folders:
                 out.write(b"deleteall\n")
             else:
@@ -582,8 +646,19 @@ class GitHistory:
         head = self.flush()
         if head is None:
             return None
+        # git keeps whole seconds; the Audit-Time trailer has the last line's time to the millisecond, so
+        # commits of the same second as `moment` are told apart by it.
         stamp = int(moment.timestamp() // 1)
-        out = self._run(["rev-list", "-n", "1", f"--before=@{stamp}", head])
+        out = self._run(["log", "-n", "64", f"--before=@{stamp + 1}", "--format=%H%x1f%ct%x1f%B%x1e", head])
+        for record in out.decode("utf-8", "replace").split("\x1e"):
+            fields = record.strip("\n").split("\x1f")
+            if len(fields) != 3:
+                continue
+            match = _TIME_TRAILER.search(fields[2])
+            exact = parse_time(match[1]) if match else None
+            if (exact or datetime.fromtimestamp(int(fields[1]), UTC)) <= moment:
+                return fields[0]
+        out = self._run(["rev-list", "-n", "1", f"--before=@{stamp - 1}", head])  # older than every one looked at
         return out.strip().decode() or None
 
     def changed_between(self, older: str, newer: str | None = None) -> list[str]:
@@ -719,6 +794,16 @@ def _nul(paths: Iterable[str]) -> bytes:
     return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
 
 
+def _line_ends(data: bytes, start: int) -> list[int]:
+    """The offset just past each line of the log from `start` that parses (as `_parse` reads them)."""
+    ends, offset = [], start
+    for raw in data[start:].splitlines(keepends=True):
+        offset += len(raw)
+        if raw.endswith(b"\n") and AuditLine.parse(raw.decode("utf-8", "replace")) is not None:
+            ends.append(offset)
+    return ends
+
+
 def _parse(data: bytes) -> list[AuditLine]:
     lines = []
     for raw in data.splitlines(keepends=True):
@@ -780,7 +865,8 @@ def _message(lines: Sequence[AuditLine], start: int, end: int, critical: Sequenc
         subject = f"[BATCH] {len(lines)} changes — {first if len(first) <= 60 else first[:59].rstrip()}…"
     else:
         subject = empty  # no line: the log alone changed
-    parts = [subject, *(["\n\n".join(blocks)] if blocks else []), f"Audit-Lines: {start}-{end}"]
+    trailers = f"Audit-Lines: {start}-{end}" + (f"\nAudit-Time: {format_time(lines[-1].time)}" if lines else "")
+    parts = [subject, *(["\n\n".join(blocks)] if blocks else []), trailers]
     return "\n\n".join(parts) + "\n"
 
 

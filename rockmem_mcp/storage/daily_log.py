@@ -209,7 +209,7 @@ class DailyLog(Generic[Record]):
         self.consume(day)
 
 
-def append_line(path: Path, line: bytes) -> None:
+def append_line(path: Path, line: bytes, durable: bool = True) -> None:
     """Append `line` (whole lines, ending in a newline) durably to the log at `path`, in one write under the
     log's exclusive lock: processes appending at once never interleave, a line torn by a crash or a full disk
     does not swallow ours, and a file replaced (consumed, rewritten) while we waited is appended to anew."""
@@ -226,7 +226,8 @@ def append_line(path: Path, line: bytes) -> None:
             written = os.write(fd, line)
             if written < len(line):  # a regular file takes less only when it cannot grow: the disk is full
                 raise OSError(errno.ENOSPC, "No space left on device (an append was cut short)", str(path))
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             return
         finally:
             os.close(fd)

@@ -59,12 +59,14 @@ async def test_a_memory_s_history_and_revert_over_stdio(stdio_server, home, call
 
         # To a chosen version, by its commit.
         first = history["versions"][2]["commit"]
-        await call(client, "revert", item=entry_id, to=first[:12])
+        again = await call(client, "revert", item=entry_id, to=first[:12])
         assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Thursday"
 
-        # A revert is itself revertable.
-        await call(client, "revert", run=reverted["revert_id"])
-        assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Saturday"
+        # A revert is itself revertable; an earlier one whose file changed since is left alone, and says why.
+        await call(client, "revert", run=again["revert_id"])
+        assert (await call(client, "get_memory", id=entry_id))["content"] == "The deploy window is Friday"
+        stale = await call(client, "revert", run=reverted["revert_id"])
+        assert stale["restored"] == [] and "changed since by main (REVERT" in stale["skipped"][0]["reason"]
 
         assert "exactly one" in await call_error(client, "revert", item=entry_id, run="dream:x")
         assert "not a commit" in await call_error(client, "revert", item=entry_id, to="deadbeefdeadbeef")
@@ -76,7 +78,7 @@ async def test_a_memory_s_history_and_revert_over_stdio(stdio_server, home, call
     assert "Traceback" not in stdio_server.logs[0].read_text()
     # Committed in the background, in the seed's message format; the last commit at close at the latest.
     log = git_log(home, "--format=%B")
-    assert f"[CREATE] memory/work/{entry_id}.json — saved" in log and "Actor: main" in log
+    assert f"[EDIT] memory/work/{entry_id}.json — changed content\nActor: main\nApproval: auto" in log
 
 
 async def test_undo_a_whole_dream_run(stdio_server, home, seed, call) -> None:
@@ -117,10 +119,10 @@ async def test_restore_the_whole_home_to_a_point_in_time(stdio_server, home, cal
         restored = await call(client, "revert", home_as_of=moment.isoformat())
         assert restored["removed"] and restored["restored"]
         assert (await call(client, "get_memory", id=kept))["content"] == "Alice owns the billing service"
-        assert ids(await call(client, "search_memory", query="Bob billing team")) == []
+        assert ids(await call(client, "search_memory", query="Bob joined")) == []
         assert (await call(client, "get_from_working_memory", key="scratch"))["data"] == "kept as it is"
 
         # And back again: the restore was one revert.
         await call(client, "revert", run=restored["revert_id"])
         assert (await call(client, "get_memory", id=kept))["content"] == "Carol owns the billing service"
-        assert ids(await call(client, "search_memory", query="Bob billing team")) == [later]
+        assert ids(await call(client, "search_memory", query="Bob joined")) == [later]

@@ -17,6 +17,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.services import history as history_module
+from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine
@@ -56,6 +57,8 @@ class Home:
     def __init__(self, settings: Settings, services: Services) -> None:
         self.settings, self.services = settings, services
         self.memory = services.open(clock=FakeClock(T0, timedelta(minutes=1)))
+        # Audit lines a minute apart too (stores stamp theirs by the wall clock), so commits can be told apart.
+        self.memory.audit = Audit(settings, FakeClock(T0, timedelta(minutes=1)))
         self.histories: list[GitHistory] = []
 
     def history(self, first_commit: bool = True) -> GitHistory:
@@ -122,13 +125,34 @@ def test_commit_message_follows_the_seed_format(home: Home) -> None:
     assert author == "main" and int(when) == int(line.time.timestamp())
 
     home.memory.update(entry.id, tags=["architecture"])
-    home.memory.delete(entry.id, reason="user asked")
+    other = home.memory.save("the review is on Thursday", "decisions")
     history.flush()
     message = git(home.settings.home, "log", "-1", "--format=%B").decode()
     assert message.splitlines()[0] == "[BATCH] 2 changes — changed tags…"
     assert f"[EDIT] {path} — changed tags\nActor: main" in message
-    assert f"[ARCHIVE] {path} — archived (user asked)" in message
+    assert f"[CREATE] {home.path(other.id)} — saved" in message
+    home.memory.delete(other.id, reason="user asked")
+    history.flush()
+    message = git(home.settings.home, "log", "-1", "--format=%B").decode()
+    assert message.startswith(f"[ARCHIVE] {home.path(other.id)} — archived (user asked)")
     assert "Trigger: user asked" in message
+
+
+def test_a_file_changed_twice_in_one_batch_keeps_both_versions(home: Home) -> None:
+    """The batch is cut before the repeat: the middle version is a commit of its own, from the bytes captured
+    when it was written, with its own line; the batch's last commit holds the file as it is now."""
+    history = home.history()
+    history.flush()
+    entry = home.memory.save("the deploy window is Thursday", "decisions")
+    home.memory.update(entry.id, content="the deploy window is Friday")
+    home.memory.update(entry.id, content="the deploy window is Saturday")
+    history.flush()
+    versions = history.versions(home.path(entry.id))
+    texts = [json.loads(history.read(v.commit, home.path(entry.id)) or b"{}")["content"] for v in versions]
+    assert texts == [f"the deploy window is {day}" for day in ("Saturday", "Friday", "Thursday")]
+    assert [[line.action for line in v.lines] for v in versions] == [["EDIT"], ["EDIT"], ["CREATE"]]
+    assert history.commit_at(versions[1].lines[0].time) == versions[1].commit  # to the millisecond
+    assert not (home.settings.home / ".git" / "rockmem-versions").exists()  # consumed once committed
 
 
 def test_a_batch_lists_200_changes_then_points_at_the_log(home: Home) -> None:
