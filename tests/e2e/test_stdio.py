@@ -19,6 +19,7 @@ pytestmark = pytest.mark.anyio
 TOOLS = {
     *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"),
     *("remember", "forget"),
+    *("audit", "revert"),
     *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
     *("list_working_memory", "search_working_memory"),
     *("record_turn", "get_conversation", "recall", "reset_recall", "core_memory"),
@@ -299,7 +300,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://workspace",
             "rockmem://episodes",
             *("rockmem://workspace", "rockmem://procedures"),
-            *("rockmem://graph-relations", "rockmem://forgotten"),
+            *("rockmem://graph-relations", "rockmem://forgotten", "rockmem://audit"),
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {
@@ -311,6 +312,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://workspace/{name}",
             "rockmem://episodes/{day}",
             "rockmem://procedures/{name}",
+            "rockmem://history/{item}",
         }
 
         async def read(uri: str) -> str:

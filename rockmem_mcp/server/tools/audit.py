@@ -22,12 +22,12 @@ def register(server: MCPServer) -> None:
     def audit(
         ctx: Context,
         item: Annotated[str, Field(description="Id or file: filters lines, or with history its versions")] = "",
-        history: bool = False,
+        history: Annotated[bool, Field(description="Every version of item")] = False,
         action: Annotated[str, Field(description="E.g. ARCHIVE,DELETE")] = "",
         actor: Annotated[str, Field(description="E.g. dream, subagent:x, manual")] = "",
         since: Annotated[str, Field(description="ISO time, day or age (2h, 3d)")] = "",
-        until: str = "",
-        limit: Annotated[int, Field(ge=1, le=500)] = 20,
+        until: Annotated[str, Field(description="As since")] = "",
+        limit: Annotated[int, Field(ge=1, le=500, description="Most lines or versions")] = 20,
         acknowledge: Annotated[list[str], Field(description="Alert ids the user saw, or ['all']")] = [],  # noqa: B006
     ) -> AuditResult:
         """Who changed what, when and why (newest first), or every version of one item; acknowledge alerts."""
