@@ -82,9 +82,10 @@ class VersionLog:
                 continue
             body_end = newline + 1 + max(size, 0)
             if body_end >= len(data) or data[body_end : body_end + 1] != b"\n":
+                # Torn (a later record follows it) or still being written (nothing does).
                 found = data.find(b'\n{"t":', newline)
-                if found < 0 or body_end >= len(data):
-                    break  # being written
+                if found < 0:
+                    break
                 offset = found + 1
                 continue
             versions.append(FileVersion(time, file, None if size < 0 else data[newline + 1 : body_end]))

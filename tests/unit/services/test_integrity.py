@@ -193,8 +193,8 @@ def test_a_sessions_first_recall_is_headed_by_pending_alerts_until_acknowledged(
     assert lines[0] == OPEN_TAG
     assert lines[1] == (
         f"⚠️ Heads up — SOUL.md was changed outside the server on {alert.time.date().isoformat()} "
-        f"(3 lines added, 1 removed). Was this intentional? Ask the user; they acknowledge it with "
-        f"`rockmem-mcp alerts --ack {alert.id}`."
+        f"(3 lines added, 1 removed). Was this intentional? Ask the user; on their answer, acknowledge it: "
+        f'audit(acknowledge=["{alert.id}"]) or `rockmem-mcp alerts --ack {alert.id}`.'
     )
     assert lines[2].startswith("Core memory (MEMORY.md") and "The user is Ada" in first.text  # core comes after
     assert "Heads up" not in recall.build("hello again", "s1", working).text  # only the session's first recall

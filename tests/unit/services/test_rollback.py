@@ -1,0 +1,147 @@
+"""Rollback on the library: a run undone with what others changed since left alone, a failed log puts the files
+back, the graph follows a revert, no git no rollback, and nothing outside the stores is ever written."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.services.audit import acting_as
+from rockmem_mcp.services.graph import GraphService
+from rockmem_mcp.services.history import GitHistory
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.rollback import Rollback
+from rockmem_mcp.storage.audit_log import AuditLog
+
+
+class Home:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.memory = MemoryService(settings, embed_in_background=False)
+        self.graph = GraphService(settings)
+        self.history = GitHistory(settings, self.memory.audit)
+        self.history.settle_seconds = 0
+        self.history.flush()  # the first commit: what the home held before the test
+        self.rollback = Rollback(settings, self.memory.audit, self.history, self.memory, lambda: self.graph)
+
+    def close(self) -> None:
+        self.history.close()
+        self.graph.close()
+        self.memory.close()
+
+    def found(self, query: str) -> list[str]:
+        return [hit.entry.id for hit in self.memory.search(query).results]
+
+
+@pytest.fixture
+def home(tmp_path: Path):
+    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}))
+    yield opened
+    opened.close()
+
+
+def test_a_run_is_undone_except_where_someone_changed_a_file_since(home: Home) -> None:
+    memory = home.memory
+    edited = memory.save("The deploy window is Thursday", category="work")
+    archived = memory.save("The standup is at nine")
+    touched_later = memory.save("The office is in Leeds")
+    home.history.flush()
+    with acting_as("dream:d-test"):
+        memory.update(edited.id, content="The deploy window is Friday")
+        memory.delete(archived.id, reason="noise")
+        created = memory.save("A memory the dream made")
+        memory.update(touched_later.id, content="The office is in York")
+    memory.update(touched_later.id, content="The office is in Bristol")  # the user, after the run
+
+    result = home.rollback.revert_run("dream:d-test")
+
+    assert memory.get(edited.id).content == "The deploy window is Thursday"
+    assert memory.get(archived.id).archived_at is None
+    assert home.found("standup nine") == [archived.id]
+    with pytest.raises(NotFoundError):
+        memory.get(created.id)
+    assert home.found("memory dream made") == []
+    assert memory.get(touched_later.id).content == "The office is in Bristol"  # not undone under the user
+    assert [s.file for s in result.skipped] == [f"memory/{touched_later.id}.json"]
+    assert "changed since by main" in result.skipped[0].reason
+    reverts = [line for line in memory.audit.log.lines() if line.action == "REVERT"]
+    assert {line.file for line in reverts} == {f"memory/work/{edited.id}.json", f"memory/{archived.id}.json",
+                                               f"memory/{created.id}.json"}  # fmt: skip
+    assert all(line.summary.startswith(result.revert_id + ": restored as of ") for line in reverts)
+
+
+def test_a_revert_whose_line_cannot_be_written_puts_every_file_back(home: Home, monkeypatch) -> None:
+    memory = home.memory
+    entry = memory.save("The deploy window is Thursday", category="work")
+    memory.update(entry.id, content="The deploy window is Friday")
+    home.history.flush()
+    path = memory.files.path_for(entry.id, "work")
+    before = path.read_bytes()
+
+    def full_disk(self: AuditLog, lines: list) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AuditLog, "append", full_disk)
+    with pytest.raises(OSError):
+        home.rollback.revert_item(entry.id)
+    assert path.read_bytes() == before
+    assert memory.get(entry.id).content == "The deploy window is Friday"
+    assert home.found("Thursday") == []
+
+
+def test_the_graph_follows_a_revert_of_an_entity(home: Home) -> None:
+    graph = home.graph
+    entity = graph.add_entities([{"name": "Alice", "type": "person"}]).entities[0].entity
+    graph.add_entities([{"name": "Alice", "aliases": ["Al"]}])
+    assert graph.resolve("Al").id == entity.id
+    home.history.flush()
+
+    home.rollback.revert_item(entity.id)
+
+    with pytest.raises(NotFoundError):
+        graph.resolve("Al")
+    assert graph.resolve("Alice").id == entity.id
+
+
+def test_an_unknown_commit_or_item_is_refused_and_nothing_is_removed(home: Home) -> None:
+    entry = home.memory.save("Kept as it is")
+    home.history.flush()
+    with pytest.raises(InvalidInputError, match="not a commit"):
+        home.rollback.revert_item(entry.id, to="deadbeefdeadbeef")
+    with pytest.raises(InvalidInputError, match="only one version"):
+        home.rollback.revert_item(entry.id)
+    with pytest.raises(NotFoundError):
+        home.rollback.revert_item("0123456789ab")
+    with pytest.raises(NotFoundError):
+        home.rollback.revert_run("dream:d-never")
+    assert home.memory.get(entry.id).content == "Kept as it is"
+
+
+def test_lines_naming_files_outside_the_stores_are_never_written(home: Home) -> None:
+    """A hand-edited audit log cannot make a revert write outside the home, the log itself, or working memory."""
+    memory = home.memory
+    entry = memory.save("A note")
+    home.history.flush()
+    for forged in ("../outside.json", "meta/audit.log", "working-memory/session.json", "/etc/hostname"):
+        memory.audit.log.append([memory.audit.line("EDIT", forged, "forged", actor="dream:d-forged")])
+    memory.update(entry.id, content="A note, edited")
+    result = home.rollback.revert_run("dream:d-forged")
+    assert result.restored == result.removed == []
+    assert not (home.settings.home.parent / "outside.json").exists()
+    assert memory.get(entry.id).content == "A note, edited"
+
+
+def test_without_git_rollback_says_what_it_needs(tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path / "home", "audit_git": False}, env={})
+    memory = MemoryService(settings, embed_in_background=False)
+    try:
+        history = GitHistory(settings, memory.audit)
+        entry = memory.save("A note")
+        with pytest.raises(InvalidInputError, match="needs the home's git history"):
+            Rollback(settings, memory.audit, history, memory).revert_item(entry.id)
+    finally:
+        memory.close()
