@@ -200,7 +200,9 @@ def build_server(
             opened.history.start()  # its own thread: the first commit of a big home never delays the start
         opened.audit_trail = AuditTrail(memory.audit, opened.history)
         opened.critical_files = critical
-        opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result)
+        opened.rollback = Rollback(
+            settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical
+        )
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:

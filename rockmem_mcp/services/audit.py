@@ -130,7 +130,7 @@ class Audit:
     def _capture(self, batch: list[AuditLine]) -> None:
         """Keep what each changed file holds now, for the history (best effort: the change is done and logged;
         without this the history keeps the file's state at its next commit)."""
-        if self.versions is None or not (self._capturing or self._git_dir.is_dir()):
+        if self.versions is None or not (self._capturing or _real_folder(self._git_dir)):
             return
         self._capturing = True
         versions = []
@@ -150,6 +150,11 @@ class Audit:
             self.versions.append(versions)
         except OSError as exc:
             log.debug("version capture skipped: %s", exc)
+
+
+def _real_folder(path: Path) -> bool:
+    """A folder, not a link to one: nothing is written through a link out of the home."""
+    return path.is_dir() and not path.is_symlink()
 
 
 def line_changes(before: str, after: str) -> str:

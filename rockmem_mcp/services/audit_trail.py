@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import AuditEntry, AuditResult, AuditVersion
 from rockmem_mcp.services.audit import Audit
-from rockmem_mcp.storage.audit_log import ACTIONS, AuditLine
+from rockmem_mcp.storage.audit_log import ACTIONS, AuditLine, moved_from
 
 if TYPE_CHECKING:  # history imports this module's neighbours; only its type is needed here
     from rockmem_mcp.services.history import GitHistory
 
 TEXT_CHARS = 2_000
-_MOVED_FROM = re.compile(r"moved from (\S+)")
 _AGE = re.compile(r"(\d{1,6})([mhd])")
 _AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 _STORE_PREFIX = re.compile(r"^(memory|episode|procedure|entity|triple|core):")
@@ -126,10 +125,14 @@ class AuditTrail:
         for line in reversed(list(self.audit.log.lines() if lines is None else lines)):
             if names_item(line.file, item):
                 files.setdefault(line.file, None)
-                if line.action == "RENAME" and (moved := _MOVED_FROM.search(line.summary)):
-                    files.setdefault(moved.group(1), None)
+                if (old := moved_from(line)) is not None:
+                    files.setdefault(old, None)
         if not files and ("/" in item or item.endswith((".md", ".json", ".jsonl"))):
             files.setdefault(item, None)
+        stores = {file.split("/", 1)[0] for file in files}
+        if len(stores) > 1:  # e.g. a day: its episode log and its feedback log
+            listed = ", ".join(list(files)[:10])
+            raise InvalidInputError(f"{item!r} names files in several stores ({listed}): name one by its path")
         return list(files)
 
     def item_history(self, item: str, limit: int = 20) -> AuditResult:

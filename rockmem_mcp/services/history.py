@@ -49,7 +49,7 @@ from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
-from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, format_time, parse_time
+from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, format_time, moved_from, parse_time
 from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
 from rockmem_mcp.storage.version_log import VersionRead
 
@@ -119,7 +119,7 @@ def _warn_missing(reason: str) -> None:
 @dataclass(frozen=True)
 class Version:
     commit: str  # full sha
-    time: datetime  # commit time (UTC): the time of the last audit line the commit carries
+    time: datetime  # the time of the last audit line the commit carries (UTC, to the millisecond)
     lines: list[AuditLine]  # the audit lines for this file this version answers for; may be empty
     deleted: bool  # the file does not exist in this commit
 
@@ -153,6 +153,13 @@ class GitHistory:
         self.available = self._git is not None
         if settings.audit_git and settings.audit and self._git is None:
             _warn_missing("the git program was not found on PATH")
+        elif (
+            self.available
+            and os.path.lexists(self.git_dir)
+            and not (self.git_dir.is_dir() and not self.git_dir.is_symlink())
+        ):  # a link or a gitfile would send the history's writes out of the home
+            self.available = False
+            _warn_missing(f"{self.git_dir} is not a folder of the home (a link or a file)")
         no_home = str(self.git_dir / "rockmem-no-home")  # no ~/.config/git/{ignore,attributes} either
         self._env = {
             "PATH": os.environ.get("PATH", ""),
@@ -340,7 +347,8 @@ class GitHistory:
         files: dict[str, bytes | None] = {}
         start = pending.start
         for i, line in enumerate(pending.lines):
-            if line.file in named:
+            old = moved_from(line)
+            if line.file in named or (old is not None and old in named):
                 middle.append(_Middle(stretch, start, ends[i - 1], files))
                 stretch, named, files, start = [], set(), {}, ends[i - 1]
             stretch.append(line)
@@ -350,6 +358,9 @@ class GitHistory:
                 files[line.file] = kept[key]
             else:
                 files.pop(line.file, None)  # not captured: its state comes with the batch's last commit
+            if old is not None and _relative(old) is not None:
+                named.add(old)
+                files[old] = None  # moved away
         return middle
 
     def _commit(
@@ -489,13 +500,15 @@ class GitHistory:
         outside the home, inside .git and the log itself (staged on its own) are left out."""
         paths: dict[str, None] = {}
         for line in lines:
-            name = line.file
-            if _GLOB.search(name):
-                parts = name.split("/")
-                name = "/".join(parts[: next(i for i, p in enumerate(parts) if _GLOB.search(p))]) or "."
-            name = _relative(name)
-            if name is not None and name != self.audit_file:
-                paths[name] = None
+            for name in (line.file, moved_from(line)):  # a move also removes its old path
+                if name is None:
+                    continue
+                if _GLOB.search(name):
+                    parts = name.split("/")
+                    name = "/".join(parts[: next(i for i, p in enumerate(parts) if _GLOB.search(p))]) or "."
+                name = _relative(name)
+                if name is not None and name != self.audit_file:
+                    paths[name] = None
         return list(paths)
 
     def _changed_paths(self, paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -594,18 +607,23 @@ class GitHistory:
             return []
         out = self._run(["log", f"-n{limit}", "--no-renames", "--format=%H%x1f%ct%x1f%B%x1e", head, "--", name])
         commits: list[tuple[str, int, tuple[int, int] | None]] = []
+        moments: dict[str, datetime] = {}
         for record in out.decode("utf-8", "replace").split("\x1e"):
             fields = record.strip("\n").split("\x1f")
             if len(fields) == 3:
                 match = _TRAILER.search(fields[2])
                 span = (int(match[1]), int(match[2])) if match else None
+                exact = _TIME_TRAILER.search(fields[2])
+                moments[fields[0]] = (parse_time(exact[1]) if exact else None) or datetime.fromtimestamp(
+                    int(fields[1]), UTC
+                )  # to the millisecond where the commit says
                 commits.append((fields[0], int(fields[1]), span))
         if not commits:
             return []
         present = self._cat([f"{sha}:{name}" for sha, _, _ in commits], contents=False)
         logs = self._cat([f"{sha}:{self.audit_file}" for sha, _, _ in commits] + [f"{head}:{self.audit_file}"])
         versions = []
-        for i, (sha, when, span) in enumerate(commits):
+        for i, (sha, _, span) in enumerate(commits):
             lines: list[AuditLine] = []
             data = logs[i]
             if span is not None and data is not None:
@@ -618,8 +636,7 @@ class GitHistory:
                 tail = slice(max(0, end - 512), end)  # the newer log still starts with this one
                 if newer is not None and newer_start > end and newer[tail] == data[tail]:
                     lines += [line for line in _parse(newer[end:newer_start]) if _names(line.file, name)]
-            when_utc = datetime.fromtimestamp(when, UTC)
-            versions.append(Version(sha, when_utc, lines, deleted=present[i] is None))
+            versions.append(Version(sha, moments[sha], lines, deleted=present[i] is None))
         return versions
 
     def read(self, commit: str, file: str) -> bytes | None:
@@ -649,7 +666,7 @@ class GitHistory:
         # git keeps whole seconds; the Audit-Time trailer has the last line's time to the millisecond, so
         # commits of the same second as `moment` are told apart by it.
         stamp = int(moment.timestamp() // 1)
-        out = self._run(["log", "-n", "64", f"--before=@{stamp + 1}", "--format=%H%x1f%ct%x1f%B%x1e", head])
+        out = self._run(["log", f"--since=@{stamp - 1}", f"--until=@{stamp + 1}", "--format=%H%x1f%ct%x1f%B%x1e", head])
         for record in out.decode("utf-8", "replace").split("\x1e"):
             fields = record.strip("\n").split("\x1f")
             if len(fields) != 3:
@@ -658,7 +675,7 @@ class GitHistory:
             exact = parse_time(match[1]) if match else None
             if (exact or datetime.fromtimestamp(int(fields[1]), UTC)) <= moment:
                 return fields[0]
-        out = self._run(["rev-list", "-n", "1", f"--before=@{stamp - 1}", head])  # older than every one looked at
+        out = self._run(["rev-list", "-n", "1", f"--before=@{stamp - 2}", head])  # older than those looked at
         return out.strip().decode() or None
 
     def changed_between(self, older: str, newer: str | None = None) -> list[str]:

@@ -8,8 +8,8 @@ an EDIT/CREATE/DELETE line with actor `manual` and an ALERT line, and becomes a 
 `meta/alerts.json`. The server's own writes (core memory, workspace files) call `written`, which records the
 new checksum; a write by an actor that may not change critical files (anything but main, manual and an
 approved reflection) raises an alert at once. Pending alerts head every session's first recall until
-acknowledged (`rockmem-mcp alerts --ack`): acknowledging is a person's act, so no MCP tool does it, and a
-sub-agent cannot clear the alert its own write raised.
+acknowledged (`rockmem-mcp alerts --ack`, or the audit tool's `acknowledge` on the user's answer): only the
+main agent may acknowledge, so a sub-agent cannot clear the alert its own write raised.
 
 The first check of a home records without alerting (nothing is known to compare with). Every read-modify-write
 of the record and the alerts is under `meta/critical-files.lock` (processes and threads alike).

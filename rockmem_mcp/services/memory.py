@@ -52,6 +52,7 @@ from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer, open_access_log
 from rockmem_mcp.storage.access_log import Access, with_uses
+from rockmem_mcp.storage.audit_log import AuditLine
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
@@ -535,10 +536,13 @@ class MemoryService:
             self._sync()
             moved = []
             replacing: set[str] = set()
+            previous: dict[str, MemoryEntry] = {}  # what a replaced entry was, to put back if the batch fails
             for entry in unique.values():
                 old = self.index.location(entry.id)
                 if old is not None:
                     replacing.add(entry.id)
+                    with contextlib.suppress(OSError, CorruptEntryError):
+                        previous[entry.id] = self.files.read(old)
                     if old.category != entry.category:
                         moved.append(old)
             self.files.write_many(unique.values())
@@ -546,15 +550,41 @@ class MemoryService:
                 self.files.remove_moved(location, EntryLocation(location.entry_id, unique[location.entry_id].category))
             self.index.upsert_many(list(unique.values()))
             self._record(unique.values(), moved, bulk=True)
+            was = {location.entry_id: location for location in moved}
+
+            def line(entry: MemoryEntry) -> AuditLine:
+                if audit_as is not None:  # a dream's MERGE: the action, said
+                    return self.audit.line(audit_as[0], self._path(entry), audit_as[1])
+                if entry.id in was:
+                    old_path = self.files.path_for(entry.id, was[entry.id].category)
+                    return self.audit.line("RENAME", self._path(entry), f"moved from {self.audit.file(old_path)}")
+                action = "EDIT" if entry.id in replacing else "CREATE"
+                return self.audit.line(action, self._path(entry), quoted(entry.content))
+
             self.audit.record_many(
-                self.audit.line(audit_as[0], self._path(entry), audit_as[1])  # a dream's MERGE: the action, said
-                if audit_as is not None
-                else self.audit.line(
-                    "EDIT" if entry.id in replacing else "CREATE", self._path(entry), quoted(entry.content)
-                )
-                for entry in unique.values()
+                [line(entry) for entry in unique.values()], undo=lambda: self._put_back(list(unique.values()), previous)
             )
         return len(replacing) + len(entries) - len(unique)
+
+    def _put_back(self, written: list[MemoryEntry], previous: dict[str, MemoryEntry]) -> None:
+        """Undo a batch whose audit lines could not be written: replaced entries as they were, new ones gone
+        (caller holds the lock and the ids' locks)."""
+        back = [previous[entry.id] for entry in written if entry.id in previous]
+        self.files.write_many(back)
+        gone = []
+        for entry in written:
+            before = previous.get(entry.id)
+            if before is None or before.category != entry.category:
+                location = EntryLocation(entry.id, entry.category)
+                if before is None:
+                    self.files.remove(location)
+                else:
+                    self.files.remove_moved(location, EntryLocation(before.id, before.category))
+                gone.append(location)
+                if before is None:
+                    self.index.remove(entry.id)
+        self.index.upsert_many(back)
+        self._record(back, gone, bulk=True)
 
     def revise_many(self, entry_ids: list[str], revise: Callable[[MemoryEntry], dict[str, Any] | None]) -> int:
         """Set fields of many entries in one durable batch, computed by `revise` from each entry as it is now,
@@ -563,7 +593,7 @@ class MemoryService:
         (the format migration). Returns how many were changed."""
         with self._lock, self._id_locks.hold(entry_ids):
             self._sync()
-            updated = []
+            updated, currents = [], []
             fields_of: dict[str, list[str]] = {}
             for entry_id in entry_ids:
                 try:
@@ -576,6 +606,7 @@ class MemoryService:
                 if {"content", "category", "id"} & set(fields):
                     raise InvalidInputError("revise_many changes neither content, category nor id; use update")
                 updated.append(current.model_copy(update=fields))
+                currents.append(current)
                 fields_of[entry_id] = list(fields)
             if not updated:
                 return 0
@@ -583,8 +614,8 @@ class MemoryService:
             self.index.upsert_many(updated)
             self._record(updated, bulk=True)
             self.audit.record_many(
-                self.audit.line("EDIT", self._path(entry), "set " + ", ".join(sorted(fields_of[entry.id])))
-                for entry in updated
+                [self.audit.line("EDIT", self._path(e), "set " + ", ".join(sorted(fields_of[e.id]))) for e in updated],
+                undo=lambda: self._put_back(updated, {entry.id: entry for entry in currents}),
             )
         return len(updated)
 

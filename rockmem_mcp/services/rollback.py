@@ -14,9 +14,9 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from rockmem_mcp.config import Settings
@@ -26,12 +26,20 @@ from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.audit_trail import AuditTrail, parse_moment
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.storage.atomic import atomic_write_many, remove_durably
-from rockmem_mcp.storage.audit_log import AuditLine
-from rockmem_mcp.storage.no_follow import check_folders, read_bytes
+from rockmem_mcp.storage.audit_log import AuditLine, moved_from
+from rockmem_mcp.storage.daily_log import still_at
+from rockmem_mcp.storage.edited_files import held
+from rockmem_mcp.storage.no_follow import check_folders, open_fd, read_bytes
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from rockmem_mcp.services.graph import GraphService
     from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.services.integrity import CriticalFiles
 
 # The record of what happened is never rolled back.
 NEVER_RESTORED = frozenset(
@@ -41,7 +49,6 @@ _RESTORABLE_ROOTS = frozenset(
     {"memory", "knowledge-graph", "episodes", "procedures", "feedback", "forgotten", "dream-reports", "meta", "prompts"}
 )
 _REVERT_SUMMARY = re.compile(r"^(rv-[0-9a-z-]+): restored as of ([0-9a-f]{7,40}); before it ([0-9a-f]{7,40})")
-_MOVED_FROM = re.compile(r"moved from (\S+)")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -70,6 +77,7 @@ class Rollback:
         memory: MemoryService,
         graph: Callable[[], GraphService] | None = None,
         clock: Callable[[], datetime] = utc_now,
+        critical: CriticalFiles | None = None,
     ) -> None:
         self.settings = settings
         self.audit = audit
@@ -78,6 +86,7 @@ class Rollback:
         self.memory = memory
         self._graph = graph
         self._clock = clock
+        self.critical = critical  # a critical file put back keeps its checksum (no false alert)
 
     def _git(self) -> GitHistory:
         if self.history is None or not self.history.available:
@@ -104,11 +113,12 @@ class Rollback:
             commit = known[0]
         elif to:
             commit = self._commit_for(to)
-        else:
-            versions = history.versions(files[0], 2)
-            if len(versions) < 2:
+        else:  # before its latest change: a moved memory's versions are in both its files
+            found = sorted((v for file in files for v in history.versions(file, 2)), key=lambda v: v.time)
+            commits = list(dict.fromkeys(v.commit for v in reversed(found)))
+            if len(commits) < 2:
                 raise InvalidInputError(f"{item!r} has only one version in the history: there is nothing to go back to")
-            commit = versions[1].commit
+            commit = commits[1]
         return self._restore(history.read_many(commit, files), commit, head, f"{item} as of {commit[:12]}")
 
     def revert_run(self, run: str) -> RevertResult:
@@ -130,8 +140,8 @@ class Rollback:
             raise NotFoundError(f"no changes by {run!r} in the audit trail: list runs with the audit tool (actor)")
         if base is None:
             raise InvalidInputError(f"the history has no version from before {run!r} (git came after it)")
-        files, last_own = _files_of(own)
-        skipped = _changed_since(lines, own, last_own)
+        files = _files_of(own)
+        skipped = _changed_since(lines, own, files)
         wanted = [file for file in files if file not in skipped and restorable(file)]
         result = self._restore(history.read_many(base, wanted), base, head, f"undo {run}")
         result.skipped += [RevertSkip(file=file, reason=reason) for file, reason in skipped.items()]
@@ -158,36 +168,62 @@ class Rollback:
     # ------------------------------------------------------------------ writing
     def _restore(self, contents: dict[str, bytes | None], commit: str, head: str | None, label: str) -> RevertResult:
         """Write what changed (files then, missing files removed), log REVERT per file, then reindex. Files
-        already as they were are left alone. A failure to log puts the files back and raises."""
+        already as they were are left alone. Every store's own lock is held meanwhile, so no write of theirs
+        lands between reading a file and replacing it; a failure to log puts the files back and raises."""
         home = os.fspath(self.settings.home)
-        revert_id = new_revert_id(self._clock())
-        before: dict[str, bytes | None] = {}
-        for file, data in contents.items():
-            if not restorable(file):
-                continue
+        wanted = {file: data for file, data in contents.items() if restorable(file)}
+        for file in wanted:
             if "/" in file:
                 check_folders(home, file.rsplit("/", 1)[0])  # never written through a link
-            current = _read(os.path.join(home, file))
-            if current != data:
-                before[file] = current
-        result = RevertResult(revert_id=revert_id, restored_to=commit)
-        if not before:
-            return result
-        summary = f"{revert_id}: restored as of {commit[:12]}; before it {(head or '?')[:12]} ({label})"
-        lines = [self.audit.line("REVERT", file, summary) for file in before]
-        memory_ids = [file.rsplit("/", 1)[-1][: -len(".json")] for file in before if file.startswith("memory/")]
-        with self.memory.locked(memory_ids):
-            self._write({file: contents[file] for file in before})
+        result = RevertResult(revert_id=new_revert_id(self._clock()), restored_to=commit)
+        with self._store_locks(list(wanted)):
+            before: dict[str, bytes | None] = {}
+            for file, data in wanted.items():
+                current = _read(os.path.join(home, file))
+                if current != data:
+                    before[file] = current
+            if not before:
+                return result
+            summary = f"{result.revert_id}: restored as of {commit[:12]}; before it {(head or '?')[:12]} ({label})"
+            self._write({file: wanted[file] for file in before})
             try:
-                self.audit.record_many(lines)
+                self.audit.record_many([self.audit.line("REVERT", file, summary) for file in before])
             except OSError:
                 with contextlib.suppress(OSError):
                     self._write(before)
+                self.memory.adopt_files(list(before))
                 raise
-            self._reindex(list(before))
-        result.restored = [file for file in before if contents[file] is not None]
-        result.removed = [file for file in before if contents[file] is None]
+            self.memory.adopt_files(list(before))
+        self._reindex_graph(list(before))
+        for file in before:
+            if self.critical is not None:
+                self.critical.written(self.settings.home / file, wanted[file])
+        result.restored = [file for file in before if wanted[file] is not None]
+        result.removed = [file for file in before if wanted[file] is None]
         return result
+
+    @contextlib.contextmanager
+    def _store_locks(self, files: list[str]) -> Iterator[None]:
+        """The locks the stores of `files` write under, in the order their own writers nest them (forget, core,
+        procedures, workspace, graph, day logs, then the memories' ids last)."""
+        meta = self.settings.meta_dir
+        roots = {file.split("/", 1)[0] if "/" in file else file for file in files}
+        with contextlib.ExitStack() as stack:
+            if "forgotten" in roots:
+                stack.enter_context(held(meta / "forget.lock"))
+            if "MEMORY.md" in roots:
+                stack.enter_context(held(meta / "core.lock"))
+            if "procedures" in roots:
+                stack.enter_context(held(meta / "procedures.lock"))
+            if any(root.endswith(".md") and root != "MEMORY.md" for root in roots):
+                stack.enter_context(held(meta / "workspace.lock"))
+            if "knowledge-graph" in roots:
+                stack.enter_context(held(self.settings.graph_dir / ".lock"))
+            for file in sorted(f for f in files if f.startswith(("episodes/", "feedback/"))):
+                stack.enter_context(_day_log_held(self.settings.home / file))
+            ids = [f.rsplit("/", 1)[-1].removesuffix(".json") for f in files if f.startswith("memory/")]
+            stack.enter_context(self.memory.locked(ids))
+            yield
 
     def _write(self, contents: dict[str, bytes | None]) -> None:
         home = self.settings.home
@@ -196,15 +232,35 @@ class Rollback:
             if data is None:
                 remove_durably(home / file)
 
-    def _reindex(self, files: list[str]) -> None:
-        """Memories and the graph keep indexes: re-read what changed (other processes follow the journals).
-        Episodes, procedures and core memory notice a changed file by itself."""
-        self.memory.adopt_files(files)
+    def _reindex_graph(self, files: list[str]) -> None:
+        """The graph keeps indexes: re-read what changed (other processes follow its journal). Memories were
+        re-read under their locks; episodes, procedures and core memory notice a changed file by itself."""
         graph_files = [file.split("/") for file in files if file.startswith("knowledge-graph/")]
         if graph_files and self._graph is not None:
             entities = [parts[-1].removesuffix(".json") for parts in graph_files if parts[1] == "entities"]
             triples = [parts[-1].removesuffix(".json") for parts in graph_files if parts[1] == "triples"]
             self._graph().reread_files(entities, triples)
+
+
+@contextlib.contextmanager
+def _day_log_held(path: Path) -> Iterator[None]:
+    """A day log's own lock (services/../daily_log.py: appenders flock the file): held on the file now at
+    `path`, so an append waiting meanwhile lands in the file that replaces it."""
+    while True:
+        try:
+            fd = open_fd(path, os.O_RDWR)
+        except FileNotFoundError:
+            yield
+            return
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not still_at(fd, path):
+                    continue
+            yield
+            return
+        finally:
+            os.close(fd)
 
 
 def _read(path: str) -> bytes | None:
@@ -214,23 +270,25 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def _files_of(own: list[AuditLine]) -> tuple[list[str], dict[str, datetime]]:
-    """The files a run changed (a move's old path too), and when it last changed each."""
-    last: dict[str, datetime] = {}
+def _files_of(own: list[AuditLine]) -> list[str]:
+    """The files a run changed (a move's old path too)."""
+    files: dict[str, None] = {}
     for line in own:
-        last[line.file] = line.time
-        if line.action == "RENAME" and (moved := _MOVED_FROM.search(line.summary)):
-            last[moved.group(1)] = line.time
-    return list(last), last
+        files.setdefault(line.file, None)
+        if (old := moved_from(line)) is not None:
+            files.setdefault(old, None)
+    return list(files)
 
 
-def _changed_since(lines: list[AuditLine], own: list[AuditLine], last_own: dict[str, datetime]) -> dict[str, str]:
-    """Files of the run that someone else changed after the run last did: undoing the run would undo them."""
-    mine = set(map(id, own))
+def _changed_since(lines: list[AuditLine], own: list[AuditLine], files: list[str]) -> dict[str, str]:
+    """Files of the run that someone else changed after the run began (while it ran, or after): they go back
+    to the state before the run, so undoing the run would undo those changes too."""
+    mine, began, wanted = set(map(id, own)), own[0].time, set(files)
     skipped: dict[str, str] = {}
     for line in lines:
-        if id(line) in mine or line.action == "ALERT" or line.file not in last_own:
+        if id(line) in mine or line.action == "ALERT" or line.time < began:
             continue
-        if line.time > last_own[line.file] and line.file not in skipped:
-            skipped[line.file] = f"changed since by {line.actor} ({line.action} at {line.time:%Y-%m-%d %H:%M}Z)"
+        for file in (line.file, moved_from(line)):
+            if file in wanted and file not in skipped:
+                skipped[file] = f"changed since by {line.actor} ({line.action} at {line.time:%Y-%m-%d %H:%M}Z)"
     return skipped

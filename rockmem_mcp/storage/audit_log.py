@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
-from rockmem_mcp.storage.daily_log import _still_at, append_line
+from rockmem_mcp.storage.daily_log import append_line, still_at
 from rockmem_mcp.storage.no_follow import make_folders, open_fd
 
 try:
@@ -104,6 +104,17 @@ class AuditLine:
         return cls(moment, parts[1], parts[2], parts[3], parts[4], clean_field(parts[5], separator=False))
 
 
+_MOVED_FROM = re.compile(r"moved from (\S+)")
+
+
+def moved_from(line: AuditLine) -> str | None:
+    """The old path of a RENAME line (its FILE is the new one; the summary says `moved from OLD`)."""
+    if line.action != "RENAME":
+        return None
+    found = _MOVED_FROM.search(line.summary)
+    return found.group(1) if found else None
+
+
 @dataclass(frozen=True)
 class AuditRead:
     lines: list[tuple[AuditLine, int]]  # each line with the offset just past it
@@ -160,7 +171,7 @@ class AuditLog:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, self.path):
+                if not still_at(fd, self.path):
                     return self.rewrite(keep)
             current = self.read().lines
             kept = keep([line for line, _ in current])

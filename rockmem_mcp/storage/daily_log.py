@@ -158,7 +158,7 @@ class DailyLog(Generic[Record]):
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, path):
+                if not still_at(fd, path):
                     return  # consumed by another reader meanwhile
             stat = os.fstat(fd)
             if inode is not None and stat.st_ino != inode:
@@ -183,7 +183,7 @@ class DailyLog(Generic[Record]):
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, path):
+                if not still_at(fd, path):
                     return self.remove_where(day, drop)  # consumed or rewritten while we waited: the new file
             data = os.pread(fd, os.fstat(fd).st_size, 0)
             kept, dropped = [], 0
@@ -218,7 +218,7 @@ def append_line(path: Path, line: bytes, durable: bool = True) -> None:
         try:
             if fcntl is not None:  # the torn-line check and the write happen as one, among processes
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, path):
+                if not still_at(fd, path):
                     continue  # consumed while we waited for the lock: append to the file there now
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -233,7 +233,7 @@ def append_line(path: Path, line: bytes, durable: bool = True) -> None:
             os.close(fd)
 
 
-def _still_at(fd: int, path: Path) -> bool:
+def still_at(fd: int, path: Path) -> bool:
     """Whether the open file `fd` is still the file at `path` (not replaced or removed since it was opened)."""
     try:
         return os.lstat(path).st_ino == os.fstat(fd).st_ino

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
-from rockmem_mcp.storage.daily_log import _still_at, append_line
+from rockmem_mcp.storage.daily_log import append_line, still_at
 from rockmem_mcp.storage.no_follow import open_fd
 
 try:
@@ -101,7 +101,7 @@ class VersionLog:
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, self.path):
+                if not still_at(fd, self.path):
                     return
             stat = os.fstat(fd)
             if stat.st_ino != inode:

@@ -71,8 +71,11 @@ def register(server: MCPServer) -> None:
         """Undo changes after the user agreed: one item, a whole run, or the whole home; itself revertable."""
         if sum(map(bool, (item, run, home_as_of))) != 1:
             raise InvalidInputError("pass exactly one of item, run or home_as_of")
-        rollback = services(ctx).rollback
+        svc = services(ctx)
+        rollback = svc.rollback
         assert rollback is not None  # the lifespan builds it
+        if process_actor(svc.settings.namespace) != "main":  # sub-agents and patrols read; the main agent undoes
+            raise InvalidInputError("only the main agent reverts, after the user agreed; ask it to")
         if item:
             return rollback.revert_item(item, to or None)
         if to:

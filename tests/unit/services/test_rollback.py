@@ -145,3 +145,134 @@ def test_without_git_rollback_says_what_it_needs(tmp_path: Path) -> None:
             Rollback(settings, memory.audit, history, memory).revert_item(entry.id)
     finally:
         memory.close()
+
+
+def test_a_run_does_not_undo_an_edit_someone_made_while_it_ran(home: Home) -> None:
+    memory = home.memory
+    z = memory.save("Z original")
+    y = memory.save("Y original")
+    home.history.flush()
+    with acting_as("dream:d-interleaved"):
+        memory.update(z.id, content="Z by the dream")
+    memory.update(y.id, content="Y by the user")  # acknowledged while the dream ran
+    with acting_as("dream:d-interleaved"):
+        memory.update(y.id, content="Y by the dream")
+    result = home.rollback.revert_run("dream:d-interleaved")
+    assert memory.get(z.id).content == "Z original"
+    assert memory.get(y.id).content == "Y by the dream"  # left: undoing it would undo the user's edit
+    assert [s.file for s in result.skipped] == [f"memory/{y.id}.json"]
+
+
+def test_a_moved_memory_goes_back_to_its_folder_and_git_matches_the_disk(home: Home) -> None:
+    memory = home.memory
+    entry = memory.save("Alice works on rockmem", category="people")
+    home.history.flush()
+    memory.update(entry.id, category="team")
+    head = home.history.flush()
+    assert head is not None
+    tracked = set(home.history._run(["ls-tree", "-r", "--name-only", head]).decode().split())
+    assert f"memory/team/{entry.id}.json" in tracked and f"memory/people/{entry.id}.json" not in tracked
+
+    result = home.rollback.revert_item(entry.id)
+
+    assert memory.get(entry.id).category == "people"
+    assert result.removed == [f"memory/team/{entry.id}.json"]
+    assert not memory.files.path_for(entry.id, "team").exists()
+
+
+def test_a_revert_holds_the_day_log_lock_appenders_take(home: Home, monkeypatch) -> None:
+    """An episode appended while a revert replaces its day's log waits for the lock and lands in the new file,
+    instead of being written to the old one and lost."""
+    import fcntl
+    import os
+
+    from rockmem_mcp.services import rollback as rollback_module
+    from rockmem_mcp.services.episodes import Episodes
+
+    episodes = Episodes(home.settings)
+    first = episodes.record("The deploy was rolled back")
+    home.history.flush()
+    episodes.record("The deploy went out again")
+    day = f"episodes/{first.at.date().isoformat()}.jsonl"
+    held_during_write: list[bool] = []
+    write = rollback_module.atomic_write_many
+
+    def checking(items):  # type: ignore[no-untyped-def]
+        fd = os.open(home.settings.home / day, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held_during_write.append(False)
+        except BlockingIOError:
+            held_during_write.append(True)
+        finally:
+            os.close(fd)
+        return write(items)
+
+    monkeypatch.setattr(rollback_module, "atomic_write_many", checking)
+    home.rollback.revert_item(day)
+    assert held_during_write == [True]
+
+
+def test_a_bare_name_in_two_stores_must_be_named_by_its_path(home: Home) -> None:
+    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.services.feedback import FeedbackLog
+
+    episode = Episodes(home.settings).record("The review went well")
+    FeedbackLog(home.settings).record("UserThumbsUp", "good answer", "s1")
+    day = episode.at.date().isoformat()
+    with pytest.raises(InvalidInputError, match="several stores"):
+        home.rollback.revert_item(day)
+
+
+def test_a_failed_batch_line_undoes_the_batch(home: Home, monkeypatch) -> None:
+    memory = home.memory
+    kept = memory.save("Kept as it was", category="a")
+    replacing = memory.prepare_entry({"id": kept.id, "content": "Replaced", "category": "b"})
+    new = memory.prepare_entry({"content": "Brand new"})
+
+    def full_disk(self: AuditLog, lines: list) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AuditLog, "append", full_disk)
+    with pytest.raises(OSError):
+        memory.save_many([replacing, new])
+    with pytest.raises(OSError):
+        memory.revise_many([kept.id], lambda entry: {"pinned": True})
+    assert memory.get(kept.id).content == "Kept as it was" and memory.get(kept.id).category == "a"
+    assert not memory.get(kept.id).pinned
+    assert not memory.files.path_for(kept.id, "b").exists()
+    with pytest.raises(NotFoundError):
+        memory.get(new.id)
+    assert home.found("Brand new") == []
+
+
+def test_a_point_in_time_among_many_commits_of_one_second(home: Home) -> None:
+    """One memory edited 120 times in one batch is 120 versions, most within a second: a time between two of
+    them finds the right one (git's whole seconds alone could not)."""
+    memory = home.memory
+    entry = memory.save("version 0")
+    for i in range(1, 121):
+        memory.update(entry.id, content=f"version {i}")
+    home.history.flush()
+    lines = [line for line in memory.audit.log.lines() if entry.id in line.file]
+    commit = home.history.commit_at(lines[20].time)
+    assert commit is not None
+    data = home.history.read(commit, lines[20].file)
+    assert data is not None and b'"version 20"' in data
+
+
+def test_a_critical_file_put_back_raises_no_alert_at_the_next_start(home: Home) -> None:
+    from rockmem_mcp.services.core import CoreMemory
+    from rockmem_mcp.services.integrity import CriticalFiles
+
+    critical = CriticalFiles(home.settings, home.memory.audit)
+    critical.check()  # the first check records
+    core = CoreMemory(home.settings, home.memory)
+    core.file.on_write.append(critical.written)
+    core.edit("append", "Identity", core.read().version, "The user is Ada")
+    core.edit("append", "Identity", core.read().version, "The user lives in Leeds")
+    home.history.flush()
+    rollback = Rollback(home.settings, home.memory.audit, home.history, home.memory, critical=critical)
+    rollback.revert_item("MEMORY.md")
+    assert "Leeds" not in (home.settings.home / "MEMORY.md").read_text()
+    assert CriticalFiles(home.settings, home.memory.audit).check() == []
