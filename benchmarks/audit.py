@@ -2,10 +2,11 @@
 
     python -m benchmarks.audit            # → results/audit.json
 
-- `save_stdio`: save_memory over raw JSON-RPC (what a client waits for), one server with ROCKMEM_AUDIT=false and
-  one with the audit log and git history on, 300 saves each, alternated for ROUNDS rounds on fresh homes; the
-  median of the rounds' p50s, and their ratio (same run).
-- `save_library`: MemoryService.save on the library, audit off and on, alternated the same way.
+- `save_stdio`: save_memory over raw JSON-RPC (what a client waits for), servers with the audit log off, on, and
+  on with the git history committing in the background; 300 saves each on a fresh home, the three rotated for
+  ROUNDS rounds; the median of the rounds' p50s, and the ratios (same run). save_memory writes the memory and
+  the episode that logs it: two audit lines.
+- `save_library`: MemoryService.save on the library (one audit line), the same three, rotated the same way.
 - `rollback_dream`: a home of 1,000 memories committed to git; a "dream" (acting as dream:RUN) edits 500 and
   archives 500; then the time Rollback.revert_run takes to undo all 1,000 (read from git, written, logged,
   reindexed), median of 3.
@@ -24,23 +25,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rockmem_mcp.services.history import GitHistory
-
 from benchmarks import speed
 from rockmem_mcp.config import Settings
 from rockmem_mcp.services.audit import acting_as
+from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.rollback import Rollback
 
 RESULTS = Path(__file__).parent / "results"
-ROUNDS = 5
+ROUNDS = 7
 SAVES = 300
 NOTE = "benchmark note {i}: the deploy review happens on Thursday at 10:30 in room {i}"
 
 
-def saves_stdio(home: Path, audit: bool, count: int = SAVES) -> float:
+CONFIGS = {"off": (False, False), "audit_log": (True, False), "audit_log_and_git": (True, True)}
+
+
+def saves_stdio(home: Path, config: str, count: int = SAVES) -> float:
     """p50 ms of save_memory over raw JSON-RPC lines."""
-    env = {**os.environ, "ROCKMEM_AUDIT": str(audit).lower(), "ROCKMEM_AUDIT_GIT": str(audit).lower()}
+    audit, git = CONFIGS[config]
+    env = {**os.environ, "ROCKMEM_AUDIT": str(audit).lower(), "ROCKMEM_AUDIT_GIT": str(git).lower()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "rockmem_mcp", "--home", str(home)],
         stdin=subprocess.PIPE,
@@ -72,8 +76,13 @@ def saves_stdio(home: Path, audit: bool, count: int = SAVES) -> float:
     return statistics.median(samples) * 1e3
 
 
-def saves_library(home: Path, audit: bool, count: int = SAVES) -> float:
-    memory = MemoryService(Settings.load({"home": home, "audit": audit}, env={}), embed_in_background=False)
+def saves_library(home: Path, config: str, count: int = SAVES) -> float:
+    audit, git = CONFIGS[config]
+    settings = Settings.load({"home": home, "audit": audit, "audit_git": git}, env={})
+    memory = MemoryService(settings, embed_in_background=False)
+    history = GitHistory(settings, memory.audit)
+    if git:
+        history.start()  # commits in the background while the saves go on, as in a server
     try:
         samples = []
         for i in range(count):
@@ -81,22 +90,24 @@ def saves_library(home: Path, audit: bool, count: int = SAVES) -> float:
             memory.save(NOTE.format(i=i), "notes")
             samples.append(time.perf_counter() - t)
     finally:
+        history.close()
         memory.close()
     return statistics.median(samples) * 1e3
 
 
 def alternated(measure: Any, root: Path, name: str) -> dict[str, Any]:
-    off, on = [], []
+    """Each configuration once per round, the order rotated round by round; medians of the rounds' p50s."""
+    rounds: dict[str, list[float]] = {config: [] for config in CONFIGS}
+    order = list(CONFIGS)
     for round_ in range(ROUNDS):
-        for audit, into in ((False, off), (True, on)) if round_ % 2 == 0 else ((True, on), (False, off)):
-            into.append(measure(root / f"{name}-{round_}-{audit}", audit))
-    p50_off, p50_on = statistics.median(off), statistics.median(on)
+        for config in order[round_ % 3 :] + order[: round_ % 3]:
+            rounds[config].append(measure(root / f"{name}-{round_}-{config}", config))
+    p50 = {config: statistics.median(values) for config, values in rounds.items()}
     return {
-        "audit_off_p50_ms": round(p50_off, 3),
-        "audit_on_p50_ms": round(p50_on, 3),
-        "ratio_on_over_off": round(p50_on / p50_off, 3),
-        "rounds_off": [round(x, 3) for x in off],
-        "rounds_on": [round(x, 3) for x in on],
+        **{f"{config}_p50_ms": round(value, 3) for config, value in p50.items()},
+        "ratio_audit_log_over_off": round(p50["audit_log"] / p50["off"], 3),
+        "ratio_audit_log_and_git_over_off": round(p50["audit_log_and_git"] / p50["off"], 3),
+        "rounds": {config: [round(x, 3) for x in values] for config, values in rounds.items()},
     }
 
 

@@ -1040,7 +1040,8 @@ def test_audit_prune_folds_lines_past_retention_and_alerts_lists_then_acknowledg
     folded = json.loads(ok("audit-prune", "--home", home, "--json").stdout)
     assert (folded["dropped"], folded["months"]) == (1, ["2020-03"])
     assert "# Audit Digest — March 2020" in (meta / "audit-archive.md").read_text("utf-8")
-    assert (meta / "audit.log").read_text("utf-8").count("\n") == 1
+    kept = (meta / "audit.log").read_text("utf-8").splitlines()
+    assert kept[0].endswith("from the future: stays") and "folded 1 line(s)" in kept[1] and len(kept) == 2
 
     from rockmem_mcp.config import Settings
     from rockmem_mcp.services.audit import Audit

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 AUDIT_NAME = "audit.log"
 VERSIONS_NAME = "rockmem-versions"  # inside .git: never part of the history itself
-CAPTURE_BYTES = 256 * 1024
+CAPTURE_BYTES = 64 * 1024
 MANUAL = "manual"
 DOCTOR = "system:doctor"
 
@@ -135,8 +135,10 @@ class Audit:
         self._capturing = True
         versions = []
         for line in batch:
-            if "*" in line.file or line.file.endswith("/"):
-                continue  # a change of many files: its commit reads them from disk
+            if line.action == "APPEND" or "*" in line.file or line.file.endswith("/"):
+                # An append-only log's earlier states are prefixes of its later ones; a change of many files:
+                # their commit reads them from disk.
+                continue
             try:
                 data: bytes | None = read_bytes(os.path.join(self.home, line.file))
             except FileNotFoundError:

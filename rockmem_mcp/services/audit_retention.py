@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import CorruptEntryError, RockmemError
+from rockmem_mcp.services.audit import current_actor
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import AuditLine, AuditLog, clean_field, format_time, parse_time
 from rockmem_mcp.storage.no_follow import read_bytes
@@ -107,6 +108,9 @@ class FoldResult:
     months: list[str]  # the months they were counted in
 
 
+RETENTION = "system:retention"
+
+
 def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> FoldResult:
     """Fold the log's lines older than `audit_retention_days` into the monthly digests, then drop them from the
     log (see the module docstring); CorruptEntryError when the digests' state cannot be read (nothing is
@@ -130,6 +134,11 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
         return [line for line in lines if line.time >= cutoff]
 
     dropped = audit_log.rewrite(keep)
+    if dropped:  # the digest changed: its own line, so the history commits it (the state file is bookkeeping)
+        summary = f"folded {dropped} line(s) older than {settings.audit_retention_days} days into the monthly digests"
+        audit_log.append(
+            [AuditLine(now, "EDIT", f"meta/{ARCHIVE_NAME}", current_actor() or RETENTION, "auto", summary)]
+        )
     if not dropped and state.months:  # a crash between the state and the markdown: render it again
         _render_if_stale(state, archive_path, settings.audit_retention_days)
     months = sorted({line.time.strftime("%Y-%m") for line in counted})

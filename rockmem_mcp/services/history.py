@@ -68,6 +68,14 @@ GITIGNORE = """\
 /conversations/
 /quarantine/
 /meta/access/
+# The server's own bookkeeping, written without an audit line of its own (the changes it records have theirs).
+/meta/format.json
+/meta/dream-episodes.json
+/meta/critical-files.json
+/meta/alerts.json
+/meta/audit-archive.json
+/meta/forget.log
+/dream-reports/.merges.jsonl
 *.lock
 .*.tmp
 """

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
-from rockmem_mcp.storage.daily_log import append_line, still_at
-from rockmem_mcp.storage.no_follow import make_folders, open_fd
+from rockmem_mcp.storage.daily_log import Appender, still_at
+from rockmem_mcp.storage.no_follow import open_fd
 
 try:
     import fcntl
@@ -125,13 +125,13 @@ class AuditRead:
 class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._appender = Appender(path)
 
     def append(self, lines: list[AuditLine]) -> None:
         """Append durably, in one write; raises OSError (ENOSPC for a write cut short) when that fails."""
         if not lines:
             return
-        make_folders(self.path.parent)
-        append_line(self.path, "".join(line.format() + "\n" for line in lines).encode("utf-8"))
+        self._appender.append("".join(line.format() + "\n" for line in lines).encode("utf-8"))
 
     def read(self, offset: int = 0, inode: int | None = None) -> AuditRead:
         """The whole lines past `offset` (from the start when the file is no longer the one with `inode`, e.g.

@@ -11,10 +11,12 @@ what was appended after them, or removed; an appender that opened the old file r
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -231,6 +233,59 @@ def append_line(path: Path, line: bytes, durable: bool = True) -> None:
             return
         finally:
             os.close(fd)
+
+
+class Appender:
+    """`append_line` for a log written on every change (the audit log): the file stays open between appends,
+    so an append costs its lock, a check that the file is still the one at `path`, the write and the fsync.
+    One instance per file per process is enough; threads take turns."""
+
+    def __init__(self, path: Path, durable: bool = True) -> None:
+        self.path = path
+        self.durable = durable
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def append(self, data: bytes) -> None:
+        with self._lock:
+            while True:
+                if self._fd is None:
+                    make_folders(self.path.parent)
+                    self._fd = open_fd(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+                fd = self._fd
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    if not still_at(fd, self.path):  # replaced (retention) or removed: append to the file there now
+                        self._close()
+                        continue
+                    size = os.fstat(fd).st_size
+                    line = b"\n" + data if size and os.pread(fd, 1, size - 1) != b"\n" else data
+                    written = os.write(fd, line)
+                    if written < len(line):  # a regular file takes less only when it cannot grow: the disk is full
+                        raise OSError(errno.ENOSPC, "No space left on device (an append was cut short)", str(self.path))
+                    if self.durable:
+                        os.fsync(fd)
+                    return
+                except BaseException:
+                    self._close()  # the next append starts from a fresh look at the file
+                    raise
+                finally:
+                    if fcntl is not None and self._fd == fd:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # closing releases the lock
+            self._fd = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def __del__(self) -> None:
+        self._close()
 
 
 def still_at(fd: int, path: Path) -> bool:

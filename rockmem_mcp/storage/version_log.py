@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
-from rockmem_mcp.storage.daily_log import append_line, still_at
+from rockmem_mcp.storage.daily_log import Appender, still_at
 from rockmem_mcp.storage.no_follow import open_fd
 
 try:
@@ -44,6 +44,7 @@ class VersionRead:
 class VersionLog:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._appender = Appender(path, durable=False)
 
     def append(self, versions: list[FileVersion]) -> None:
         if not versions:
@@ -53,7 +54,7 @@ class VersionLog:
             size = -1 if version.data is None else len(version.data)
             header = json.dumps({"t": version.time, "f": version.file, "n": size}, separators=(",", ":"))
             chunks.append(header.encode() + b"\n" + (version.data or b"") + b"\n")
-        append_line(self.path, b"".join(chunks), durable=False)
+        self._appender.append(b"".join(chunks))
 
     def read(self) -> VersionRead:
         try:

@@ -85,7 +85,10 @@ def test_lines_past_retention_fold_into_their_months_and_recent_ones_stay(
 ) -> None:
     result = fold_old_lines(settings, audit_log, NOW)
     assert (result.dropped, result.counted, result.months) == (9, 9, ["2026-01", "2026-02"])
-    assert list(audit_log.lines()) == RECENT
+    *kept, digest = audit_log.lines()
+    assert kept == RECENT
+    assert (digest.action, digest.file, digest.actor) == ("EDIT", "meta/audit-archive.md", "system:retention")
+    assert digest.summary == "folded 9 line(s) older than 90 days into the monthly digests"  # its own line
     text = archive(settings)
     assert JANUARY_DIGEST in text and FEBRUARY_DIGEST in text
     assert text.index("January 2026") < text.index("February 2026")
@@ -103,7 +106,7 @@ def test_running_again_counts_nothing_twice_and_a_later_run_adds_to_the_month(
     later = fold_old_lines(settings, audit_log, NOW + timedelta(days=11))  # 91 days old then
     assert (later.dropped, later.months) == (1, ["2026-03"])
     assert "# Audit Digest — March 2026" in archive(settings) and FEBRUARY_DIGEST in archive(settings)
-    assert list(audit_log.lines()) == RECENT
+    assert [line for line in audit_log.lines() if line.file != "meta/audit-archive.md"] == RECENT
 
 
 def test_a_crash_between_the_digest_and_the_logs_rewrite_leaves_the_lines_and_counts_them_once(
@@ -124,7 +127,7 @@ def test_a_crash_between_the_digest_and_the_logs_rewrite_leaves_the_lines_and_co
     monkeypatch.setattr(AuditLog, "rewrite", rewrite)
     result = fold_old_lines(settings, audit_log, NOW)
     assert (result.dropped, result.counted) == (9, 0)  # dropped now, not counted again
-    assert archive(settings) == crashed and list(audit_log.lines()) == RECENT
+    assert archive(settings) == crashed and list(audit_log.lines())[:-1] == RECENT
 
 
 def test_a_lost_markdown_is_rendered_again_from_the_state(settings: Settings, audit_log: AuditLog) -> None:
@@ -146,7 +149,7 @@ def test_an_unreadable_state_refuses_to_fold_and_drops_nothing(settings: Setting
 def test_the_retention_setting_moves_the_cutoff(tmp_path: Path, audit_log: AuditLog, settings: Settings) -> None:
     longer = settings.model_copy(update={"audit_retention_days": 100})
     result = fold_old_lines(longer, audit_log, NOW)
-    assert result.months == ["2026-01"] and len(list(audit_log.lines())) == 3
+    assert result.months == ["2026-01"] and len(list(audit_log.lines())) == 4  # 3 kept and the digest's line
 
 
 def test_the_deterministic_dream_folds_old_lines_and_a_dry_run_does_not(

@@ -276,3 +276,21 @@ def test_a_critical_file_put_back_raises_no_alert_at_the_next_start(home: Home) 
     rollback.revert_item("MEMORY.md")
     assert "Leeds" not in (home.settings.home / "MEMORY.md").read_text()
     assert CriticalFiles(home.settings, home.memory.audit).check() == []
+
+
+def test_the_servers_own_bookkeeping_is_never_taken_for_a_hand_edit(home: Home) -> None:
+    """Files the server writes without a line of their own (the critical files' checksums, the home's format
+    marker, alerts) are left out of the history: a start never logs them as changed by hand."""
+    from rockmem_mcp.services.integrity import CriticalFiles
+
+    CriticalFiles(home.settings, home.memory.audit).check()  # writes meta/critical-files.json
+    home.memory.save("A note")
+    home.history.flush()
+    CriticalFiles(home.settings, home.memory.audit).check()
+    again = GitHistory(home.settings, home.memory.audit)
+    again.settle_seconds = 0
+    again.start()
+    assert again.ready.wait(60)
+    again.close()
+    manual = [line for line in home.memory.audit.log.lines() if line.actor == "manual"]
+    assert [line.file for line in manual] == []
