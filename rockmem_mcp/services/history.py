@@ -198,6 +198,10 @@ class GitHistory:
         if not self.available or self._thread is not None:
             self.ready.set()
             return
+        try:  # here, not in the thread: a write in progress is never mistaken for one a crash left behind
+            self._write_gitignore()
+        except OSError as exc:
+            log.warning("git history: could not write .gitignore (%s); the history starts without it", exc)
         self._thread = threading.Thread(target=self._loop, name="rockmem-git-history", daemon=True)
         self._thread.start()
 
@@ -280,12 +284,16 @@ class GitHistory:
             return
         if not (self.git_dir / "HEAD").exists():
             self._run(["init", "-q", "--initial-branch=main"])
-        gitignore = self.home / ".gitignore"
-        if not os.path.lexists(gitignore):
-            atomic_write(gitignore, GITIGNORE.encode())
+        self._write_gitignore()
         if self._head() is None:
             self._first_commit()
         self._repo_ready = True
+
+    def _write_gitignore(self) -> None:
+        """What the history leaves out, written once: a user's own .gitignore is kept."""
+        gitignore = self.home / ".gitignore"
+        if not os.path.lexists(gitignore):
+            atomic_write(gitignore, GITIGNORE.encode())
 
     def _first_commit(self) -> None:
         """The home as it is: every file .gitignore leaves in (the log as its whole lines)."""

@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - Windows: temp files are left to the ho
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".rockmem.lock"
-SKIPPED_FOLDERS = ("quarantine",)
+SKIPPED_FOLDERS = ("quarantine", ".git")  # git keeps its own temporary files, and the walk would be long
 
 
 class HomeClaim:

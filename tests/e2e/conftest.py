@@ -15,6 +15,7 @@ from mcp.client.stdio import stdio_client
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.app import build_server
 from rockmem_mcp.services.memory import MemoryService
+from tests.e2e.disk_checks import temp_files as disk_temp_files
 
 Call = Callable[..., Awaitable[dict[str, Any]]]
 CallError = Callable[..., Awaitable[str]]
@@ -143,8 +144,9 @@ class HomeFiles:
         return {p.relative_to(self.home): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
     def temp_files(self) -> list[Path]:
-        """Leftover atomic-write temp files ('.name.xxxx.tmp') anywhere under home."""
-        return [p for p in self.home.rglob("*") if p.name.startswith(".") and p.name.endswith(".tmp")]
+        """Leftover atomic-write temp files ('.name.xxxx.tmp') anywhere under home but in `.git`, whose own
+        temporary folders come and go while the history commits in the background."""
+        return disk_temp_files(self.home)
 
     def entry_path(self, entry_id: str, category: str | None) -> Path:
         root = self.home / "memory"
