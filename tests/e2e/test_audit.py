@@ -126,3 +126,18 @@ async def test_restore_the_whole_home_to_a_point_in_time(stdio_server, home, cal
         await call(client, "revert", run=restored["revert_id"])
         assert (await call(client, "get_memory", id=kept))["content"] == "Carol owns the billing service"
         assert ids(await call(client, "search_memory", query="Bob joined")) == [later]
+
+
+async def test_a_sub_agent_reads_the_trail_but_neither_reverts_nor_acknowledges(settings_for, call, call_error) -> None:
+    from mcp import Client
+
+    from rockmem_mcp.server.app import build_server
+
+    async with Client(build_server(settings_for(namespace="subagent/t1"))) as client:
+        saved = await call(client, "save_memory", content="The build runs on Fridays")
+        await call(client, "update_memory", id=saved["id"], content="The build runs on Mondays")
+        lines = (await call(client, "audit", item=saved["id"]))["entries"]
+        assert {line["actor"] for line in lines} == {"subagent:t1"}
+        assert "only the main agent reverts" in await call_error(client, "revert", item=saved["id"])
+        assert "only the main agent acknowledges" in await call_error(client, "audit", acknowledge=["all"])
+        assert (await call(client, "get_memory", id=saved["id"]))["content"] == "The build runs on Mondays"
