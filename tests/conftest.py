@@ -16,11 +16,3 @@ def _isolated_rockmem_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch
 # keeps every core busy (measured on 2 cores: 9 min 44 s with 2 workers, 9 min 9 s with 3).
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
-
-
-# The longest tests first, so no worker is left with one of them at the end while the others idle.
-_SLOW = ("tests/fuzz/", "tests/harnesses/", "tests/e2e/test_crash.py", "tests/e2e/test_concurrency.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not any(part in item.nodeid for part in _SLOW))
