@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,24 +43,7 @@ def saves_stdio(home: Path, config: str, count: int = SAVES) -> float:
     """p50 ms of save_memory over raw JSON-RPC lines."""
     audit, git = CONFIGS[config]
     env = {**os.environ, "ROCKMEM_AUDIT": str(audit).lower(), "ROCKMEM_AUDIT_GIT": str(git).lower()}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
-
-    def call(message: dict[str, Any]) -> dict[str, Any] | None:
-        stdin.write((json.dumps(message) + "\n").encode())
-        stdin.flush()
-        return json.loads(stdout.readline()) if "id" in message else None
-
-    try:
-        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
-        call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
-        call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with speed.jsonrpc_server(home, env) as (_, call):
         samples = []
         for i in range(1, count + 1):
             params = {"name": "save_memory", "arguments": {"content": NOTE.format(i=i), "category": "notes"}}
@@ -70,9 +51,6 @@ def saves_stdio(home: Path, config: str, count: int = SAVES) -> float:
             reply = call({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
             samples.append(time.perf_counter() - t)
             assert reply is not None and not reply["result"].get("isError"), reply
-    finally:
-        stdin.close()
-        proc.wait(timeout=60)
     return statistics.median(samples) * 1e3
 
 

@@ -30,6 +30,7 @@ Writes benchmarks/results/speed-{size}.json. Figures are p50/p95 over ≥ 200 qu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -43,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -419,15 +420,17 @@ async def sdk_client(home: Path, queries: list[str], starts: int = 5) -> dict[st
     }
 
 
-def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Tool-call latency as the pipe sees it: plain JSON-RPC lines, no client-side validation.
-
-    The Python SDK's Client re-validates every structured result with the pure-Python jsonschema
-    package (~2.6 ms for 20 entries here); clients in other languages do not pay that, so both are reported.
-    `warm_up`: search_memory arguments of one untimed call first (its wait is reported; an error is ignored).
-    """
+@contextlib.contextmanager
+def jsonrpc_server(
+    home: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], Callable[[dict[str, Any]], dict[str, Any] | None]]]:
+    """A server on `home` spoken to in plain JSON-RPC lines, initialized; yields it and `call` (a message with an
+    id waits for its reply). The server is asked to stop (stdin closed) and waited for at the end."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
@@ -441,6 +444,20 @@ def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = N
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
         call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
         call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield proc, call
+    finally:
+        stdin.close()
+        proc.wait(timeout=60)
+
+
+def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tool-call latency as the pipe sees it: plain JSON-RPC lines, no client-side validation.
+
+    The Python SDK's Client re-validates every structured result with the pure-Python jsonschema
+    package (~2.6 ms for 20 entries here); clients in other languages do not pay that, so both are reported.
+    `warm_up`: search_memory arguments of one untimed call first (its wait is reported; an error is ignored).
+    """
+    with jsonrpc_server(home) as (proc, call):
         waited = time.perf_counter()
         if warm_up is not None:
             call({"jsonrpc": "2.0", "id": 10**6, "method": "tools/call",
@@ -454,9 +471,6 @@ def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = N
             samples.append(time.perf_counter() - t)
             assert reply is not None and not reply["result"].get("isError"), reply
         rss = server_rss_mb(proc.pid)
-    finally:
-        stdin.close()
-        proc.wait(timeout=60)
     report = {"search_tool_call_raw_jsonrpc": percentiles(samples), "server_rss_mb_after_queries": rss}
     return report | ({"warm_up_s": round(waited, 2)} if warm_up is not None else {})
 
