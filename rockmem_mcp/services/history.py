@@ -50,13 +50,9 @@ from rockmem_mcp.models import utc_now
 from rockmem_mcp.services.audit import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, format_time, moved_from, parse_time
+from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
 from rockmem_mcp.storage.version_log import VersionRead
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: committers in one process are still serialized
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -268,15 +264,8 @@ class GitHistory:
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
-        with self._lock:
-            self.git_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.git_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-            try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # closing releases the flock
+        with self._lock, held(self.git_dir / LOCK_NAME):
+            yield
 
     def _ensure_repo(self) -> None:
         """git init, .gitignore, and a first commit of what is there (under the commit lock)."""

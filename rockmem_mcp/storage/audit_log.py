@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.daily_log import Appender, still_at
-from rockmem_mcp.storage.no_follow import open_fd
+from rockmem_mcp.storage.no_follow import open_fd, read_bytes
 
 try:
     import fcntl
@@ -115,13 +115,6 @@ def moved_from(line: AuditLine) -> str | None:
     return found.group(1) if found else None
 
 
-@dataclass(frozen=True)
-class AuditRead:
-    lines: list[tuple[AuditLine, int]]  # each line with the offset just past it
-    end: int  # where the next read starts (a line still being written is left for later)
-    inode: int
-
-
 class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -133,33 +126,19 @@ class AuditLog:
             return
         self._appender.append("".join(line.format() + "\n" for line in lines).encode("utf-8"))
 
-    def read(self, offset: int = 0, inode: int | None = None) -> AuditRead:
-        """The whole lines past `offset` (from the start when the file is no longer the one with `inode`, e.g.
-        rewritten by retention, or shorter than `offset`); unreadable lines are skipped."""
+    def lines(self) -> Iterator[AuditLine]:
+        """Every whole line, oldest first; unreadable ones (torn by a crash, edited out of shape) are skipped,
+        and a last line still being written is left for a later read."""
         try:
-            fd = open_fd(self.path, os.O_RDONLY)
+            data = read_bytes(self.path)
         except FileNotFoundError:
-            return AuditRead([], 0, 0)
-        try:
-            stat = os.fstat(fd)
-            if (inode is not None and stat.st_ino != inode) or offset > stat.st_size:
-                offset = 0
-            data = os.pread(fd, stat.st_size - offset, offset)
-        finally:
-            os.close(fd)
-        lines, end = [], offset
+            return
         for raw in data.splitlines(keepends=True):
             if not raw.endswith(b"\n"):
-                break  # being written (or torn at the very end): read again later
-            end += len(raw)
+                break
             line = AuditLine.parse(raw.decode("utf-8", "replace"))
             if line is not None:
-                lines.append((line, end))
-        return AuditRead(lines, end, stat.st_ino)
-
-    def lines(self) -> Iterator[AuditLine]:
-        for line, _ in self.read().lines:
-            yield line
+                yield line
 
     def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]]) -> int:
         """Replace the log with `keep(lines)` atomically, under the lock appenders take (an append waiting
@@ -173,8 +152,8 @@ class AuditLog:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if not still_at(fd, self.path):
                     return self.rewrite(keep)
-            current = self.read().lines
-            kept = keep([line for line, _ in current])
+            current = list(self.lines())
+            kept = keep(current)
             if len(kept) == len(current):
                 return 0
             if kept:

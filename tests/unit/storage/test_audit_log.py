@@ -64,9 +64,7 @@ def test_a_torn_last_line_is_skipped_and_the_next_append_starts_a_line_of_its_ow
     log.append([line(0)])
     with log.path.open("ab") as f:  # a crash cut the next append short
         f.write(line(1).format().encode()[:40])
-    read = log.read()
-    assert [entry.file for entry, _ in read.lines] == [line(0).file]
-    assert read.end == len(line(0).format()) + 1  # the unfinished line is left for a later read
+    assert [entry.file for entry in log.lines()] == [line(0).file]  # the unfinished line is not read
     log.append([line(2)])
     assert [entry.file for entry in log.lines()] == [line(0).file, line(2).file]
     assert len(log.path.read_text().splitlines()) == 3  # the torn line stays, alone on its line
