@@ -192,6 +192,15 @@ def validate_entry_id(entry_id: str) -> str:
 
 UtcDatetime = Annotated[datetime, AfterValidator(as_utc)]
 
+MAX_USE_COUNT = 2**31 - 1  # indexes keep use counts as int32; a larger count (a hand-edited file) is clamped
+
+
+def _clamp_uses(count: int) -> int:
+    return min(count, MAX_USE_COUNT)
+
+
+UseCount = Annotated[int, AfterValidator(_clamp_uses)]
+
 
 class MemoryEntry(BaseModel):
     """One long-term memory; stored as memory/{category}/{id}.json."""
@@ -209,7 +218,7 @@ class MemoryEntry(BaseModel):
         0.7, ge=0.0, le=1.0, description="Salience base: 1 asked by the user, 0.7 agent, 0.5 derived"
     )
     last_seen_at: UtcDatetime | None = Field(None, description="Last use (save, recall, read, search hit)")
-    reinforcement_count: int = Field(1, ge=1, description="Times used, the save included")
+    reinforcement_count: UseCount = Field(1, ge=1, description="Times used, the save included")
     pinned: bool = Field(False, description="In the vault: never decays, never changed by a dream")
     superseded_by: str | None = None
     archived_at: UtcDatetime | None = None
@@ -651,7 +660,7 @@ class Entity(BaseModel):
     last_referenced_at: UtcDatetime | None = None  # before salience: when recall last named it
     # Uses, as for memories: the file holds them as of its last write, the access log (meta/access/) the rest.
     last_seen_at: UtcDatetime | None = Field(None, description="Last use (get, search, recall, a new link)")
-    reinforcement_count: int = Field(1, ge=1, description="Times used, the creation included")
+    reinforcement_count: UseCount = Field(1, ge=1, description="Times used, the creation included")
 
 
 class Triple(BaseModel):
@@ -667,7 +676,7 @@ class Triple(BaseModel):
     source: str | None = None
     created_at: UtcDatetime
     last_seen_at: UtcDatetime | None = Field(None, description="Last use (recall, traversal, added again)")
-    reinforcement_count: int = Field(1, ge=1, description="Times used, the creation included")
+    reinforcement_count: UseCount = Field(1, ge=1, description="Times used, the creation included")
 
 
 class Fact(BaseModel):
@@ -1083,7 +1092,7 @@ class Procedure(BaseModel):
     archive_reason: str | None = None
     importance: float = Field(0.7, ge=0.0, le=1.0, description="Salience base (0.7: saved by an agent)")
     last_seen_at: UtcDatetime | None = Field(None, description="Last use (save, a trigger matched)")
-    reinforcement_count: int = Field(1, ge=1, description="Times used, the save included")
+    reinforcement_count: UseCount = Field(1, ge=1, description="Times used, the save included")
     history: list[ProcedureVersion] = Field(default_factory=list, description="Earlier versions, oldest first")
     history_dropped: int = Field(0, ge=0, description="Oldest versions dropped to keep the history in its cap")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rockmem_mcp.models import MemoryEntry, tag_key
+from rockmem_mcp.models import MAX_USE_COUNT, MemoryEntry, tag_key
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.rank import Ranking, Weigh, best_lexical, rank, scored
@@ -96,15 +96,21 @@ class MemoryIndex:
     def upsert_many(self, entries: Sequence[MemoryEntry]) -> None:
         """Index entries in order (a later version of an id replaces an earlier one)."""
         entries = last_versions(entries, key=lambda e: e.id)
+        # Every column is built before any is extended: a value that cannot be stored must not leave the
+        # columns out of step with the BM25 slots.
+        uses = [self._access_of(e) for e in entries]
+        columns = (
+            (self.category_code, np.array([self._category_id(e.category) for e in entries], dtype=np.int32)),
+            (self.created, np.array([e.created_at.timestamp() for e in entries], dtype=np.float64)),
+            (self.base, np.array([e.importance for e in entries], dtype=np.float32)),
+            (self.pinned, np.array([e.pinned for e in entries], dtype=np.bool_)),
+            (self.access_count, np.array([min(a.count, MAX_USE_COUNT) for a in uses], dtype=np.int32)),
+            (self.last_access, np.array([a.last for a in uses], dtype=np.float64)),
+        )
         slots = self.bm25.add_many([(e.id, tokenize(e.document_text()), e.archived) for e in entries])
         self.vectors.match_slots(self.bm25.slot_count)
-        self.category_code.extend(np.array([self._category_id(e.category) for e in entries], dtype=np.int32))
-        self.created.extend(np.array([e.created_at.timestamp() for e in entries], dtype=np.float64))
-        self.base.extend(np.array([e.importance for e in entries], dtype=np.float32))
-        self.pinned.extend(np.array([e.pinned for e in entries], dtype=np.bool_))
-        uses = [self._access_of(e) for e in entries]
-        self.access_count.extend(np.array([a.count for a in uses], dtype=np.int32))
-        self.last_access.extend(np.array([a.last for a in uses], dtype=np.float64))
+        for column, values in columns:
+            column.extend(values)
         for slot, entry in zip(slots, entries, strict=True):
             for tag in entry.tags:
                 self.tag_codes.append(self._tag_id(tag_key(tag)))
@@ -120,7 +126,7 @@ class MemoryIndex:
         """A use recorded since the entry was indexed (this process's or another's)."""
         slot = self.bm25.slot_of.get(entry_id)
         if slot is not None:
-            self.access_count[slot] = max(int(self.access_count.view[slot]), access.count)
+            self.access_count[slot] = max(int(self.access_count.view[slot]), min(access.count, MAX_USE_COUNT))
             self.last_access[slot] = max(float(self.last_access.view[slot]), access.last)
             if self._salience is not None and self._factor_cache is not None and slot < len(self._salience):
                 value, factor = self._compute_salience(np.array([slot]), self._salience_at)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.models import MAX_USE_COUNT
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.transfer import (
     MAX_IMPORT_LINE_BYTES,
@@ -95,6 +96,28 @@ def test_import_does_not_split_a_string_of_tags_into_letters(service: MemoryServ
         assert report.errors[0].line == 1
         return
     assert service.get("tagstring001").tags == ["python"]  # ...splitting it into letters is not
+
+
+def test_an_imported_use_count_beyond_int32_is_clamped_and_the_index_stays_whole(settings: Settings) -> None:
+    """A count the index cannot hold once raised OverflowError midway and left its columns out of step."""
+    huge = 9007199254740993
+    service = MemoryService(settings)
+    try:
+        report = import_jsonl(service, [line(content="used a lot", id="usedalot0001", reinforcement_count=huge)])
+        assert report.imported == 1 and not report.errors
+        assert service.get("usedalot0001").reinforcement_count == MAX_USE_COUNT
+        service.save("saved after the big count")
+        assert {r.entry.content for r in service.search("used saved").results} == {
+            "used a lot",
+            "saved after the big count",
+        }
+    finally:
+        service.close()
+    reopened = MemoryService(settings)  # from the snapshot written at close: every column in step
+    try:
+        assert [r.entry.id for r in reopened.search("used lot").results] == ["usedalot0001"]
+    finally:
+        reopened.close()
 
 
 def test_imported_entries_are_visible_to_another_instance(services: Services) -> None:
