@@ -139,6 +139,24 @@ class Settings(BaseModel):
         "no model",
     )
 
+    # Reflection (seed 004 §10): a cycle surveys, reflects on past reflections, consolidates, rewrites core and
+    # writes a proposal; with approval required nothing changes until the user resolves it.
+    reflection_token_budget: int = Field(8_000, ge=500, description="Output tokens one reflection may spend")
+    reflection_approval: Literal["model", "always", "never"] = Field(
+        "model",
+        description="Which reflections wait for approval: model (those a language model planned), always, never",
+    )
+    reflection_at: str = Field("03:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="Scheduled time, local")
+    reflection_threshold: int = Field(
+        50, ge=1, description="New memories and episodes since the last reflection that start one"
+    )
+    reflection_in_server: bool = Field(
+        False, description="The serving process runs scheduled, idle and threshold reflections itself"
+    )
+    reflection_idle_minutes: float = Field(
+        30.0, gt=0, description="A conversation quiet this long has ended: it may start a reflection"
+    )
+
     # Accountability (seed 004 §12): every durable change appends a line to meta/audit.log; the home is a git
     # repository that a background thread commits the changes to in batches (history and rollback need it).
     audit: bool = Field(True, description="Append a line to meta/audit.log for every durable change")

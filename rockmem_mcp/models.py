@@ -1203,3 +1203,83 @@ class RevertResult(BaseModel):
     restored: list[str] = Field(default_factory=list, description="Files put back as they were")
     removed: list[str] = Field(default_factory=list, description="Files that did not exist then, removed")
     skipped: list[RevertSkip] = Field(default_factory=list)
+
+
+# Reflection (seed 004 §10): a cycle's proposal, kept until the user resolves it.
+REFLECTION_BLOCKS = ("Identity", "Active Context", "Persona", "Critical Facts")
+ReflectionDecision = Literal["approve", "approve_with_changes", "partial", "reject"]
+
+
+class MetaReflection(BaseModel):
+    """Phase 2's answer: what the past reflections and evolution.md show, and guidance for this cycle."""
+
+    model_config = _PLAN
+
+    patterns: list[str] = Field([], description="Themes recurring across reflections")
+    evolution: list[str] = Field([], description="Insights on how understanding of the user evolved (evolution.md)")
+    revised_assumptions: list[str] = Field([], description="Beliefs the memories now correct")
+    questions: list[str] = Field([], description="Questions for the user, persisting or new")
+    guidance: str = Field("", description="What this cycle should focus on")
+
+
+class CoreBlockRewrite(BaseModel):
+    model_config = _PLAN
+
+    block: Literal["Identity", "Active Context", "Persona", "Critical Facts"]
+    text: str = Field(description="The block's new content (Critical Facts: lines to add; pinned lines stay)")
+    reason: Reason = ""
+
+
+class CoreRewrite(BaseModel):
+    """Phase 4's answer: core memory blocks rewritten to the current state, each within its cap."""
+
+    model_config = _PLAN
+
+    blocks: list[CoreBlockRewrite] = Field([], description="Only the blocks that should change")
+
+
+class ReflectionAction(BaseModel):
+    id: str = Field(description="a1, a2, …: name it to approve part of a reflection or to change it")
+    kind: str = Field(description="merge, archive, update, create, entity, triple, procedure, core or proposal")
+    dream_pass: str | None = Field(None, description="The dream pass it applies through (None: core, proposal)")
+    item: dict[str, Any] = Field(description="What it does, as the plan says it (edits change these fields)")
+    summary: str
+    outcome: str | None = Field(None, description="After the resolution: applied, refused (why) or not chosen")
+
+
+class ReflectionResolution(BaseModel):
+    decision: str
+    at: UtcDatetime
+    reason: str = ""
+    chosen: list[str] = Field(default_factory=list, description="Action ids applied (all, on approve)")
+    edited: list[str] = Field(default_factory=list, description="Action ids the user changed")
+    applied: dict[str, int] = Field(default_factory=dict, description="Applied actions by kind")
+    refused: int = 0
+    reports: list[str] = Field(default_factory=list, description="The dream reports of the applied passes")
+
+
+class Reflection(BaseModel):
+    """One reflection cycle: its survey, meta-reflection and plan; pending until resolved (or applied at once
+    when it needs no approval)."""
+
+    id: str = Field(description="r-NNN; its changes are logged as reflection:r-NNN")
+    number: int
+    trigger: str = Field(description="schedule, session-end, idle, manual or threshold")
+    mode: str = Field(description="llm (a language model) or deterministic")
+    status: str = Field(description="pending, applying, approved, partial, rejected, applied or interrupted")
+    needs_approval: bool
+    started_at: UtcDatetime
+    finished_at: UtcDatetime | None = None
+    since: UtcDatetime | None = Field(None, description="The previous reflection's start: what is new came after")
+    survey: list[str] = Field(default_factory=list)
+    meta: MetaReflection = Field(default_factory=MetaReflection)
+    actions: list[ReflectionAction] = Field(default_factory=list)
+    contradictions: list[str] = Field(default_factory=list)
+    questions: list[str] = Field(default_factory=list)
+    not_covered: list[str] = Field(default_factory=list, description="What the budget or a failure left out")
+    output_tokens: int = 0
+    token_budget: int = 0
+    processed: dict[str, int] = Field(default_factory=dict, description="What it read: memories, episodes, …")
+    marks: dict[str, Any] = Field(default_factory=dict, description="How far each pass read (moved on approval)")
+    resolution: ReflectionResolution | None = None
+    summary: str = Field("", description="The readable proposal (meta/pending-reflection.md)")

@@ -65,6 +65,7 @@ class ConversationMemory:
             clock=clock,
         )
         self.log = conversation_log(settings)
+        self.last_turn_at: datetime | None = None  # this process's newest turn (a reflection's idle trigger)
 
     def record(self, session_id: str, role: str, content: str) -> ConversationTurn:
         session_id = check_session_id(session_id)
@@ -85,6 +86,7 @@ class ConversationMemory:
                 if self.compacted:  # write-then-compact could not write: say so
                     log.warning("conversation %s: a turn dropped uncompacted (compaction keeps failing)", session_id)
             self._sessions.resized(session_id)
+            self.last_turn_at = now
         return turn
 
     def held(self, session_id: str) -> int:

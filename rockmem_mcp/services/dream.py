@@ -28,7 +28,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -44,6 +44,7 @@ from rockmem_mcp.models import (
     DreamReport,
     MemoryEntry,
     PlanCreate,
+    PlanMerge,
     Procedure,
     normalize_category,
     normalize_tags,
@@ -113,6 +114,8 @@ PURGE_ARCHIVED_DAYS = 90
 WEAK_TRIPLE_CONFIDENCE = 0.4
 OLD_GRAPH_DAYS = 14
 MIN_INTERVAL = timedelta(hours=6)  # scheduled runs keep at least this far apart
+MIN_OUTPUT_TOKENS = 256  # a batch is not sent with less output budget left: the plan would be cut off
+MARKED_MODES = ("llm", "reflection")  # modes whose apply is told how far the material was read
 SENSITIVE = re.compile(
     r"password|passphrase|credential|secret|token|api[ _-]?key|ssh|2fa|mfa|security|secure|encrypt|vpn|"
     r"firewall|login|log in|sign[ -]?in|auth|permission|access|private key|bank|credit card|card number|iban|"
@@ -161,6 +164,16 @@ class _Run:
     def live(self, entry_id: str) -> MemoryEntry | None:
         entry = self.entries.get(entry_id)
         return entry if entry is not None and not entry.archived else None
+
+
+@dataclass
+class LLMPlan:
+    """A model's plan for one pass, before it is applied."""
+
+    plan: DreamPlan = field(default_factory=DreamPlan)
+    problems: list[str] = field(default_factory=list)
+    read_through: LogMark | EpisodeMark | None = None
+    uncovered: int = 0  # items of the material not sent to the model (a budget or a failure stopped it)
 
 
 class Dreamer:
@@ -305,6 +318,15 @@ class Dreamer:
             self.episode_marks.show(through)  # the plan applied moves the pass's mark there
         return found
 
+    def material_size(self, dream_pass: str) -> int:
+        """How many items the pass has to read now (a reflection's survey)."""
+        if dream_pass == "episodes":
+            through, _ = self.episode_marks.read()
+            return unread(self.episodes, through, 0, 1)[1]
+        if dream_pass in ("consolidation", "entities"):
+            return len(self.memory.saliences().ids)
+        return len(self._items(dream_pass)[0])
+
     def _material(self, dream_pass: str, offset: int) -> tuple[DreamMaterial, LogMark | EpisodeMark | None]:
         """The material, and for the preference pass the mark just past the last turn in it, for the episodes
         pass the mark just past its newest episode."""
@@ -409,30 +431,49 @@ class Dreamer:
         """A pass driven by a language model: every batch of material is sent with the directive, the plans
         are joined and applied through the safeguards. Stops at the token budget, or at a model failure (what
         was planned before it is still applied; the report says why it stopped)."""
+        planned = self.plan_llm(dream_pass, llm)
+        return self.apply(planned.plan, dream_pass, "llm", dry_run, planned.problems, planned.read_through)
+
+    def plan_llm(self, dream_pass: str, llm: ChatLLM, output_budget: int | None = None, guidance: str = "") -> LLMPlan:
+        """The model's plan for a pass, batch by batch, applying nothing. Stops at the pass's token budget (all
+        tokens), at `output_budget` (the model's output tokens, which `llm` counts), or at a model failure;
+        `problems` says why, and `uncovered` how many items were not sent. `guidance` is added to the directive
+        (a reflection's meta-reflection)."""
         self._check_pass(dream_pass)
-        plan, problems, offset, read_through = DreamPlan(), [], 0, None
+        found = LLMPlan()
+        offset, read_through = 0, None
         while True:
             budget = self.settings.llm_token_budget
             if llm.tokens_used >= budget:
-                problems.append(f"stopped at the token budget ({llm.tokens_used} of {budget} tokens used)")
+                found.problems.append(f"stopped at the token budget ({llm.tokens_used} of {budget} tokens used)")
                 break
             material, through = self._material(dream_pass, offset)
             if material.items == 0:
                 break
+            left = None if output_budget is None else output_budget - llm.output_tokens
+            if left is not None and left < MIN_OUTPUT_TOKENS:
+                found.uncovered = material.items + material.remaining
+                found.problems.append(f"stopped at the output budget: {found.uncovered} items not covered")
+                break
             sent = later(read_through, through) if isinstance(through, EpisodeMark) else through or read_through
             if dream_pass == "preferences":
                 read_through = sent  # the conversation log sent to the model is consumed, whatever it answers
+            system, user = self.prompt(material)
+            if guidance:
+                system = f"{system}\n\nGuidance for this cycle (from reviewing past reflections):\n{guidance}"
             try:
-                part = llm.complete_json(*self.prompt(material), DreamPlan)
+                part = llm.complete_json(system, user, DreamPlan, max_tokens=left)
             except RockmemError as exc:
-                problems.append(str(exc))
+                found.problems.append(str(exc))
+                found.uncovered = material.items + material.remaining
                 break
             read_through = sent  # episodes: the mark moves only past what the model answered for
-            plan = DreamPlan(**{f: getattr(plan, f) + getattr(part, f) for f in DreamPlan.model_fields})
+            found.plan = DreamPlan(**{f: getattr(found.plan, f) + getattr(part, f) for f in DreamPlan.model_fields})
             offset += material.items
             if not material.remaining:
                 break
-        return self.apply(plan, dream_pass, "llm", dry_run, problems, read_through)
+        found.read_through = read_through
+        return found
 
     def apply(
         self,
@@ -442,17 +483,20 @@ class Dreamer:
         dry_run: bool = False,
         problems: list[str] | None = None,
         read_through: LogMark | EpisodeMark | None = None,
+        actor: str | None = None,
+        approval: str | None = None,
     ) -> DreamReport:
         """Validate every action of `plan` against the safeguards and apply those that pass (none on a dry
         run); the report lists both, with reasons (and `problems` met while planning). Holds the dream lock.
         A preference pass then consumes the conversation log: a model's pass what it read (`read_through`),
         another what the agent was shown to its end (or the whole log when it fits one batch). An episodes
         pass moves its mark past the episodes read: a model's pass those it answered for (`read_through`),
-        another the newest episode the material showed."""
+        another the newest episode the material showed. `actor`: whose changes they are in the audit log (a
+        reflection's, with its `approval`); default the run's own `dream:RUN_ID`."""
         self._check_pass(dream_pass)
         with self.locked():
             report = self._new_report(dream_pass, mode, dry_run)
-            with acting_as(f"dream:{report.run_id}"):  # every change of the run, and its report, is the run's
+            with acting_as(actor or f"dream:{report.run_id}", approval):  # every change of the run, and its report
                 return self._apply(report, plan, problems, read_through)
 
     def _apply(
@@ -468,10 +512,10 @@ class Dreamer:
         for problem in problems or []:
             run.reject("plan", [], problem)
         allowed = ALLOWED[dream_pass]
-        for field in DreamPlan.model_fields:
-            proposed = getattr(plan, field)
-            if proposed and field not in allowed:
-                run.reject(field, [], f"{len(proposed)} {field} are not part of the {dream_pass} pass")
+        for name in DreamPlan.model_fields:
+            proposed = getattr(plan, name)
+            if proposed and name not in allowed:
+                run.reject(name, [], f"{len(proposed)} {name} are not part of the {dream_pass} pass")
         if "merges" in allowed:
             for merge in plan.merges:
                 self._merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
@@ -492,10 +536,10 @@ class Dreamer:
             for procedure in plan.procedures:
                 self._procedure(run, procedure)
         if dream_pass == "preferences" and not dry_run:
-            read = read_through if mode == "llm" else self._agent_read_mark()
+            read = read_through if mode in MARKED_MODES else self._agent_read_mark()
             self._consume_conversation_log(read if isinstance(read, LogMark) else None)
         if dream_pass == "episodes" and not dry_run:
-            read = read_through if mode == "llm" else self.episode_marks.read()[1]
+            read = read_through if mode in MARKED_MODES else self.episode_marks.read()[1]
             self.episode_marks.advance(read if isinstance(read, EpisodeMark) else None)
         return self._finish(run.report)
 
@@ -806,6 +850,26 @@ class Dreamer:
         live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
         exact, near = self._duplicate_clusters(live, run)
         checkpoint("planned")
+        for merge in self._duplicate_merges(exact, near, entries, run):
+            self._merge(run, merge.ids, merge.content, merge.category, None, merge.reason)
+        decay_pass(self.memory, self.settings, run.report)
+        self._purge(run, [e for e in entries.values() if e.archived])
+        self._graph_sweep(run)
+        if not report.dry_run:  # audit lines past retention fold into monthly digests (seed 004 §12.6)
+            fold_quietly(self.settings, self.memory.audit.log, self._clock())
+        return self._finish(run.report)
+
+    def duplicate_merges(self, live: list[MemoryEntry]) -> tuple[list[PlanMerge], list[DreamAction]]:
+        """The merges the deterministic pass would make of `live` (each keeping its most detailed source's
+        text), and the contradictions it would report instead."""
+        run = _Run(DreamReport(id="", dream_pass="consolidation", mode="deterministic", dry_run=True,
+                               started_at=self._clock()), {e.id: e for e in live}, set())  # fmt: skip
+        exact, near = self._duplicate_clusters(live, run)
+        return list(self._duplicate_merges(exact, near, run.entries, run)), run.report.contradictions
+
+    def _duplicate_merges(
+        self, exact: list[list[str]], near: list[list[str]], entries: dict[str, MemoryEntry], run: _Run
+    ) -> Iterator[PlanMerge]:
         for cluster, why in [(c, "exact duplicates") for c in exact] + [(c, "near-duplicates") for c in near]:
             cluster = [i for i in cluster if i not in run.touched]
             if len(cluster) < 2:
@@ -816,13 +880,7 @@ class Dreamer:
                 continue
             sources = [entries[i] for i in cluster]
             best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
-            self._merge(run, cluster, best.content, best.category, None, f"{why} (deterministic)")
-        decay_pass(self.memory, self.settings, run.report)
-        self._purge(run, [e for e in entries.values() if e.archived])
-        self._graph_sweep(run)
-        if not report.dry_run:  # audit lines past retention fold into monthly digests (seed 004 §12.6)
-            fold_quietly(self.settings, self.memory.audit.log, self._clock())
-        return self._finish(run.report)
+            yield PlanMerge(ids=cluster, content=best.content, category=best.category, reason=f"{why} (deterministic)")
 
     def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:
         """Groups of the same text (case, spacing and final punctuation aside), then groups of near-identical
@@ -896,6 +954,16 @@ class Dreamer:
                     wa, wb = words[a], words[b]
                     if len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE_OVERLAP:
                         yield pair
+
+    def contradicting_pairs(self, live: list[MemoryEntry]) -> list[tuple[str, str, str]]:
+        """Pairs of near-identical live memories that contradict each other: (older id, newer id, why)."""
+        by_id = {e.id: e for e in live}
+        found = []
+        for a, b in self._similar_pairs(live):
+            if (clash := contradiction(by_id[a].content, by_id[b].content)) is not None:
+                older, newer = sorted([a, b], key=lambda i: (by_id[i].created_at, i))
+                found.append((older, newer, clash))
+        return found
 
     def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:
         cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)

@@ -2,7 +2,9 @@
 
 An answer that is not JSON of the schema is sent back with the validation error and asked again (up to
 `llm_retries` times); transport failures are retried with backoff. Tokens reported by the endpoint are
-counted so a pass can keep to its budget.
+counted so a pass can keep to its budget; the model's output tokens are counted apart (a reflection's budget
+is of output): the endpoint's `usage.completion_tokens`, or, when it reports none, an estimate of the answer's
+text (`tokens.estimate_tokens`: about 4 characters a token).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import LLMError
 from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
+from rockmem_mcp.tokens import estimate_tokens
 
 Schema = TypeVar("Schema", bound=BaseModel)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -31,17 +34,24 @@ class ChatLLM:
         self.settings = settings
         self.backoff_s = backoff_s
         self.tokens_used = 0
+        self.output_tokens = 0
         headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
         self._client = httpx.Client(timeout=settings.llm_timeout_s, headers=headers)
 
     def close(self) -> None:
         self._client.close()
 
-    def complete_json(self, system: str, user: str, schema: type[Schema]) -> Schema:
+    def complete_json(self, system: str, user: str, schema: type[Schema], max_tokens: int | None = None) -> Schema:
+        """`max_tokens`: the most output tokens the answers may spend, retries included (asked of the endpoint
+        per request as what is left)."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         problem = ""
+        start = self.output_tokens
         for _ in range(self.settings.llm_retries + 1):
-            content = self._chat(messages)
+            left = None if max_tokens is None else max_tokens - (self.output_tokens - start)
+            if left is not None and left <= 0:
+                raise LLMError(f"the output budget ran out before a valid answer; last problem: {problem}")
+            content = self._chat(messages, left)
             try:
                 return schema.model_validate_json(unfenced(content))
             except ValidationError as exc:
@@ -55,13 +65,15 @@ class ChatLLM:
             ]
         raise LLMError(f"{self.url} gave no valid answer in {self.settings.llm_retries + 1} tries; last: {problem}")
 
-    def _chat(self, messages: list[dict[str, str]]) -> str:
-        payload = {
+    def _chat(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
+        payload: dict[str, object] = {
             "model": self.model,
             "messages": messages,
             "temperature": 0,
             "response_format": {"type": "json_object"},
         }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
         try:
             reply = post_json(
                 self._client,
@@ -88,6 +100,8 @@ class ChatLLM:
             ) from None
         if not isinstance(content, str):
             raise LLMError(f"{self.url} answered a message without text content")
+        output = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        self.output_tokens += output if isinstance(output, int) and output >= 0 else estimate_tokens(content)
         return content
 
 
