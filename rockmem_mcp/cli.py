@@ -159,6 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
     revert.add_argument("--run", help="undo a whole run: dream:ID, reflection:ID or rv-… (a revert)")
     revert.add_argument("--home-as-of", help="restore every store as of this time (ISO time, day or age)")
     revert.add_argument("--json", action="store_true", help="as JSON")
+    reflect = sub.add_parser(
+        "reflect", parents=[common], help="reflection: run one, list and resolve pending ones, or run as a sidecar"
+    )
+    reflect.add_argument("id", nargs="?", help="a reflection to show or resolve, e.g. r-003")
+    reflect.add_argument("--run", action="store_true", help="run a reflection now (manual)")
+    reflect.add_argument("--list", action="store_true", help="the pending reflections (default with no id)")
+    reflect.add_argument("--approve", action="store_true", help="apply every action (or --actions)")
+    reflect.add_argument("--actions", help="with --approve: only these, e.g. a1,a3 (a partial approval)")
+    reflect.add_argument("--edits", help='with --approve: JSON changes, e.g. {"a2": {"content": "…"}}')
+    reflect.add_argument("--reject", metavar="REASON", help="reject it, saying why")
+    reflect.add_argument(
+        "--every", type=_interval, default=None, help="sidecar: check the schedule and threshold this often, e.g. 10m"
+    )
+    reflect.add_argument("--json", action="store_true", help="as JSON")
     return parser
 
 
@@ -829,6 +843,82 @@ def _revert(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _reflector(settings: Settings) -> Iterator[Any]:
+    """A reflection engine on the home; the git history commits what is pending before a run and after."""
+    from rockmem_mcp.services.core import CoreMemory
+    from rockmem_mcp.services.dream import Dreamer
+    from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.services.reflection import Reflector
+    from rockmem_mcp.services.templates import Templates
+
+    with _memory(settings) as memory, _graph(settings) as graph:
+        history = GitHistory(settings, memory.audit)
+        try:
+            dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir), before_run=history.flush)
+            yield Reflector(settings, dreamer, CoreMemory(settings, memory))
+        finally:
+            history.close()
+
+
+def _reflect(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.llm import language_model
+    from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
+
+    resolving = args.approve or args.reject is not None
+    if resolving and not args.id:
+        print("rockmem-mcp: --approve and --reject need the reflection's id, e.g. r-003", file=sys.stderr)
+        return 2
+    with _reflector(settings) as reflector:
+        if args.every is not None:
+            triggers = ReflectionTriggers(settings, lambda: reflector, llm=lambda: language_model(settings))
+            print(f"reflection sidecar: schedule {settings.reflection_at} local, threshold "
+                  f"{settings.reflection_threshold}; checking every {args.every:g} s", file=sys.stderr)  # fmt: skip
+            while True:
+                done = triggers.tick()
+                if done is not None:
+                    print(f"{done.id} ({done.trigger}): {done.status}, {len(done.actions)} actions", file=sys.stderr)
+                time.sleep(args.every)
+        if args.run:
+            llm = language_model(settings)
+            try:
+                shown = [reflector.run("manual", llm)]
+            finally:
+                if llm is not None:
+                    llm.close()
+        elif args.reject is not None:
+            shown = [reflector.resolve(args.id, "reject", reason=args.reject)]
+        elif args.approve:
+            chosen = [a.strip() for a in args.actions.split(",") if a.strip()] if args.actions else None
+            edits = _json_argument(args.edits, "--edits") if args.edits else None
+            decision = "approve_with_changes" if edits else "partial" if chosen else "approve"
+            shown = [reflector.resolve(args.id, decision, chosen, edits)]
+        elif args.id:
+            shown = [reflector.get(args.id)]
+        else:
+            shown = reflector.pending()
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in shown], indent=2))
+        return 0
+    if not shown:
+        print("no reflection is waiting for approval", file=sys.stderr)
+    for reflection in shown:
+        if reflection.status == "pending" or (args.id and not resolving):
+            print(reflection.summary)
+        else:
+            resolution = reflection.resolution
+            applied = ", ".join(f"{n} {k}" for k, n in (resolution.applied if resolution else {}).items())
+            print(f"{reflection.id}: {reflection.status}; applied {applied or 'nothing'}")
+    return 0
+
+
+def _json_argument(text: str, name: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RockmemError(f"{name} is not JSON: {exc}") from None
+
+
 COMMANDS = {
     "search": _search,
     "import": _import,
@@ -846,4 +936,5 @@ COMMANDS = {
     "revert": _revert,
     "alerts": _alerts,
     "audit-prune": _audit_prune,
+    "reflect": _reflect,
 }

@@ -797,7 +797,7 @@ class Feedback(BaseModel):
 # each text that reaches a memory (content, category, tags) or the graph is checked like a tool call's.
 MAX_PLAN_ITEMS = 1_000  # actions of each kind; ids per merge
 MAX_PLAN_REASON_CHARS = 500
-Reason = Annotated[str, Field(max_length=MAX_PLAN_REASON_CHARS, description="Why: shown in the dream report")]
+Reason = Annotated[str, Field(max_length=MAX_PLAN_REASON_CHARS, description="Why (for the report)")]
 
 
 def _actions(description: str) -> Any:
@@ -1283,3 +1283,10 @@ class Reflection(BaseModel):
     marks: dict[str, Any] = Field(default_factory=dict, description="How far each pass read (moved on approval)")
     resolution: ReflectionResolution | None = None
     summary: str = Field("", description="The readable proposal (meta/pending-reflection.md)")
+
+
+class ReflectResult(BaseModel):
+    """What the reflect tool did: the reflection it ran or resolved, or those it was asked to show."""
+
+    reflections: list[Reflection] = Field(default_factory=list)
+    next_step: str = ""

@@ -26,8 +26,10 @@ from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
+from rockmem_mcp.server.tools import reflection as reflection_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
+from rockmem_mcp.services.audit import process_actor
 from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
@@ -40,9 +42,12 @@ from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
+from rockmem_mcp.services.llm import language_model
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.reflection import pending_lines, recover_interrupted
+from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
 from rockmem_mcp.services.stores import open_stores
@@ -51,6 +56,7 @@ from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.services.working import sweep_expired
 from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.services.workspace import Workspace
+from rockmem_mcp.storage.reflection_files import ReflectionFiles
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +164,9 @@ def build_server(
         triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
         # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
         starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
+        reflections = ReflectionFiles(settings)
+        if process_actor(settings.namespace) == "main":  # the user's session: reflections wait for their word
+            starters.insert(0, lambda _message: pending_lines(reflections))
         # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes
         # made meanwhile runs in the background, and a session's first recall waits for it (briefly).
         critical = CriticalFiles(settings, memory.audit)
@@ -203,6 +212,16 @@ def build_server(
         opened.rollback = Rollback(
             settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical
         )
+        if memory.read_only is None:
+            await anyio.to_thread.run_sync(recover_interrupted, reflections)
+            if settings.reflection_in_server:
+                opened.reflection_triggers = ReflectionTriggers(
+                    settings,
+                    opened.reflector,
+                    last_turn=lambda: conversation.last_turn_at,
+                    llm=partial(language_model, settings),
+                )
+                opened.reflection_triggers.start()
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:
@@ -218,6 +237,8 @@ def build_server(
             running.remove(opened)
             if opened.enricher is not None:
                 await anyio.to_thread.run_sync(opened.enricher.close)
+            if opened.reflection_triggers is not None:
+                await anyio.to_thread.run_sync(opened.reflection_triggers.close)
             if opened.history is not None:
                 await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
             await anyio.to_thread.run_sync(_close_graph, graph_opening)
@@ -246,6 +267,7 @@ def build_server(
     procedures_tools.register(server)
     forget_tools.register(server)
     audit_tools.register(server)
+    reflection_tools.register(server)
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

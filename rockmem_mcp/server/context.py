@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.models import Reflection
 from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
@@ -23,9 +24,12 @@ from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
+from rockmem_mcp.services.llm import language_model
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.recall import Recall
+from rockmem_mcp.services.reflection import Reflector
+from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
 from rockmem_mcp.services.templates import Templates
@@ -60,6 +64,7 @@ class Services:
     audit_trail: AuditTrail | None = None  # who changed what, when and why; an item's versions
     rollback: Rollback | None = None  # put an item, a run or the whole home back
     critical_files: CriticalFiles | None = None  # checksums of SOUL.md, MEMORY.md, …; alerts until acknowledged
+    reflection_triggers: ReflectionTriggers | None = None  # schedule, idle and threshold (reflection_in_server)
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -80,6 +85,18 @@ class Services:
             procedures=self.procedures,
             before_run=self.history.flush if self.history is not None else None,
         )
+
+    def reflector(self) -> Reflector:
+        return Reflector(self.settings, self.dreamer(), self.core)
+
+    def reflect(self, trigger: str) -> Reflection:
+        """Run a reflection now, with the server's language model if one is configured."""
+        llm = language_model(self.settings)
+        try:
+            return self.reflector().run(trigger, llm)
+        finally:
+            if llm is not None:
+                llm.close()
 
     def working(self, session_id: str | None) -> WorkingMemory:
         key = None if self.settings.namespace else session_id

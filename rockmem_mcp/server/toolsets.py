@@ -39,11 +39,14 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "episodes": ("record_episode", "delete_episode"),
     "procedures": ("save_procedure", "delete_procedure"),
     "audit": ("audit", "revert"),
+    "review": ("reflect",),
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the
 # agent needs its one tool to keep it current).
-DEFAULT: tuple[str, ...] = ("memory", "recall", "core", "working", "conversation", "graph", "dream", "audit")
+DEFAULT: tuple[str, ...] = (
+    *("memory", "recall", "core", "working", "conversation", "graph", "dream", "audit", "review"),
+)
 
 # Names that stand for several sets in a selection ("default,audit" = the default sets plus audit).
 GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT, "all": tuple(TOOLSETS)}

@@ -105,6 +105,11 @@ class ChatLLM:
         return content
 
 
+def language_model(settings: Settings) -> ChatLLM | None:
+    """The server's language model when one is configured (the caller closes it), else None."""
+    return ChatLLM(settings) if settings.llm_endpoint and settings.llm_model else None
+
+
 def unfenced(text: str) -> str:
     """Models often wrap JSON in a ``` fence despite being asked not to."""
     match = _FENCE.match(text)

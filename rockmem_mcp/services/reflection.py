@@ -126,14 +126,7 @@ class Reflector:
         return memories + self._new_episodes(since)
 
     def session_lines(self, message: str) -> list[str]:
-        """A session-start starter: pending reflections head the user's next session."""
-        waiting = self.pending()
-        if not waiting:
-            return []
-        lines = [f"Reflections waiting for the user's approval ({len(waiting)}): review them with reflect"]
-        for r in waiting[:5]:
-            lines.append(f"- {r.id} ({r.started_at:%Y-%m-%d}, {r.trigger}): {len(r.actions)} actions; {r.survey[0]}")
-        return lines
+        return pending_lines(self.files)
 
     # ------------------------------------------------------------------ a cycle
     def run(self, trigger: str = "manual", llm: ChatLLM | None = None) -> Reflection:
@@ -462,27 +455,41 @@ class Reflector:
 
     # ------------------------------------------------------------------ start-up
     def recover(self) -> list[str]:
-        """Reflections a crash left applying are marked interrupted (their applied part is in the audit log
-        under reflection:r-NNN: `revert run=reflection:r-NNN` undoes it); returns their ids."""
-        found = []
-        with self.files.claim():
-            for reflection in self.files.all():
-                if reflection.status == "applying":
-                    reflection.status = "interrupted"
-                    self.files.write(reflection)
-                    found.append(reflection.id)
-                    log.warning(
-                        "reflection %s was cut off while being applied: what it applied is logged as "
-                        "reflection:%s (revert run=reflection:%s undoes it)",
-                        reflection.id,
-                        reflection.id,
-                        reflection.id,
-                    )
-        return found
+        return recover_interrupted(self.files)
 
     def _render_pending(self) -> None:
         waiting = self.pending()
         self.files.write_pending("\n\n---\n\n".join(r.summary for r in waiting))
+
+
+# ---------------------------------------------------------------------------------------------- without a dreamer
+def pending_lines(files: ReflectionFiles) -> list[str]:
+    """A session-start starter's lines: the reflections waiting for the user (nothing when none is)."""
+    waiting = [r for r in files.all() if r.status == "pending"]
+    if not waiting:
+        return []
+    lines = [f"Reflections waiting for the user's approval ({len(waiting)}): show them with reflect, ask the user"]
+    for r in waiting[:5]:
+        lines.append(f"- {r.id} ({r.started_at:%Y-%m-%d}, {r.trigger}): {len(r.actions)} actions")
+    return lines
+
+
+def recover_interrupted(files: ReflectionFiles) -> list[str]:
+    """Reflections a crash left applying are marked interrupted (what they applied is in the audit log under
+    reflection:r-NNN: `revert run=reflection:r-NNN` undoes it); their ids."""
+    found = []
+    with files.claim():
+        for reflection in files.all():
+            if reflection.status == "applying":
+                reflection.status = "interrupted"
+                files.write(reflection)
+                found.append(reflection.id)
+                log.warning(
+                    "reflection %s was cut off while being applied: what it applied is logged as reflection:%s "
+                    "(revert run=reflection:%s undoes it)",
+                    *(reflection.id,) * 3,
+                )
+    return found
 
 
 # ---------------------------------------------------------------------------------------------- helpers

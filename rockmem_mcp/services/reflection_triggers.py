@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
 
+from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import Reflection, utc_now
 from rockmem_mcp.services.llm import ChatLLM
@@ -47,21 +48,30 @@ def next_scheduled(now: datetime, at: str) -> datetime:
 class ReflectionTriggers:
     def __init__(
         self,
-        reflector: Reflector,
+        settings: Settings,
+        reflector: Callable[[], Reflector],
         clock: Callable[[], datetime] = utc_now,
         last_turn: Callable[[], datetime | None] | None = None,
         llm: Callable[[], ChatLLM | None] | None = None,
     ) -> None:
-        """`last_turn`: when the conversation last had a turn (for the idle trigger); `llm`: a language model
-        for a cycle (None: deterministic)."""
-        self.reflector = reflector
-        self.settings = reflector.settings
+        """`reflector`: makes the engine (first when a tick needs it: a server's graph may still be loading);
+        `last_turn`: when the conversation last had a turn (the idle trigger); `llm`: a language model for a
+        cycle (None: deterministic)."""
+        self.settings = settings
+        self._make_reflector = reflector
+        self._reflector: Reflector | None = None
         self._clock = clock
         self._last_turn = last_turn
         self._llm = llm
         self._started = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def reflector(self) -> Reflector:
+        if self._reflector is None:
+            self._reflector = self._make_reflector()
+        return self._reflector
 
     def due(self) -> str | None:
         """The automatic trigger due now, if any: schedule, idle or threshold."""
