@@ -99,6 +99,11 @@ INSTRUCTIONS_BY_TOOLSET = {
 - When the user corrects you or a tool fails for a reason that will recur, record_feedback. When idle,
   dream: it hands you your memories to consolidate; answer with apply_dream (the server checks every change).
 """,
+    "review": """\
+- When the user asks you to reflect or consolidate, or a long conversation ends, reflect(action="run"): it
+  proposes changes and applies none. Show the summary of a pending reflection to the user (the first recall
+  lists them) and resolve it as they say; never approve on your own.
+""",
     "episodes": """\
 - Log what happened (a decision taken, a task done, a correction) with record_episode; save_memory logs its
   own. "When did …" questions are answered from episodes: recall routes them, search_memory finds them.

@@ -205,7 +205,8 @@ class Reflector:
         episodes = self.dreamer.episodes
         if since is None:
             return sum(count for _, count in episodes.days())
-        return len(episodes.between(since, self._clock()))
+        now = self._clock()
+        return len(episodes.between(since, now)) if now > since else 0
 
     # Phase 2
     def _meta_reflect(self, reflection: Reflection, llm: ChatLLM) -> None:

@@ -295,7 +295,7 @@ class TriggerResponder:
             else:
                 reply.action = "no memory matches: ask what to forget" if span else "ask what to forget"
         else:
-            reply.action = 'when idle, dream(dream_pass="consolidation"); dream_pass="episodes" for what happened'
+            reply.action = 'reflect(action="run"): it proposes; show the user its summary and resolve it as they say'
         return reply
 
     def _remember(self, span: str, sampled: str | None, reply: TriggerFound) -> None:

@@ -91,7 +91,8 @@ def test_a_model_reflection_waits_for_approval_and_changes_nothing_until_then(ho
     a, b, _ = seed(home)
     meta = {"patterns": ["tea comes up a lot"], "evolution": ["the user is a creature of habit"], "guidance": "tea"}
     core = {"blocks": [{"block": "Active Context", "text": "Working on falcon deploys", "reason": "current"}]}
-    home.server.replies = [scripted({"meta": lambda _: meta, "consolidation": merge_of([a, b]), "core": lambda _: core})]
+    answers = {"meta": lambda _: meta, "consolidation": merge_of([a, b]), "core": lambda _: core}
+    home.server.replies = [scripted(answers)]
     reflection = home.reflector.run("manual", home.llm())
     assert reflection.status == "pending" and reflection.needs_approval and reflection.mode == "llm"
     assert [x.kind for x in reflection.actions] == ["merge", "core"]
@@ -114,7 +115,8 @@ def test_approve_applies_every_action_logs_it_and_grows_the_evolution_file(home:
     a, b, _ = seed(home)
     meta = {"evolution": ["prefers routines"], "patterns": ["habits"]}
     core = {"blocks": [{"block": "Active Context", "text": "Working on falcon deploys"}]}
-    home.server.replies = [scripted({"meta": lambda _: meta, "consolidation": merge_of([a, b]), "core": lambda _: core})]
+    answers = {"meta": lambda _: meta, "consolidation": merge_of([a, b]), "core": lambda _: core}
+    home.server.replies = [scripted(answers)]
     reflection = home.reflector.run("manual", home.llm())
     done = home.reflector.resolve(reflection.id, "approve")
     assert done.status == "approved" and done.resolution is not None
@@ -216,11 +218,11 @@ def test_contradictions_and_archive_candidates_are_proposed(home: Home, settings
     old = memory.save("A passing remark about the weather last spring", "chat").id
     # A year unused: an archive candidate.
     later = home.memory._clock
-    home.memory._clock = lambda: later() + timedelta(days=400)  # noqa: SLF001 - the store's clock, moved on
+    home.memory._clock = lambda: later() + timedelta(days=400)
     try:
         reflection = home.reflector.run("manual")
     finally:
-        home.memory._clock = later  # noqa: SLF001
+        home.memory._clock = later
     assert any(yes in c and no in c for c in reflection.contradictions)
     assert any("which one is right" in q for q in reflection.questions)
     archived = [x for x in reflection.actions if x.kind == "archive"]

@@ -1,0 +1,148 @@
+"""Reflection as a client of the real server process meets it (seed 004 §10): a cycle planned by a language
+model (a scripted OpenAI-compatible server on loopback) waits for the user; it survives a SIGKILL of the
+server, heads the next session's first recall, and applies on approval as reflection:r-NNN, which revert undoes;
+a kill while applying leaves it interrupted, and what it applied can be undone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.embedding_server import EmbeddingServer
+
+pytestmark = pytest.mark.anyio
+
+TEA = ["The user drinks green tea every morning", "Every morning the user drinks green tea"]
+
+
+def chat_model(merge_ids: list[list[str]]) -> Any:
+    """A model that merges the given groups when asked to consolidate, and says little otherwise."""
+
+    def reply(body: dict) -> tuple[int, object]:
+        system = body["messages"][0]["content"]
+        if "meta-reflection phase" in system:
+            answer: dict[str, Any] = {"evolution": ["the user keeps morning routines"], "guidance": "routines"}
+        elif "consolidating" in system:
+            answer = {"merges": [{"ids": ids, "content": TEA[0], "reason": "one habit"} for ids in merge_ids]}
+        else:
+            answer = {}
+        message = {"role": "assistant", "content": json.dumps(answer)}
+        usage = {"total_tokens": 300, "completion_tokens": 80}
+        return 200, {"choices": [{"index": 0, "message": message}], "usage": usage}
+
+    return reply
+
+
+@pytest.fixture
+def model() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    yield server
+    server.close()
+
+
+def model_env(model: EmbeddingServer) -> dict[str, str]:
+    return {"ROCKMEM_LLM_ENDPOINT": model.url, "ROCKMEM_LLM_MODEL": "reflector-1", "ROCKMEM_LLM_RETRIES": "0"}
+
+
+def active_ids(result: dict[str, Any]) -> set[str]:
+    return {hit["entry"]["id"] for hit in result["results"]}
+
+
+async def test_a_model_reflection_waits_survives_a_kill_and_applies_on_approval(
+    stdio_server, home: Path, call, call_error, model: EmbeddingServer
+) -> None:
+    env = model_env(model)
+    async with stdio_server(home, **env) as client:
+        ids = [(await call(client, "save_memory", content=text, category="habits"))["id"] for text in TEA]
+        model.replies = [chat_model([ids])]
+        ran = await call(client, "reflect", action="run")
+        reflection = ran["reflections"][0]
+        assert reflection["status"] == "pending" and reflection["id"] == "r-001"
+        assert [a["kind"] for a in reflection["actions"]] == ["merge"] and "never approve" in ran["next_step"]
+        assert "[a1] merge" in reflection["summary"] and "keeps morning routines" in reflection["summary"]
+        assert active_ids(await call(client, "search_memory", query="green tea")) == set(ids)  # nothing applied
+        process = _server_pid(home)
+        os.kill(process, signal.SIGKILL)  # the pending reflection is on disk before the tool answered
+    async with stdio_server(home, **env) as client:
+        first = await call(client, "recall", message="good morning", session_id="user-1")
+        assert "Reflections waiting for the user's approval (1)" in first["text"] and "r-001" in first["text"]
+        shown = await call(client, "reflect")
+        assert [r["id"] for r in shown["reflections"]] == ["r-001"]
+        message = await call_error(client, "reflect", action="reject", id="r-001")
+        assert "reason" in message
+        done = (await call(client, "reflect", action="approve", id="r-001"))["reflections"][0]
+        assert done["status"] == "approved" and done["resolution"]["applied"] == {"merge": 1}
+        merged = active_ids(await call(client, "search_memory", query="green tea"))
+        assert len(merged) == 1 and not merged & set(ids)
+        lines = (await call(client, "audit", actor="reflection:r-001"))["entries"]
+        assert lines and {line["approval"] for line in lines} == {"approved"}
+        await call(client, "revert", run="reflection:r-001")
+        assert active_ids(await call(client, "search_memory", query="green tea")) == set(ids)
+    log = (home / "meta" / "reflection-log.md").read_text("utf-8")
+    assert "## Reflection #1" in log and "decision: approve" in log
+    assert "keeps morning routines" in (home / "meta" / "evolution.md").read_text("utf-8")
+
+
+async def test_a_sub_agent_reads_reflections_but_never_resolves_them(
+    stdio_server, home: Path, call, call_error
+) -> None:
+    async with stdio_server(home, ROCKMEM_REFLECTION_APPROVAL="always") as client:
+        await call(client, "reflect", action="run")
+    async with stdio_server(home, ROCKMEM_NAMESPACE="subagent/researcher") as client:
+        assert [r["id"] for r in (await call(client, "reflect"))["reflections"]] == ["r-001"]
+        assert "only the main agent" in await call_error(client, "reflect", action="approve", id="r-001")
+        assert "only the main agent" in await call_error(client, "reflect", action="run")
+        recalled = await call(client, "recall", message="hello", session_id="sub-1")
+        assert "Reflections waiting" not in recalled["text"]  # the user's session only
+
+
+async def test_a_kill_while_applying_leaves_it_interrupted_and_undoable(stdio_server, home: Path, call, seed) -> None:
+    pairs = 90
+    records = [{"content": f"Fact number {n} about the falcon project", "category": "facts"} for n in range(pairs)]
+    ids = seed(records + records)  # each fact twice: the reflection merges every pair
+    cli = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "reflect"]
+    env = {**os.environ, "ROCKMEM_REFLECTION_APPROVAL": "always"}
+    ran = subprocess.run([*cli, "--run", "--json"], capture_output=True, text=True, env=env, timeout=120, check=True)
+    assert len(json.loads(ran.stdout)[0]["actions"]) == pairs
+    audit = home / "meta" / "audit.log"
+    applying = subprocess.Popen([*cli, "r-001", "--approve"], env=env, stderr=subprocess.DEVNULL)
+    with anyio.fail_after(60):
+        while _count(audit, "| reflection:r-001 |") < pairs // 3:
+            assert applying.poll() is None, "the apply finished before it could be cut off"
+            await anyio.sleep(0.005)
+    applying.send_signal(signal.SIGKILL)
+    applying.wait()
+    async with stdio_server(home) as client:
+        shown = (await call(client, "reflect", id="r-001"))["reflections"][0]
+        assert shown["status"] == "interrupted"
+        await call(client, "revert", run="reflection:r-001")
+        listed = await call(client, "search_memory", query="falcon project", limit=200)
+        assert active_ids(listed) == set(ids)  # every source back, no merged memory left
+
+
+def _count(path: Path, needle: str) -> int:
+    try:
+        return path.read_text("utf-8").count(needle)
+    except FileNotFoundError:
+        return 0
+
+
+def _server_pid(home: Path) -> int:
+    """The stdio server's process id."""
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rockmem_mcp" in args and str(home).encode() in args and b"reflect" not in args:
+            return int(proc.name)
+    raise AssertionError("the server process was not found")
