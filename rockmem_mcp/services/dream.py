@@ -114,6 +114,7 @@ PURGE_ARCHIVED_DAYS = 90
 WEAK_TRIPLE_CONFIDENCE = 0.4
 OLD_GRAPH_DAYS = 14
 MIN_INTERVAL = timedelta(hours=6)  # scheduled runs keep at least this far apart
+MERGE_BATCH = 250  # merges written per durable batch
 MIN_OUTPUT_TOKENS = 256  # a batch is not sent with less output budget left: the plan would be cut off
 MARKED_MODES = ("llm", "reflection")  # modes whose apply is told how far the material was read
 SENSITIVE = re.compile(
@@ -164,6 +165,16 @@ class _Run:
     def live(self, entry_id: str) -> MemoryEntry | None:
         entry = self.entries.get(entry_id)
         return entry if entry is not None and not entry.archived else None
+
+
+@dataclass
+class _ReadyMerge:
+    """A merge that passed the safeguards, ready to write."""
+
+    ids: list[str]
+    sources: list[MemoryEntry]
+    merged: MemoryEntry
+    reason: str
 
 
 @dataclass
@@ -517,8 +528,7 @@ class Dreamer:
             if proposed and name not in allowed:
                 run.reject(name, [], f"{len(proposed)} {name} are not part of the {dream_pass} pass")
         if "merges" in allowed:
-            for merge in plan.merges:
-                self._merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
+            self._merge_all(run, plan.merges)
         if "archives" in allowed:
             for archive in plan.archives:
                 self._archive(run, archive.id, archive.reason)
@@ -546,6 +556,25 @@ class Dreamer:
     def _merge(
         self, run: _Run, ids: list[str], content: str, category: str | None, tags: list[str] | None, reason: str
     ) -> None:
+        ready = self._checked_merge(run, ids, content, category, tags, reason)
+        if ready is not None:
+            self._write_merges(run, [ready])
+
+    def _merge_all(self, run: _Run, merges: list[PlanMerge]) -> None:
+        """A plan's merges: each checked, then written in batches (one durable flush per batch for the merged
+        memories, one for their archived sources: a 1,000-merge reflection is not 5,000 separate writes)."""
+        ready = []
+        for merge in merges:
+            checked = self._checked_merge(run, merge.ids, merge.content, merge.category, merge.tags, merge.reason)
+            if checked is not None:
+                ready.append(checked)
+        for start in range(0, len(ready), MERGE_BATCH):
+            self._write_merges(run, ready[start : start + MERGE_BATCH])
+
+    def _checked_merge(
+        self, run: _Run, ids: list[str], content: str, category: str | None, tags: list[str] | None, reason: str
+    ) -> _ReadyMerge | None:
+        """The merge, if it passes every safeguard (else rejected, with why); its ids count as touched."""
         ids = list(dict.fromkeys(ids))
         if len(ids) < 2:
             return run.reject("merge", ids, "a merge needs at least two distinct memories")
@@ -580,16 +609,36 @@ class Dreamer:
         run.touched.update(ids)
         if run.report.dry_run:
             return run.applied("merge", ids, reason, merged.id)
-        with self._writing(run, "merge", ids, new_id=merged.id) as unchanged:
-            if unchanged:
-                self.journal.add(merged.id, sources)  # first: a re-run after a kill finishes this merge
-                said = f"merged {len(ids)} memories ({', '.join(ids)}; {reason}): {quoted(content)}"
-                self.memory.save_many([merged], audit_as=("MERGE", said))  # a crash between: a duplicate, no loss
-                checkpoint("merged")
-                for entry_id in ids:
-                    self.memory.delete(entry_id, reason=f"merged into {merged.id}", superseded_by=merged.id)
-                run.applied("merge", ids, reason, merged.id)
-        return None
+        return _ReadyMerge(ids, sources, merged, reason)
+
+    def _write_merges(self, run: _Run, batch: list[_ReadyMerge]) -> None:
+        """Write checked merges: journalled first (a re-run after a kill finishes them), then every merged memory
+        in one batch (a crash here: duplicates, no loss), then every source archived in one batch. A merge
+        whose sources someone else changed since the run read them is skipped, and reported."""
+        sources = [e for ready in batch for e in ready.sources]
+        with self.memory.unchanged(sources, [ready.merged.id for ready in batch]) as changed:
+            gone = set(changed)
+            writing = []
+            for ready in batch:
+                if stale := [i for i in ready.ids if i in gone]:
+                    why = f"changed since the dream read it, left as it is now: {', '.join(stale)}"
+                    run.reject("merge", ready.ids, why)
+                else:
+                    writing.append(ready)
+            if not writing:
+                return
+            self.journal.add_many([(ready.merged.id, ready.sources) for ready in writing])
+            said = {
+                r.merged.id: ("MERGE", f"merged {len(r.ids)} memories ({', '.join(r.ids)}; {r.reason}): "
+                              f"{quoted(r.merged.content)}")
+                for r in writing
+            }  # fmt: skip
+            self.memory.save_many([ready.merged for ready in writing], audit_as=said)
+            checkpoint("merged")
+            into = {i: ready.merged.id for ready in writing for i in ready.ids}
+            self.memory.archive_many({i: (f"merged into {merged}", merged) for i, merged in into.items()})
+            for ready in writing:
+                run.applied("merge", ready.ids, ready.reason, ready.merged.id)
 
     @contextlib.contextmanager
     def _writing(self, run: _Run, action: str, ids: list[str], new_id: str | None = None) -> Iterator[bool]:

@@ -37,11 +37,20 @@ class MergeJournal:
         self.path = directory / JOURNAL_NAME
 
     def add(self, merged_id: str, sources: list[MemoryEntry]) -> None:
-        line = json.dumps({"merged": merged_id, "sources": {e.id: version(e) for e in sources}}) + "\n"
+        self.add_many([(merged_id, sources)])
+
+    def add_many(self, merges: list[tuple[str, list[MemoryEntry]]]) -> None:
+        """Journal merges durably, in one write and one fsync."""
+        lines = "".join(
+            json.dumps({"merged": merged_id, "sources": {e.id: version(e) for e in sources}}) + "\n"
+            for merged_id, sources in merges
+        )
         make_folders(self.path.parent)
         fd = open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
-            os.write(fd, b"\n" + line.encode())  # a line of its own even after a torn one
+            data = memoryview(b"\n" + lines.encode())  # lines of their own even after a torn one
+            while data:
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -522,9 +522,12 @@ class MemoryService:
                 self.index.remove(after.id)
             raise
 
-    def save_many(self, entries: list[MemoryEntry], audit_as: tuple[str, str] | None = None) -> int:
+    def save_many(
+        self, entries: list[MemoryEntry], audit_as: tuple[str, str] | dict[str, tuple[str, str]] | None = None
+    ) -> int:
         """Write a batch (import): one durable flush for all files; ids already present are replaced.
-        `audit_as`: (action, summary) of every entry's audit line, instead of CREATE or EDIT with its text.
+        `audit_as`: (action, summary) of every entry's audit line (or of each, by id), instead of CREATE or EDIT
+        with its text.
 
         Returns how many of the batch replaced an existing entry.
         """
@@ -553,8 +556,9 @@ class MemoryService:
             was = {location.entry_id: location for location in moved}
 
             def line(entry: MemoryEntry) -> AuditLine:
-                if audit_as is not None:  # a dream's MERGE: the action, said
-                    return self.audit.line(audit_as[0], self._path(entry), audit_as[1])
+                said = audit_as.get(entry.id) if isinstance(audit_as, dict) else audit_as
+                if said is not None:  # a dream's MERGE: the action, said
+                    return self.audit.line(said[0], self._path(entry), said[1])
                 if entry.id in was:
                     old_path = self.files.path_for(entry.id, was[entry.id].category)
                     return self.audit.line("RENAME", self._path(entry), f"moved from {self.audit.file(old_path)}")
@@ -618,6 +622,40 @@ class MemoryService:
                 undo=lambda: self._put_back(updated, {entry.id: entry for entry in currents}),
             )
         return len(updated)
+
+    def archive_many(self, reasons: dict[str, tuple[str, str | None]]) -> int:
+        """Archive many entries in one durable batch (a dream's merge sources): id → (reason, the entry that
+        supersedes it); each gets its ARCHIVE line. Entries already archived or gone are left; returns how many
+        were archived. Pinned entries are the caller's to refuse (the dream's safeguards do)."""
+        for reason, _ in reasons.values():
+            check_reason(reason)
+        now = self._clock()
+        with self._lock, self._id_locks.hold(reasons):
+            self._sync()
+            archived, currents = [], {}
+            for entry_id, (reason, superseded_by) in reasons.items():
+                try:
+                    current, _ = self._read_current(entry_id)
+                except (NotFoundError, InvalidInputError):
+                    continue
+                if current.archived:
+                    continue
+                fields = {"archived_at": now, "archive_reason": reason, "superseded_by": superseded_by}
+                archived.append(current.model_copy(update=fields))
+                currents[entry_id] = current
+            if not archived:
+                return 0
+            self.files.write_many(archived)
+            self.index.upsert_many(archived)
+            self._record(archived, bulk=True)
+
+            def line(entry: MemoryEntry) -> AuditLine:
+                merged = f"; merged into {entry.superseded_by}" if entry.superseded_by else ""
+                said = f"archived{_because(entry.archive_reason)}{merged} {quoted(currents[entry.id].content)}"
+                return self.audit.line("ARCHIVE", self._path(entry), said)
+
+            self.audit.record_many([line(entry) for entry in archived], undo=lambda: self._put_back(archived, currents))
+        return len(archived)
 
     def _read_current(self, entry_id: str) -> tuple[MemoryEntry, EntryLocation]:
         validate_entry_id(entry_id)
