@@ -136,7 +136,8 @@ def apply(actions: int, root: Path) -> dict[str, Any]:
     home = root / "apply"
     settings = Settings.load({"home": home, "audit_git": False, "reflection_approval": "always"}, env={})
     memory = MemoryService(settings)
-    records = [{"content": f"Fact {n}: the falcon review moved to room {n}", "category": "facts"} for n in range(actions)]
+    facts = [f"Fact {n}: the falcon review moved to room {n}" for n in range(actions)]
+    records = [{"content": fact, "category": "facts"} for fact in facts]
     entries = [memory.prepare_entry(r) for r in records + records]
     memory.save_many(entries)
     memory.close()

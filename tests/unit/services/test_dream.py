@@ -31,6 +31,7 @@ from rockmem_mcp.models import (
     PlanUpdate,
     TripleInput,
 )
+from rockmem_mcp.services import dream as dream_module
 from rockmem_mcp.services.conversation import conversation_log
 from rockmem_mcp.services.dream import DreamBusy, Dreamer, protected
 from rockmem_mcp.services.embedding import Embedder
@@ -156,6 +157,39 @@ def test_a_merge_archives_every_source_superseded_by_the_merged_memory(
     live = [e.id for e in service.iter_entries() if not e.archived]
     assert live == [merged.id]
     assert service.search("green tea").results[0].entry.id == merged.id
+
+
+def test_a_plan_s_merges_are_written_in_batches_and_only_the_one_whose_source_changed_is_skipped(
+    dreamer: Dreamer, service: MemoryService, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pairs = [
+        (seed(service, f"fact {n} about the falcon deploy"), seed(service, f"Fact {n} about the falcon deploy."))
+        for n in range(dream_module.MERGE_BATCH + 5)  # two batches
+    ]
+    changed = pairs[7][1]
+    other = MemoryService(settings)  # another process edits one source after the run read it
+
+    def edit_at(point: str) -> None:
+        if point == "planned":
+            other.update(changed.id, content="Fact 7 about the falcon deploy, moved to Friday")
+
+    monkeypatch.setattr(dream_module, "checkpoint", edit_at)
+    try:
+        plan = DreamPlan(merges=[PlanMerge(ids=[a.id, b.id], content=a.content) for a, b in pairs])
+        report = dreamer.apply(plan, "consolidation")
+    finally:
+        other.close()
+    assert len(report.applied) == len(pairs) - 1
+    assert [r.ids for r in report.rejected] == [[pairs[7][0].id, changed.id]]
+    assert "changed since the dream read it" in report.rejected[0].reason
+    assert service.get(changed.id).content.endswith("moved to Friday") and not service.get(changed.id).archived
+    assert not service.get(pairs[7][0].id).archived  # its merge was skipped whole
+    merged_ids = {action.result_id for action in report.applied}
+    for a, b in pairs[:7] + pairs[8:]:
+        assert service.get(a.id).superseded_by == service.get(b.id).superseded_by in merged_ids
+    lines = (settings.meta_dir / "audit.log").read_text().splitlines()
+    assert sum("| MERGE |" in line for line in lines) == len(pairs) - 1
+    assert sum("| ARCHIVE |" in line for line in lines) == 2 * (len(pairs) - 1)
 
 
 def test_merge_arithmetic_earliest_created_latest_seen_summed_reinforcement_highest_importance(
