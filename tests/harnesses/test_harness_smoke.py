@@ -190,3 +190,17 @@ def test_record_turn_harness_times_plain_and_compacting_calls(tmp_path: Path) ->
     report = record_turn.run(100, tmp_path)
     assert report["window_alone"]["n"] == 100 and report["record_turn"]["compactions"] == 2
     assert report["record_turn"]["plain"]["n"] == 98 and report["record_turn"]["compacting"]["p50_ms"] > 0
+
+
+def test_reflection_harness_runs_a_cycle_and_an_apply_at_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import reflection
+
+    model = reflection.ScriptedModel()
+    try:
+        cycle = reflection.cycle(300, tmp_path, model)
+    finally:
+        model.close()
+    assert cycle["proposal_written"] and cycle["status"] == "pending"
+    assert cycle["actions"].get("merge", 0) >= 1 and 0 < cycle["output_tokens"] <= cycle["budget"]
+    applied = reflection.apply(20, tmp_path)
+    assert applied["applied"] == {"merge": 20}
