@@ -198,6 +198,14 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
             )
         )
 
+    @server.resource("rockmem://reflections", mime_type="text/markdown", title="Pending reflections")
+    @reports_resource_errors
+    def pending_reflections() -> str:
+        """The reflections waiting for the user's approval, as meta/pending-reflection.md shows them (the
+        reflect tool resolves one)."""
+        reflections = current().reflector().pending()
+        return visible("\n\n---\n\n".join(r.summary for r in reflections) or "No reflection is waiting for approval.\n")
+
     @server.resource("rockmem://history/{item}", mime_type="application/json", title="An item's history")
     @reports_resource_errors
     def item_history(item: str, ctx: Context) -> str:

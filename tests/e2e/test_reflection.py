@@ -99,6 +99,8 @@ async def test_a_sub_agent_reads_reflections_but_never_resolves_them(
         await call(client, "reflect", action="run")
     async with stdio_server(home, ROCKMEM_NAMESPACE="subagent/researcher") as client:
         assert [r["id"] for r in (await call(client, "reflect"))["reflections"]] == ["r-001"]
+        shown = (await client.read_resource("rockmem://reflections")).contents[0].text
+        assert shown.startswith("# Reflection Summary") and "(r-001)" in shown
         assert "only the main agent" in await call_error(client, "reflect", action="approve", id="r-001")
         assert "only the main agent" in await call_error(client, "reflect", action="run")
         recalled = await call(client, "recall", message="hello", session_id="sub-1")
