@@ -26,6 +26,7 @@ from rockmem_mcp.server.tools import graph as graph_tools
 from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
+from rockmem_mcp.server.tools import review as review_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
 from rockmem_mcp.services.audit_trail import AuditTrail
@@ -42,6 +43,7 @@ from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
+from rockmem_mcp.services.proposals import Proposals, gates
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
@@ -101,6 +103,10 @@ INSTRUCTIONS_BY_TOOLSET = {
 - AGENTS.md, SOUL.md, USER.md and HEARTBEAT.md are the user's files (rockmem://workspace lists them with their
   versions). Change one with write_workspace_file only when the user asks, passing the version you read.
 """,
+    "review": """\
+- Sub-agents' memories may wait as proposals (the first recall lists them): review_proposals commits, rejects
+  (with a reason) or defers each; of two marked conflict, keep the right one.
+""",
     "procedures": """\
 - When you learn how the user wants something done (a workflow with steps), save_procedure it with short
   trigger phrases; recall offers it when a message contains a trigger's words. Read rockmem://procedures/NAME
@@ -156,8 +162,16 @@ def build_server(
         remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
         forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
         triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
-        # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
-        starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
+        # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
+        # filed as proposals; the main agent's first recall lists the open ones (batch review).
+        proposals = Proposals(settings, memory.audit, remembering.write)
+        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
+        compactor = Compactor(conversation, memory, episodes, settings)
+        if proposals.gated:
+            remembering.propose = proposals.propose_route
+            compactor.propose_fact = proposals.propose_fact
+        # A session's first recall: core memory, then these (seed 003's layers 4 and 3), then open proposals.
+        starters = [learnings.session_lines, lambda _message: workspace.session_lines(), proposals.session_lines]
         # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes
         # made meanwhile runs in the background, and a session's first recall waits for it (briefly).
         critical = CriticalFiles(settings, memory.audit)
@@ -165,7 +179,6 @@ def build_server(
         workspace.files_on_disk.on_write.append(critical.written)
         if memory.read_only is None:  # a read-only home cannot record what it finds
             critical.start_check()
-        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
@@ -189,9 +202,10 @@ def build_server(
             procedures=procedures,
             triggers=triggers,
             remembering=remembering,
-            compactor=Compactor(conversation, memory, episodes, settings),
+            compactor=compactor,
             working_vectors=WorkingVectors(memory.embedder),
             forgetting=forgetting,
+            proposals=proposals,
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)
@@ -246,6 +260,11 @@ def build_server(
     procedures_tools.register(server)
     forget_tools.register(server)
     audit_tools.register(server)
+    review_tools.register(server)
+    if gates(settings):  # a sub-agent with gated writes: save_memory proposes, other long-term writes are refused
+        review_tools.register_gated(server)
+        refused = review_tools.gated_tools(settings, server._tool_manager.list_tools())
+        server.middleware.append(review_tools.GatedWrites(settings, refused))
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -25,6 +25,7 @@ from rockmem_mcp.services.integrity import CriticalFiles
 from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
+from rockmem_mcp.services.proposals import Proposals
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
@@ -60,6 +61,7 @@ class Services:
     audit_trail: AuditTrail | None = None  # who changed what, when and why; an item's versions
     rollback: Rollback | None = None  # put an item, a run or the whole home back
     critical_files: CriticalFiles | None = None  # checksums of SOUL.md, MEMORY.md, …; alerts until acknowledged
+    proposals: Proposals | None = None  # sub-agents' gated writes, for the main agent's review (seed 004 §13)
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
