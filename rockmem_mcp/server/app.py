@@ -179,6 +179,7 @@ def build_server(
         workspace.files_on_disk.on_write.append(critical.written)
         if memory.read_only is None:  # a read-only home cannot record what it finds
             critical.start_check()
+            await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,

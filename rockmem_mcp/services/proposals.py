@@ -376,6 +376,31 @@ class Proposals:
         self.audit.record(line[0], self.files.path_for(proposal.id), line[1], undo=undo)
         self._render()
 
+    def heal(self) -> int:
+        """Make conflict marks agree (a crash between the two records of a conflict leaves one side marked):
+        each open proposal names every open rival that names it, names no closed or missing one, and is
+        pending when none is left. Run at server start; returns how many records changed."""
+        with self.files.locked():
+            records = {p.id: p for p in self._open()}
+            changed = []
+            for proposal in records.values():
+                named = {i for i in proposal.conflict_with if i in records}
+                named |= {other.id for other in records.values() if proposal.id in other.conflict_with}
+                wanted = sorted(named)
+                status = proposal.status
+                if status != "deferred":
+                    status = "conflict" if wanted else "pending"
+                if wanted != proposal.conflict_with or status != proposal.status:
+                    proposal.conflict_with, proposal.status = wanted, status  # type: ignore[assignment]
+                    changed.append(proposal)
+            for proposal in changed:
+                self.files.write(proposal)
+            if changed:
+                ids = ", ".join(f"#{p.id}" for p in changed)
+                self.audit.record("EDIT", self.files.root, f"conflict marks made to agree (after a crash): {ids}")
+                self._render()
+        return len(changed)
+
     # ---------------------------------------------------------------- views
     def _render(self) -> None:
         """meta/pending-memories.md from the open records (a failure is logged: the records are the truth)."""
