@@ -39,12 +39,11 @@ async def test_every_acknowledged_proposal_survives_a_sigkill(home: Path, tmp_pa
     acknowledged: dict[str, str] = {}
     log = tmp_path / "server.stderr"
     for round_ in range(ROUNDS):
-        async with raw_server(home, log, **GATED) as server:
-            async with anyio.create_task_group() as lanes:
-                for lane in range(LANES):
-                    lanes.start_soon(storm, server, round_, lane, acknowledged)
-                await anyio.sleep(rng.uniform(*KILL_AFTER))  # the storm runs for a seeded while, then the kill
-                await server.kill()
+        async with raw_server(home, log, **GATED) as server, anyio.create_task_group() as lanes:
+            for lane in range(LANES):
+                lanes.start_soon(storm, server, round_, lane, acknowledged)
+            await anyio.sleep(rng.uniform(*KILL_AFTER))  # the storm runs for a seeded while, then the kill
+            await server.kill()
         assert unparsable(home) == [], f"round {round_}: torn files"
     assert len(acknowledged) > ROUNDS * LANES  # the storms did propose
     async with raw_server(home, log) as main:  # the main agent, after the last kill

@@ -30,7 +30,7 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def review_proposals(
         ctx: Context,
-        action: Literal["list", "commit", "reject", "defer"] = "list",
+        action: Annotated[Literal["list", "commit", "reject", "defer"], Field(description="What to do")] = "list",
         id: Annotated[str, Field(description="Proposal id (#…) to decide on")] = "",
         store: Annotated[ProposalStore | None, Field(description="commit: another store than suggested")] = None,
         reason: Annotated[str, Field(description="reject (required) or defer: why")] = "",
