@@ -82,8 +82,13 @@ def subject_and_value(text: str) -> tuple[str, str] | None:
 def conflicting(a: str, b: str) -> bool:
     """Whether `a` and `b` give the same subject and attribute different values (negation- or wording-based
     contradictions are fact_check's; this is the rule for proposals, where two sub-agents report one fact)."""
-    first, second = subject_and_value(a), subject_and_value(b)
-    return first is not None and second is not None and first[0] == second[0] and first[1] != second[1]
+    said = subject_and_value(a)
+    return said is not None and _gives_another_value(said, b)
+
+
+def _gives_another_value(said: tuple[str, str], text: str) -> bool:
+    other = subject_and_value(text)
+    return other is not None and other[0] == said[0] and other[1] != said[1]
 
 
 # ------------------------------------------------------------------------------------------- the service
@@ -168,7 +173,13 @@ class Proposals:
                 proposal.id = new_id(proposal.time)
                 if self.files.create(proposal):
                     break
-            rivals = [p for p in self._open() if p.id != proposal.id and conflicting(p.content, content)]
+            opened = self._open()
+            said = subject_and_value(content)
+            rivals = [
+                p.model_copy(deep=True)
+                for p in opened
+                if said is not None and p.id != proposal.id and _gives_another_value(said, p.content)
+            ]
             before = {p.id: p.model_copy(deep=True) for p in rivals}
             for rival in rivals:
                 rival.status, proposal.status = "conflict", "conflict"
@@ -187,7 +198,8 @@ class Proposals:
             if rivals:
                 summary += " — conflict with " + ", ".join(f"#{r.id}" for r in rivals)
             self.audit.record("PROPOSE", self.files.path_for(proposal.id), summary, approval="pending", undo=undo)
-            self._render()
+            now = {p.id: p for p in opened} | {p.id: p for p in [*rivals, proposal]}
+            self._render([now[i] for i in sorted(now)])
         if self._auto_commits(proposal):
             try:
                 return self.commit(proposal.id, approval="auto")
@@ -259,11 +271,11 @@ class Proposals:
 
     def pending(self) -> list[Proposal]:
         """Proposals waiting for the main agent (pending or in conflict), oldest first."""
-        return [p for p in self.files.all() if p.status in ("pending", "conflict")]
+        return [p.model_copy(deep=True) for p in self.files.all() if p.status in ("pending", "conflict")]
 
     def deferred(self) -> list[Proposal]:
         """Proposals the main agent left for the reflection engine, oldest first."""
-        return [p for p in self.files.all() if p.status == "deferred"]
+        return [p.model_copy(deep=True) for p in self.files.all() if p.status == "deferred"]
 
     def history(self, limit: int = 50) -> list[Proposal]:
         """Every proposal, newest first (committed and rejected ones too)."""
@@ -381,7 +393,7 @@ class Proposals:
         each open proposal names every open rival that names it, names no closed or missing one, and is
         pending when none is left. Run at server start; returns how many records changed."""
         with self.files.locked():
-            records = {p.id: p for p in self._open()}
+            records = {p.id: p.model_copy(deep=True) for p in self._open()}
             changed = []
             for proposal in records.values():
                 named = {i for i in proposal.conflict_with if i in records}
@@ -402,10 +414,11 @@ class Proposals:
         return len(changed)
 
     # ---------------------------------------------------------------- views
-    def _render(self) -> None:
-        """meta/pending-memories.md from the open records (a failure is logged: the records are the truth)."""
+    def _render(self, opened: list[Proposal] | None = None) -> None:
+        """meta/pending-memories.md from the open records, `opened` if the caller has them (a failure is logged:
+        the records are the truth)."""
         try:
-            self.files.render(markdown(self._open()))
+            self.files.render(markdown(self._open() if opened is None else opened))
         except OSError as exc:
             log.warning("meta/%s not rendered (%s); the records in meta/proposals/ are current", READABLE_NAME, exc)
 

@@ -52,6 +52,9 @@ class ProposalFiles:
         self.root = root
         self.lock_file = lock_file
         self.readable = readable  # meta/pending-memories.md
+        # Parsed records by id, with the file identity (inode, mtime_ns, size) they were read at: the atomic
+        # writer gives every write a new inode, so a listing re-reads only what changed since (any process's).
+        self._cache: dict[str, tuple[tuple[int, int, int], Proposal]] = {}
 
     def path_for(self, proposal_id: str) -> Path:
         return self.root / f"{proposal_id}{SUFFIX}"
@@ -100,11 +103,28 @@ class ProposalFiles:
             return []
         return sorted(n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX) and ID_PATTERN.match(n[: -len(SUFFIX)]))
 
-    def all(self) -> Iterator[Proposal]:
-        """Every readable record, oldest first; one removed meanwhile is skipped."""
-        for proposal_id in self.ids():
-            with contextlib.suppress(FileNotFoundError):
-                yield self.read(proposal_id)
+    def all(self) -> list[Proposal]:
+        """Every readable record, oldest first; one removed meanwhile is skipped. The records are shared with
+        later listings: copy one before changing it (`read` gives a fresh one)."""
+        try:
+            items = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        found: dict[str, Proposal] = {}
+        for item in items:
+            proposal_id = item.name[: -len(SUFFIX)]
+            if not item.name.endswith(SUFFIX) or not ID_PATTERN.match(proposal_id):
+                continue
+            with contextlib.suppress(FileNotFoundError):  # removed since the listing
+                info = item.stat(follow_symlinks=False)
+                identity = (info.st_ino, info.st_mtime_ns, info.st_size)
+                cached = self._cache.get(proposal_id)
+                if cached is None or cached[0] != identity:
+                    cached = self._cache[proposal_id] = (identity, self.read(proposal_id))
+                found[proposal_id] = cached[1]
+        for gone in set(self._cache) - set(found):
+            del self._cache[gone]
+        return [found[i] for i in sorted(found)]
 
     def render(self, text: str) -> None:
         """Replace meta/pending-memories.md (a view: never read back)."""

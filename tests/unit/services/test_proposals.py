@@ -102,6 +102,7 @@ def test_a_proposal_is_durable_audited_and_rendered(main: Home, base: Settings) 
     [(actor, approval, summary)] = audit_lines(main, "PROPOSE")
     assert (actor, approval) == ("subagent:researcher", "pending") and filed.id in summary
     text = (base.meta_dir / "pending-memories.md").read_text()
+    assert text.count("## Proposal #") == 1
     assert f"## Proposal #{filed.id}\n- **From**: researcher" in text
     assert "- **Entities**: [preference--source-quality]" in text and "- **Status**: pending" in text
 
@@ -118,6 +119,7 @@ def test_contradicting_proposals_are_both_marked_with_cross_references(main: Hom
     assert f"## Proposal #{first.id} ⚠️ CONFLICT with #{second.id}" in text
     assert f"## Proposal #{second.id} ⚠️ CONFLICT with #{first.id}" in text
     assert f"- **Status**: conflict — see #{first.id}" in text
+    assert text.count("## Proposal #") == 3
 
 
 def test_resolving_one_side_of_a_conflict_frees_the_other(main: Home, base: Settings) -> None:

@@ -70,3 +70,14 @@ def test_an_id_that_is_no_proposal_id_is_refused(bad: str) -> None:
 
 def test_a_hash_before_the_id_is_accepted() -> None:
     assert checked_id("#0123456789abc") == "0123456789abc"
+
+
+def test_a_listing_sees_what_another_process_changed_or_removed(tmp_path: Path) -> None:
+    mine, theirs = files(tmp_path), files(tmp_path)  # two processes' views of one folder
+    kept, gone = proposal("0123456789abc"), proposal("0123456789abd")
+    mine.create(kept)
+    mine.create(gone)
+    assert [p.status for p in mine.all()] == ["pending", "pending"]
+    theirs.write(kept.model_copy(update={"status": "committed"}))
+    theirs.remove(gone.id)
+    assert [(p.id, p.status) for p in mine.all()] == [(kept.id, "committed")]
