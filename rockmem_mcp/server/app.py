@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.server import prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import audit as audit_tools
@@ -179,7 +180,10 @@ def build_server(
         workspace.files_on_disk.on_write.append(critical.written)
         if memory.read_only is None:  # a read-only home cannot record what it finds
             critical.start_check()
-            await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
+            try:
+                await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
+            except (RockmemError, OSError) as exc:  # the server serves all the same; the next start tries again
+                log.warning("proposals: conflict marks not checked (%s)", exc)
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,

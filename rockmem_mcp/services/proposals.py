@@ -282,8 +282,10 @@ class Proposals:
         return [self.files.read(i) for i in reversed(self.files.ids()[-limit:])]
 
     # ---------------------------------------------------------------- deciding
-    def _decidable(self, proposal_id: str) -> Proposal:
-        if self.gated or self.agent != "main":
+    def _decidable(self, proposal_id: str, by_rule: bool = False) -> Proposal:
+        """The open proposal `proposal_id`; only the main agent decides, but a rule (auto mode's commit in the
+        proposing process) may commit anywhere."""
+        if not by_rule and (self.gated or self.agent != "main"):
             raise InvalidInputError(f"only the main agent reviews proposals; {self.agent} proposes them")
         proposal = self.get(proposal_id)
         if not proposal.open:
@@ -299,9 +301,10 @@ class Proposals:
         user_confirmed: bool = False,
     ) -> Proposal:
         """Write the proposal to `store` (default: its suggested one) through the normal stores, logged as
-        bot:commit-from:NAME with `approval`; returns the record, status committed, committed_as naming what was
-        written. Manual review mode: refused unless `user_confirmed` (the user said yes)."""
-        if self.settings.proposal_review == "manual" and approval != "auto" and not user_confirmed:
+        bot:commit-from:NAME with `approval` ("approved": a reviewer's decision; "auto": a rule's, e.g. auto mode
+        or the reflection engine); returns the record, status committed, committed_as naming what was written.
+        Manual review mode: refused unless `user_confirmed` (the user said yes)."""
+        if self.settings.proposal_review == "manual" and not user_confirmed:
             raise InvalidInputError(
                 "proposal review is manual (ROCKMEM_PROPOSAL_REVIEW): show the user the proposal and commit with "
                 "user_confirmed=true only once they agree"
@@ -309,7 +312,7 @@ class Proposals:
         if self.writer is None:
             raise InvalidInputError("this process cannot commit proposals (no stores open): use the server or CLI")
         with self.files.locked():
-            proposal = self._decidable(proposal_id) if approval != "auto" else self.get(proposal_id)
+            proposal = self._decidable(proposal_id, by_rule=approval == "auto")
             target = store or proposal.store
             routed = RoutedMemory(
                 store=target,

@@ -15,6 +15,7 @@ and 2 random digits, so names sort by time and processes proposing in the same m
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -24,11 +25,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import Proposal
 from rockmem_mcp.storage.atomic import atomic_create, atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, real_folders, writing
+
+log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
 ID_PATTERN = re.compile(r"^[0-9a-f]{13}$")
@@ -104,7 +107,8 @@ class ProposalFiles:
         return sorted(n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX) and ID_PATTERN.match(n[: -len(SUFFIX)]))
 
     def all(self) -> list[Proposal]:
-        """Every readable record, oldest first; one removed meanwhile is skipped. The records are shared with
+        """Every readable record, oldest first; one removed meanwhile is skipped, one that does not parse (or is
+        a link or special file) is logged and left out (rockmem never deletes it). The records are shared with
         later listings: copy one before changing it (`read` gives a fresh one)."""
         try:
             items = list(os.scandir(self.root))
@@ -115,13 +119,17 @@ class ProposalFiles:
             proposal_id = item.name[: -len(SUFFIX)]
             if not item.name.endswith(SUFFIX) or not ID_PATTERN.match(proposal_id):
                 continue
-            with contextlib.suppress(FileNotFoundError):  # removed since the listing
+            try:
                 info = item.stat(follow_symlinks=False)
                 identity = (info.st_ino, info.st_mtime_ns, info.st_size)
                 cached = self._cache.get(proposal_id)
                 if cached is None or cached[0] != identity:
                     cached = self._cache[proposal_id] = (identity, self.read(proposal_id))
                 found[proposal_id] = cached[1]
+            except FileNotFoundError:  # removed since the listing
+                continue
+            except (CorruptEntryError, RefusedFileError) as exc:  # one bad file costs the others nothing
+                log.warning("proposal left out: %s", exc)
         for gone in set(self._cache) - set(found):
             del self._cache[gone]
         return [found[i] for i in sorted(found)]

@@ -203,6 +203,29 @@ def test_manual_mode_commits_only_with_the_users_confirmation(main: Home, base: 
     assert review(main, proposal_review="manual").commit(filed.id, user_confirmed=True).status == "committed"
 
 
+def test_a_rules_commit_of_a_decided_proposal_is_refused(main: Home, base: Settings) -> None:
+    filed = sub_agent(base).propose("A fact", trigger="t")
+    review(main).reject(filed.id, "wrong")
+    with pytest.raises(InvalidInputError, match="already rejected"):
+        review(main).commit(filed.id, approval="auto")  # the reflection engine's commit checks too
+    with pytest.raises(InvalidInputError, match="user_confirmed"):  # manual mode: a rule does not confirm either
+        review(main, proposal_review="manual").commit(sub_agent(base).propose("B", trigger="t").id, approval="auto")
+
+
+def test_the_settings_come_from_the_environment(tmp_path: Path) -> None:
+    env = {
+        "ROCKMEM_GATED_WRITES": "1",
+        "ROCKMEM_PROPOSAL_REVIEW": "auto",
+        "ROCKMEM_TRUSTED_AGENTS": "researcher, coder",
+        "ROCKMEM_AUTO_COMMIT_CONFIDENCE": "medium",
+        "ROCKMEM_NAMESPACE": "subagent/coder",
+    }
+    settings = Settings.load({"home": tmp_path}, env=env)
+    assert settings.trusted_agents == ["researcher", "coder"] and settings.auto_commit_confidence == "medium"
+    assert gates(settings) and settings.proposal_review == "auto"
+    assert Settings.load({"home": tmp_path}, env={}).proposal_review == "batch"
+
+
 def test_auto_mode_commits_trusted_agents_at_the_confidence(main: Home, base: Settings) -> None:
     auto = {"proposal_review": "auto", "trusted_agents": ["researcher"]}
     changed = base.model_copy(update={**SUB, **auto})

@@ -81,3 +81,12 @@ def test_a_listing_sees_what_another_process_changed_or_removed(tmp_path: Path) 
     theirs.write(kept.model_copy(update={"status": "committed"}))
     theirs.remove(gone.id)
     assert [(p.id, p.status) for p in mine.all()] == [(kept.id, "committed")]
+
+
+def test_a_listing_leaves_out_a_record_that_does_not_parse(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = files(tmp_path)
+    store.create(proposal("0123456789abc"))
+    store.create(proposal("0123456789abd"))
+    store.path_for("0123456789abc").write_text("{torn")
+    assert [p.id for p in store.all()] == ["0123456789abd"]
+    assert "proposal left out" in caplog.text
