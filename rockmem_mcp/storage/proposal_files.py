@@ -23,13 +23,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.models import Proposal
 from rockmem_mcp.storage.atomic import atomic_create, atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, real_folders, writing
+from rockmem_mcp.storage.records import parse_record
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +68,7 @@ class ProposalFiles:
     def read(self, proposal_id: str) -> Proposal:
         """One record; FileNotFoundError if absent, CorruptEntryError if it does not parse."""
         path = self.path_for(proposal_id)
-        try:
-            proposal = Proposal.model_validate_json(read_bytes(path))
-        except ValidationError as exc:
-            raise CorruptEntryError(
-                f"proposal file {path} is not a valid proposal ({exc.error_count()} problem(s), first: "
-                f"{exc.errors()[0]['msg']}); fix or move it away — rockmem never deletes it"
-            ) from None
+        proposal = parse_record(Proposal, read_bytes(path), path, "proposal", "proposal")
         return proposal if proposal.id == proposal_id else proposal.model_copy(update={"id": proposal_id})
 
     def create(self, proposal: Proposal) -> bool:
