@@ -269,6 +269,7 @@ class Settings(BaseModel):
             self.prompts_dir,
             self.meta_dir,
             self.access_dir,
+            self.meta_dir / "proposals",  # sub-agents' proposals (services/proposals.py)
             self.forgotten_dir,
             self.home / "quarantine",
         )

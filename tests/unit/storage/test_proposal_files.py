@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, LinkRefusedError
 from rockmem_mcp.models import Proposal
 from rockmem_mcp.storage.proposal_files import ProposalFiles, checked_id, new_id
 
@@ -90,3 +90,13 @@ def test_a_listing_leaves_out_a_record_that_does_not_parse(tmp_path: Path, caplo
     store.path_for("0123456789abc").write_text("{torn")
     assert [p.id for p in store.all()] == ["0123456789abd"]
     assert "proposal left out" in caplog.text
+
+
+def test_a_linked_proposals_folder_is_never_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "proposals").symlink_to(outside)
+    with pytest.raises(LinkRefusedError):
+        files(tmp_path).create(proposal("0123456789abc"))
+    assert list(outside.iterdir()) == []
