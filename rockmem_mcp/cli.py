@@ -173,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--every", type=_interval, default=None, help="sidecar: check the schedule and threshold this often, e.g. 10m"
     )
     reflect.add_argument("--json", action="store_true", help="as JSON")
+    proposals = sub.add_parser("proposals", parents=[common], help="sub-agents' memory proposals: list and review")
+    proposals.add_argument("action", nargs="?", choices=("list", "commit", "reject", "defer"), default="list")
+    proposals.add_argument("id", nargs="?", help="the proposal id (commit, reject, defer)")
+    proposals.add_argument("--store", choices=("episodic", "semantic", "procedural", "vault"), help="commit elsewhere")
+    proposals.add_argument("--reason", default="", help="why (required to reject)")
+    proposals.add_argument("--all", action="store_true", help="list committed and rejected ones too")
+    proposals.add_argument("--json", action="store_true", help="as JSON")
     return parser
 
 
@@ -919,6 +926,58 @@ def _json_argument(text: str, name: str) -> Any:
         raise RockmemError(f"{name} is not JSON: {exc}") from None
 
 
+def _proposals(settings: Settings, args: argparse.Namespace) -> int:
+    """The user reviewing at the command line: a commit is theirs (manual review mode needs no more)."""
+    from rockmem_mcp.models import ProposalResult
+    from rockmem_mcp.services.proposals import Proposals, line
+
+    if args.action == "list":
+        proposals = Proposals(settings, _audit(settings))
+        found = proposals.history() if args.all else [*proposals.pending(), *proposals.deferred()]
+        if args.json:
+            print(ProposalResult(proposals=found).model_dump_json(indent=2, by_alias=True))
+        for proposal in [] if args.json else found:
+            print(line(proposal) + ("" if proposal.status == "pending" else f" [{proposal.status}]"))
+        return 0
+    if not args.id:
+        print(f"rockmem-mcp: proposals {args.action} needs the proposal's id", file=sys.stderr)
+        return 2
+    if args.action != "commit":
+        proposals = Proposals(settings, _audit(settings))
+        done = (
+            proposals.reject(args.id, args.reason) if args.action == "reject" else proposals.defer(args.id, args.reason)
+        )
+    else:
+        with _remembering(settings) as remembering:
+            proposals = Proposals(settings, remembering.memory.audit, remembering.write)
+            done = proposals.commit(args.id, args.store, user_confirmed=True)
+    if args.json:
+        print(done.model_dump_json(indent=2, by_alias=True))
+    else:
+        print(line(done) + f" [{done.status}" + (f": {', '.join(done.committed_as)}]" if done.committed_as else "]"))
+    return 0
+
+
+def _audit(settings: Settings) -> Any:
+    from rockmem_mcp.services.audit import Audit
+
+    return Audit(settings)
+
+
+@contextlib.contextmanager
+def _remembering(settings: Settings) -> Iterator[Any]:
+    """Every store a remember (or a committed proposal) may write, opened for one command."""
+    from rockmem_mcp.services.core import CoreMemory
+    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.services.procedures import Procedures
+    from rockmem_mcp.services.remembering import Remembering
+
+    with _memory(settings) as memory, _graph(settings) as graph:
+        episodes = Episodes(settings, reinforcer=memory.reinforcer)
+        procedures = Procedures(settings, memory.reinforcer)
+        yield Remembering(settings, memory, episodes, procedures, CoreMemory(settings, memory), lambda: graph)
+
+
 COMMANDS = {
     "search": _search,
     "import": _import,
@@ -937,4 +996,5 @@ COMMANDS = {
     "alerts": _alerts,
     "audit-prune": _audit_prune,
     "reflect": _reflect,
+    "proposals": _proposals,
 }

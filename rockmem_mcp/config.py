@@ -168,13 +168,27 @@ class Settings(BaseModel):
         description="Files (relative to the home) whose change outside the server raises an alert, comma-separated",
     )
 
+    # Gated writes (seed 004 §13): a subagent/… process's long-term writes become proposals the main agent reviews.
+    gated_writes: bool = Field(False, description="Sub-agents (subagent/… namespace) propose instead of writing")
+    proposal_review: Literal["auto", "batch", "manual"] = Field(
+        "batch",
+        description="auto: trusted agents' proposals at the confidence are committed at once; batch: open proposals "
+        "head the main session's first recall; manual: a commit needs the user's confirmation",
+    )
+    trusted_agents: list[str] = Field(
+        default_factory=list, description="Sub-agent names auto mode trusts, comma-separated"
+    )
+    auto_commit_confidence: Literal["high", "medium", "low"] = Field(
+        "high", description="Lowest confidence auto mode commits"
+    )
+
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
     toolsets: list[str] = Field(
         default_factory=lambda: ["default"], description="Toolsets to expose, comma-separated, e.g. default,graph"
     )
 
-    @field_validator("allowed_hosts", "toolsets", "critical_files", mode="before")
+    @field_validator("allowed_hosts", "toolsets", "critical_files", "trusted_agents", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
@@ -273,6 +287,7 @@ class Settings(BaseModel):
             self.prompts_dir,
             self.meta_dir,
             self.access_dir,
+            self.meta_dir / "proposals",  # sub-agents' proposals (services/proposals.py)
             self.forgotten_dir,
             self.home / "quarantine",
         )

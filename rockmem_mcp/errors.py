@@ -137,3 +137,8 @@ class ReadOnlyHomeError(StorageError, OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class WritesGatedError(RockmemError):
+    """A gated sub-agent (ROCKMEM_GATED_WRITES, a subagent/… namespace) asked for a long-term write it may not
+    make: its memories are proposals the main agent reviews."""

@@ -201,8 +201,8 @@ def test_an_unknown_toolset_stops_the_server_before_it_starts(home: Path, args: 
     assert result.stdout == ""  # not a byte on the protocol channel
     assert "unknown toolset 'grpah'" in result.stderr
     assert (
-        "memory, recall, core, working, conversation, graph, dream, workspace, episodes, procedures, audit, default, "
-        "all" in result.stderr
+        "memory, recall, core, working, conversation, graph, dream, workspace, episodes, procedures, audit, review, "
+        "default, all" in result.stderr
     )
     assert "Traceback" not in result.stderr
 

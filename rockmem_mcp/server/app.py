@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.server import prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.tools import audit as audit_tools
@@ -27,6 +28,7 @@ from rockmem_mcp.server.tools import memory as memory_tools
 from rockmem_mcp.server.tools import procedures as procedures_tools
 from rockmem_mcp.server.tools import recall as recall_tools
 from rockmem_mcp.server.tools import reflection as reflection_tools
+from rockmem_mcp.server.tools import review as review_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
 from rockmem_mcp.services.audit import process_actor
@@ -45,6 +47,7 @@ from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.llm import language_model
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
+from rockmem_mcp.services.proposals import Proposals, gates
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.reflection import pending_lines, recover_interrupted
 from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
@@ -103,6 +106,8 @@ INSTRUCTIONS_BY_TOOLSET = {
 - When the user asks you to reflect or consolidate, or a long conversation ends, reflect(action="run"): it
   proposes changes and applies none. Show the summary of a pending reflection to the user (the first recall
   lists them) and resolve it as they say; never approve on your own.
+- Sub-agents' memories may wait as proposals (the first recall lists them): review_proposals commits, rejects
+  (with a reason) or defers each; of two marked conflict, keep the right one.
 """,
     "episodes": """\
 - Log what happened (a decision taken, a task done, a correction) with record_episode; save_memory logs its
@@ -167,8 +172,16 @@ def build_server(
         remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
         forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
         triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
-        # A session's first recall: core memory, then these (seed 003's layers 4 and 3).
-        starters = [learnings.session_lines, lambda _message: workspace.session_lines()]
+        # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
+        # filed as proposals; the main agent's first recall lists the open ones (batch review).
+        proposals = Proposals(settings, memory.audit, remembering.write)
+        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
+        compactor = Compactor(conversation, memory, episodes, settings)
+        if proposals.gated:
+            remembering.propose = proposals.propose_route
+            compactor.propose_fact = proposals.propose_fact
+        # A session's first recall: core memory, then these (seed 003's layers 4 and 3), then open proposals.
+        starters = [learnings.session_lines, lambda _message: workspace.session_lines(), proposals.session_lines]
         reflections = ReflectionFiles(settings)
         if process_actor(settings.namespace) == "main":  # the user's session: reflections wait for their word
             starters.insert(0, lambda _message: pending_lines(reflections))
@@ -179,7 +192,10 @@ def build_server(
         workspace.files_on_disk.on_write.append(critical.written)
         if memory.read_only is None:  # a read-only home cannot record what it finds
             critical.start_check()
-        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
+            try:
+                await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
+            except (RockmemError, OSError) as exc:  # the server serves all the same; the next start tries again
+                log.warning("proposals: conflict marks not checked (%s)", exc)
         opened = Services(
             memory=memory,
             graph_opening=graph_opening,
@@ -203,9 +219,10 @@ def build_server(
             procedures=procedures,
             triggers=triggers,
             remembering=remembering,
-            compactor=Compactor(conversation, memory, episodes, settings),
+            compactor=compactor,
             working_vectors=WorkingVectors(memory.embedder),
             forgetting=forgetting,
+            proposals=proposals,
         )
         if Enricher.wanted(settings):
             opened.enricher = Enricher(memory, settings, opened.templates)
@@ -273,6 +290,11 @@ def build_server(
     forget_tools.register(server)
     audit_tools.register(server)
     reflection_tools.register(server)
+    review_tools.register(server)
+    if gates(settings):  # a sub-agent with gated writes: save_memory proposes, other long-term writes are refused
+        review_tools.register_gated(server)
+        refused = review_tools.gated_tools(settings, server._tool_manager.list_tools())
+        server.middleware.append(review_tools.GatedWrites(settings, refused))
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

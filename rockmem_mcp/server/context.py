@@ -27,6 +27,7 @@ from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.llm import language_model
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
+from rockmem_mcp.services.proposals import Proposals
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.reflection import Reflector
 from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
@@ -65,6 +66,7 @@ class Services:
     rollback: Rollback | None = None  # put an item, a run or the whole home back
     critical_files: CriticalFiles | None = None  # checksums of SOUL.md, MEMORY.md, …; alerts until acknowledged
     reflection_triggers: ReflectionTriggers | None = None  # schedule, idle and threshold (reflection_in_server)
+    proposals: Proposals | None = None  # sub-agents' gated writes, for the main agent's review (seed 004 §13)
     # Each MCP session (a stdio process; an HTTP session, told apart by its Mcp-Session-Id) gets its own
     # session/{id} namespace, unless the process was started with one (--namespace / ROCKMEM_NAMESPACE:
     # a sub-agent or a patrol).
@@ -87,7 +89,19 @@ class Services:
         )
 
     def reflector(self) -> Reflector:
-        return Reflector(self.settings, self.dreamer(), self.core)
+        """The reflection engine; it proposes committing what the main agent deferred to it (seed 004 §13.3)."""
+        proposals = self.proposals
+        if proposals is None:
+            return Reflector(self.settings, self.dreamer(), self.core)
+
+        def commit(proposal_id: str) -> str:  # the user approved the reflection that holds it
+            done = proposals.commit(proposal_id, approval="approved", user_confirmed=True)
+            return ", ".join(done.committed_as)
+
+        def deferred() -> list[tuple[str, str]]:
+            return [(p.id, p.content) for p in proposals.deferred()]
+
+        return Reflector(self.settings, self.dreamer(), self.core, deferred=deferred, commit_proposal=commit)
 
     def reflect(self, trigger: str) -> Reflection:
         """Run a reflection now, with the server's language model if one is configured."""

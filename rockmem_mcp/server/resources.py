@@ -1,6 +1,6 @@
 """MCP resources: session-start context, recall for a query, one memory, the categories, the least and most
 salient memories, entity pages and the relation vocabulary, the learnings (tool failures, corrections), a
-working entry, the workspace files, the episode logs, the procedures, what was forgotten."""
+working entry, the workspace files, the episode logs, the procedures, what was forgotten, sub-agents' proposals."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rockmem_mcp.server.tools import translating
 from rockmem_mcp.services.decay import salience_listing
 from rockmem_mcp.services.entity_pages import entity_page
 from rockmem_mcp.services.episodes import parse_day
+from rockmem_mcp.services.proposals import markdown
 from rockmem_mcp.services.relations import vocabulary_markdown
 from rockmem_mcp.text import visible
 
@@ -54,6 +55,15 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     @reports_resource_errors
     def memory_entry(id: str, ctx: Context) -> str:
         return services(ctx).memory.get(id).model_dump_json(indent=2)
+
+    @server.resource("rockmem://proposals", mime_type="text/markdown", title="Sub-agents' memory proposals")
+    @reports_resource_errors
+    def proposals() -> str:
+        """Open proposals of sub-agents with gated writes (seed 004 §13.2's pending-memories.md): each with who,
+        when, suggested store, content, confidence and status; conflicting ones name each other."""
+        found = current().proposals
+        assert found is not None  # the lifespan builds it
+        return visible(markdown([*found.pending(), *found.deferred()]))
 
     @server.resource("rockmem://categories", mime_type="application/json", title="Memory categories")
     @reports_resource_errors

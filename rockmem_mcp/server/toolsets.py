@@ -39,7 +39,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "episodes": ("record_episode", "delete_episode"),
     "procedures": ("save_procedure", "delete_procedure"),
     "audit": ("audit", "revert"),
-    "review": ("reflect",),
+    "review": ("reflect", "review_proposals"),
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the
@@ -47,6 +47,18 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
 DEFAULT: tuple[str, ...] = (
     *("memory", "recall", "core", "working", "conversation", "graph", "dream", "audit", "review"),
 )
+
+# What a gated sub-agent (ROCKMEM_GATED_WRITES, a subagent/… namespace) may call besides read-only tools: its
+# working memory and conversation, recall, the audit (whose acknowledge refuses sub-agents), save_memory and
+# remember (they file proposals) and review_proposals (it lists; deciding refuses sub-agents). Every other tool,
+# a new one too, is refused (server/tools/review.py).
+UNGATED: frozenset[str] = frozenset((*TOOLSETS["working"], *TOOLSETS["conversation"], *TOOLSETS["recall"])) | {
+    "audit",
+    "save_memory",
+    "remember",
+    "review_proposals",
+    "reflect",  # shows; running and resolving refuse sub-agents (server/tools/reflection.py)
+}
 
 # Names that stand for several sets in a selection ("default,audit" = the default sets plus audit).
 GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT, "all": tuple(TOOLSETS)}

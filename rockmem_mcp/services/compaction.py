@@ -215,6 +215,9 @@ class Compactor:
         # User turns already logged by a compaction that failed later: its retry does not log them again.
         self._logged: dict[str, set[tuple[datetime, str]]] = {}
         self._lock = threading.Lock()
+        # A gated sub-agent (services/proposals.py): its old turns are not logged as episodes and the facts found
+        # in them are filed as proposals (fact, session id) instead of saved.
+        self.propose_fact: Callable[[str, str], object] | None = None
 
     # ------------------------------------------------------------------ when
     @property
@@ -425,7 +428,7 @@ class Compactor:
         try:
             with reporting_io_errors(f"compacting conversation {session_id}"):
                 done = self._logged.setdefault(session_id, set())
-                for turn in turns:
+                for turn in turns if self.propose_fact is None else ():
                     if turn.role == "user" and turn.content.strip() and (turn.at, turn.content) not in done:
                         self.episodes.record(turn.content, "event", "medium", ["conversation"], at=turn.at)
                         done.add((turn.at, turn.content))
@@ -434,6 +437,9 @@ class Compactor:
                     fact = " ".join(fact.split())
                     try:
                         if not fact or self._known(fact):
+                            continue
+                        if self.propose_fact is not None:
+                            self.propose_fact(fact, session_id)
                             continue
                         metadata = {"source": "compaction", "session_id": session_id}
                         entry = self.memory.save(fact, None, FACT_TAGS, metadata, 0.5)

@@ -531,8 +531,11 @@ def _edit(action: ReflectionAction, changes: dict[str, Any]) -> None:
             DreamPlan.model_validate({KIND_FIELDS[action.kind]: [item]})
         elif action.kind == "core":
             CoreRewrite.model_validate({"blocks": [item]})
-        elif set(changes) - {"content"}:
-            raise InvalidInputError(f"{action.id} commits a proposal: only its content can change")
+        else:
+            raise InvalidInputError(
+                f"{action.id} commits a deferred proposal as filed: leave it out (partial) or reject it with "
+                "review_proposals"
+            )
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(map(str, e['loc'][2:])) or 'item'}: {e['msg']}" for e in exc.errors()[:3])
         raise InvalidInputError(f"edits for {action.id} ({action.kind}) are not valid: {problem}") from None

@@ -86,6 +86,8 @@ class Remembering:
         self.settings = settings
         self.memory, self.episodes, self.procedures, self.core = memory, episodes, procedures, core
         self._graph = graph
+        # A gated sub-agent (services/proposals.py): a routed remember is filed as a proposal instead of written.
+        self.propose: Callable[[str, RoutedMemory, str, str], Remembered] | None = None
 
     # ------------------------------------------------------------------ routing
     def rules(self, text: str, asked: bool = True) -> RoutedMemory:
@@ -124,7 +126,7 @@ class Remembering:
         if not text.strip():
             raise InvalidInputError("content is empty: say what to remember")
         if route is not None:  # the agent's own answer: what is wrong with it goes back to the agent
-            return self.write(text, parse_route(route), "agent")
+            return self._write_or_propose(text, parse_route(route), "agent")
         driver = self.settings.encode_driver
         if driver == "agent":
             return Remembered(driver="agent", task=self.task(text))
@@ -156,7 +158,7 @@ class Remembering:
             if problem is not None:
                 why = "; ".join(filter(None, [why, f"{problem}: kept by rules"]))
             try:
-                return self.write(text, candidate, by, note=why)
+                return self._write_or_propose(text, candidate, by, note=why)
             except InvalidInputError as exc:
                 problem = exc
         assert problem is not None
@@ -171,8 +173,22 @@ class Remembering:
             llm.close()
 
     # ------------------------------------------------------------------ writing
-    def write(self, text: str, routed: RoutedMemory, driver: str, note: str = "") -> Remembered:
-        """Write `text` where `routed` says, all or nothing (see the module's table)."""
+    def _write_or_propose(self, text: str, routed: RoutedMemory, driver: str, note: str = "") -> Remembered:
+        if self.propose is None:
+            return self.write(text, routed, driver, note)
+        return self.propose(text, self._checked(routed), driver, note)
+
+    def write(
+        self,
+        text: str,
+        routed: RoutedMemory,
+        driver: str,
+        note: str = "",
+        category: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> Remembered:
+        """Write `text` where `routed` says, all or nothing (see the module's table); a memory (semantic, vault)
+        is filed under `category` with `metadata` added (a committed proposal's)."""
         routed = self._checked(routed)
         done = Remembered(store=routed.store, driver=driver, route=routed, note=note)  # type: ignore[arg-type]
         undo: list[Undo] = []
@@ -182,7 +198,7 @@ class Remembering:
             if routed.store == "procedural":
                 self._procedure(routed, text, done, undo)
             if routed.store in ("semantic", "vault"):
-                entry = self._memory(routed, text, done, undo)
+                entry = self._memory(routed, text, done, undo, category, metadata)
                 episode = self.episodes.log_save(entry)
             else:
                 episode = self.episodes.record(
@@ -271,10 +287,23 @@ class Remembering:
         done.procedure = saved.name
         undo.append(lambda: self.procedures.delete(saved.name) and None)
 
-    def _memory(self, routed: RoutedMemory, text: str, done: Remembered, undo: list[Undo]) -> MemoryEntry:
+    def _memory(
+        self,
+        routed: RoutedMemory,
+        text: str,
+        done: Remembered,
+        undo: list[Undo],
+        category: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> MemoryEntry:
         importance = CONFIDENCE_IMPORTANCE[routed.confidence]
         entry = self.memory.save(
-            text, None, routed.tags, {"source": "remember", "store": routed.store}, importance, routed.store == "vault"
+            text,
+            category,
+            routed.tags,
+            {"source": "remember", "store": routed.store, **(metadata or {})},
+            importance,
+            routed.store == "vault",
         )
         done.memory_id = entry.id
         undo.append(lambda: self.memory.delete(entry.id, permanent=True, confirm_pinned=True) and None)

@@ -10,12 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
 from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders, writing
+from rockmem_mcp.storage.records import parse_record
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +55,7 @@ class MemoryFiles:
         path = self._path_text(location.entry_id, location.category)
         self.check_folder(location.category)  # a linked folder is never listed, but a journal line can name it
         data = read_bytes(path)  # a link there: LinkRefusedError, which readers skip like a broken file
-        try:
-            entry = MemoryEntry.model_validate_json(data)
-        except ValidationError as exc:
-            raise CorruptEntryError(
-                f"memory file {path} is not a valid entry ({exc.error_count()} problem(s), first: "
-                f"{exc.errors()[0]['msg']}); fix or move it away — rockmem never deletes it"
-            ) from None
+        entry = parse_record(MemoryEntry, data, path, "memory", "entry")
         if entry.id != location.entry_id or entry.category != location.category:
             category = self.true_category(location, entry.category)
             entry = entry.model_copy(update={"id": location.entry_id, "category": category})

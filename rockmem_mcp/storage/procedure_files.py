@@ -15,13 +15,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import Procedure
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, real_folders, writing
+from rockmem_mcp.storage.records import parse_record
 
 SUFFIX = ".json"
 Identity = tuple[int, int, int]  # (inode, mtime_ns, size)
@@ -46,13 +44,7 @@ class ProcedureFiles:
         about its slug."""
         path = self.path_for(slug)
         data = read_bytes(path)
-        try:
-            procedure = Procedure.model_validate_json(data)
-        except ValidationError as exc:
-            raise CorruptEntryError(
-                f"procedure file {path} is not a valid procedure ({exc.error_count()} problem(s), first: "
-                f"{exc.errors()[0]['msg']}); fix or move it away — rockmem never deletes it"
-            ) from None
+        procedure = parse_record(Procedure, data, path, "procedure", "procedure")
         return procedure if procedure.slug == slug else procedure.model_copy(update={"slug": slug})
 
     def write(self, procedure: Procedure) -> None:

@@ -48,7 +48,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "forget": dict(query="", ids=[], permanent=False, restore=False, reason=""),
     "audit": dict(item="", history=False, action="", actor="", since="", until="", limit=20, acknowledge=[]),
     "revert": dict(item="", to="", run="", home_as_of=""),
-    "reflect": dict(action="show", id="", action_ids=[], edits={}, reason="", session_end=False),
+    "reflect": dict(action="show", id="", action_ids=[], edits={}, reason=""),
     "save_to_working_memory": dict(key=REQUIRED, data=REQUIRED, ttl_minutes=5, category=None, tags=None),
     "get_from_working_memory": dict(key=REQUIRED),
     "delete_from_working_memory": dict(key=REQUIRED),
@@ -71,6 +71,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "dream": dict(dream_pass="consolidation", mode="auto", dry_run=False, offset=0),
     "apply_dream": dict(plan=REQUIRED, dream_pass="consolidation", dry_run=False),
     "get_dream_report": dict(report_id=None),
+    "review_proposals": dict(action="list", id="", store=None, reason="", user_confirmed=False),
 }
 
 # tool -> {parameter: JSON type ('a|b' for a union)}
@@ -114,7 +115,13 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "action_ids": "array",
         "edits": "object",
         "reason": "string",
-        "session_end": "boolean",
+    },
+    "review_proposals": {
+        "action": "string",
+        "id": "string",
+        "store": "string|null",
+        "reason": "string",
+        "user_confirmed": "boolean",
     },
     "update_memory": {
         "id": "string",
@@ -190,6 +197,7 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "dream": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
     "apply_dream": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
     "get_dream_report": {"read_only_hint": True},
+    "review_proposals": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
 }
 
 # Numeric bounds agents rely on.
@@ -306,6 +314,7 @@ def test_every_parameter_is_described(tools: dict[str, Tool], name: str) -> None
         (("forget",), {"candidates", "items"}),
         (("audit",), {"entries", "versions", "note"}),
         (("revert",), {"revert_id", "restored_to", "restored", "removed", "skipped"}),
+        (("review_proposals",), {"proposals", "note"}),
         (("save_to_working_memory",), {"entry", "evicted"}),
         (("get_from_working_memory",), {"key", "data", "expires_at"}),
         (("list_working_memory",), {"namespace", "entries"}),
@@ -479,3 +488,21 @@ def test_descriptions_carry_no_source_indentation(tools: dict[str, Tool], tmp_pa
 
     for text in [t.description or "" for t in tools.values()] + anyio.run(prompt_descriptions):
         assert "\n " not in text, text[:80]
+
+
+def test_a_gated_subagents_save_memory_takes_the_same_parameters(
+    tools: dict[str, Tool], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Its reply is a proposal (it is filed for the main agent), its parameters are save_memory's."""
+    home = tmp_path_factory.mktemp("gated-home")
+    settings = Settings.load({"home": home, "namespace": "subagent/x", "gated_writes": True}, env={})
+
+    async def list_tools() -> list[Tool]:
+        async with Client(build_server(settings)) as client:
+            return (await client.list_tools()).tools
+
+    gated = {tool.name: tool for tool in anyio.run(list_tools)}["save_memory"]
+    assert gated.input_schema == tools["save_memory"].input_schema
+    assert gated.annotations == tools["save_memory"].annotations
+    assert gated.output_schema and {"id", "from", "status", "store"} <= set(gated.output_schema["properties"])
+    assert "proposal" in (gated.description or "")

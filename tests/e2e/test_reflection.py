@@ -97,7 +97,8 @@ async def test_a_sub_agent_reads_reflections_but_never_resolves_them(
     stdio_server, home: Path, call, call_error
 ) -> None:
     async with stdio_server(home, ROCKMEM_REFLECTION_APPROVAL="always") as client:
-        await call(client, "reflect", action="run")
+        ended = (await call(client, "reflect", action="session_end"))["reflections"][0]
+        assert ended["trigger"] == "session-end" and ended["status"] == "pending"
     async with stdio_server(home, ROCKMEM_NAMESPACE="subagent/researcher") as client:
         assert [r["id"] for r in (await call(client, "reflect"))["reflections"]] == ["r-001"]
         shown = (await client.read_resource("rockmem://reflections")).contents[0].text
@@ -150,3 +151,19 @@ def _server_pid(home: Path) -> int:
         if b"rockmem_mcp" in args and str(home).encode() in args and b"reflect" not in args:
             return int(proc.name)
     raise AssertionError("the server process was not found")
+
+
+async def test_a_deferred_proposal_is_committed_by_the_approved_reflection(stdio_server, home: Path, call) -> None:
+    gated = {"ROCKMEM_NAMESPACE": "subagent/researcher", "ROCKMEM_GATED_WRITES": "1"}
+    async with stdio_server(home, **gated) as researcher:
+        filed = await call(researcher, "save_memory", content="The user prefers academic sources")
+    async with stdio_server(home, ROCKMEM_REFLECTION_APPROVAL="always") as main:
+        await call(main, "review_proposals", action="defer", id=filed["id"], reason="for the reflection")
+        reflection = (await call(main, "reflect", action="run"))["reflections"][0]
+        held = [a for a in reflection["actions"] if a["kind"] == "proposal"]
+        assert [a["item"]["proposal"] for a in held] == [filed["id"]]
+        done = (await call(main, "reflect", action="approve", id=reflection["id"]))["reflections"][0]
+        assert done["resolution"]["applied"] == {"proposal": 1}
+        hits = await call(main, "search_memory", query="academic sources")
+        assert [hit["entry"]["content"] for hit in hits["results"]] == ["The user prefers academic sources"]
+        assert (await call(main, "review_proposals", action="list"))["proposals"] == []

@@ -100,10 +100,7 @@ def register(server: MCPServer) -> None:
         include_dormant: Annotated[bool, Field(description="Also return dormant (long unused) entries")] = False,
         mode: Annotated[
             Mode | None,
-            Field(
-                description="Ranking: hybrid (keywords + meaning, the default), bm25 (keywords only), "
-                "vector (meaning only), rockbot (RockBot's fusion)"
-            ),
+            Field(description="Ranking: hybrid (keywords + meaning, default), bm25, vector (meaning), rockbot"),
         ] = None,
         stores: Annotated[
             list[Store] | None,
@@ -112,10 +109,9 @@ def register(server: MCPServer) -> None:
     ) -> SearchResults:
         """Search long-term memory, best first, with scores, e.g. 'user timezone'.
 
-        With embeddings configured, hybrid ranking also finds paraphrases; otherwise ranking is by keywords
-        (BM25) and `mode` in the reply says so. Without a query: the newest entries matching the filters.
-        Also searched: episodes (what happened when; "last week", "on 2026-03-04" in the query narrow them to
-        that period) and, for a query without filters, procedures and the user's workspace files.
+        With embeddings configured, hybrid also finds paraphrases (else keywords: `mode` in the reply says).
+        No query: the newest entries matching the filters. Also searched: episodes ("last week", "on
+        2026-03-04" in the query narrow them) and, without filters, procedures and workspace files.
         """
         svc = services(ctx)
         wanted = set(stores or STORES)

@@ -14,7 +14,7 @@ from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.services.audit import process_actor
 
-ReflectAction = Literal["show", "run", "approve", "approve_with_changes", "partial", "reject"]
+ReflectAction = Literal["show", "run", "session_end", "approve", "approve_with_changes", "partial", "reject"]
 ASK = "Show reflections[0].summary to the user and resolve it as they decide; never approve on your own."
 
 
@@ -23,12 +23,13 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def reflect(
         ctx: Context,
-        action: Annotated[ReflectAction, Field(description="show pending, run, or resolve id")] = "show",
+        action: Annotated[
+            ReflectAction, Field(description="show pending; run (session_end: a talk ended); resolve id")
+        ] = "show",
         id: Annotated[str, Field(description="e.g. r-003")] = "",
         action_ids: Annotated[list[str], Field(description="partial: actions to apply")] = [],  # noqa: B006
         edits: Annotated[dict[str, dict[str, Any]], Field(description="{action id: {field: value}}")] = {},  # noqa: B006
         reason: Annotated[str, Field(description="reject: why")] = "",
-        session_end: Annotated[bool, Field(description="run: a conversation ended")] = False,
     ) -> ReflectResult:
         """Consolidate memory into a proposal that changes nothing until the user resolves it. Run when the user
         asks or a long conversation ends."""
@@ -39,8 +40,8 @@ def register(server: MCPServer) -> None:
             return ReflectResult(reflections=shown, next_step=ASK if any(r.status == "pending" for r in shown) else "")
         if process_actor(svc.settings.namespace) != "main":  # sub-agents and patrols read; the user decides
             raise InvalidInputError("only the main agent runs and resolves reflections; ask it to")
-        if action == "run":
-            reflection = svc.reflect("session-end" if session_end else "manual")
+        if action in ("run", "session_end"):
+            reflection = svc.reflect("session-end" if action == "session_end" else "manual")
             pending = reflection.status == "pending"
             return ReflectResult(reflections=[reflection], next_step=ASK if pending else "Applied: nothing to approve.")
         if not id:
