@@ -24,6 +24,7 @@ it), is entered in meta/reflection-log.md, and adds the cycle's insights to meta
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -51,7 +52,7 @@ from rockmem_mcp.services.dream import PROTECTED_REINFORCEMENT, Dreamer, LLMPlan
 from rockmem_mcp.services.dream_episodes import EpisodeMark
 from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.reflection_summary import evolution_entry, log_entry, summary
-from rockmem_mcp.storage.reflection_files import ReflectionFiles
+from rockmem_mcp.storage.reflection_files import ReflectionBusy, ReflectionFiles
 from rockmem_mcp.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ class Reflector:
         return list(self.files.all())[-limit:]
 
     def pending(self) -> list[Reflection]:
-        return [r for r in self.files.all() if r.status == "pending"]
+        return list(self.files.with_status("pending"))
 
     def last_started(self) -> datetime | None:
         numbers = self.files.numbers()
@@ -466,7 +467,7 @@ class Reflector:
 # ---------------------------------------------------------------------------------------------- without a dreamer
 def pending_lines(files: ReflectionFiles) -> list[str]:
     """A session-start starter's lines: the reflections waiting for the user (nothing when none is)."""
-    waiting = [r for r in files.all() if r.status == "pending"]
+    waiting = list(files.with_status("pending"))
     if not waiting:
         return []
     lines = [f"Reflections waiting for the user's approval ({len(waiting)}): show them with reflect, ask the user"]
@@ -478,18 +479,18 @@ def pending_lines(files: ReflectionFiles) -> list[str]:
 def recover_interrupted(files: ReflectionFiles) -> list[str]:
     """Reflections a crash left applying are marked interrupted (what they applied is in the audit log under
     reflection:r-NNN: `revert run=reflection:r-NNN` undoes it); their ids."""
-    found = []
-    with files.claim():
-        for reflection in files.all():
-            if reflection.status == "applying":
-                reflection.status = "interrupted"
-                files.write(reflection)
-                found.append(reflection.id)
-                log.warning(
-                    "reflection %s was cut off while being applied: what it applied is logged as reflection:%s "
-                    "(revert run=reflection:%s undoes it)",
-                    *(reflection.id,) * 3,
-                )
+    found: list[str] = []
+    # Busy: a live process is applying one right now, so none is interrupted.
+    with contextlib.suppress(ReflectionBusy), files.claim():
+        for reflection in files.with_status("applying"):
+            reflection.status = "interrupted"
+            files.write(reflection)
+            found.append(reflection.id)
+            log.warning(
+                "reflection %s was cut off while being applied: what it applied is logged as reflection:%s "
+                "(revert run=reflection:%s undoes it)",
+                *(reflection.id,) * 3,
+            )
     return found
 
 

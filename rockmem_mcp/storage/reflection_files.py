@@ -28,6 +28,15 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
 RECORD_NAME = re.compile(r"r-(\d{3,9})\.json")
+HEAD_BYTES = 1_024  # a record's status is within its first bytes
+
+
+def _head(path: Path) -> bytes:
+    fd = open_fd(path, os.O_RDONLY)
+    try:
+        return os.read(fd, HEAD_BYTES)
+    finally:
+        os.close(fd)
 
 
 class ReflectionBusy(RockmemError):
@@ -66,6 +75,23 @@ class ReflectionFiles:
             raise CorruptEntryError(
                 f"reflection {reflection_id} cannot be read ({problem}); fix or move {path}"
             ) from None
+
+    def with_status(self, status: str) -> Iterator[Reflection]:
+        """The readable records in `status`, oldest first. A record's status is near its start (the fields are
+        written in order), so the others are not parsed whole: a first recall lists the pending ones among a
+        year of reflections cheaply."""
+        wanted = f'"status": "{status}"'.encode()
+        for number in self.numbers():
+            path = self.directory / f"r-{number:03d}.json"
+            try:
+                head = _head(path)
+            except OSError:
+                continue
+            if wanted in head or b'"status"' not in head:  # not where we write it: parse it to know
+                with contextlib.suppress(CorruptEntryError, NotFoundError):
+                    found = self.read(f"r-{number:03d}")
+                    if found.status == status:
+                        yield found
 
     def all(self) -> Iterator[Reflection]:
         """Every readable record, oldest first (an unreadable one is skipped: `read` names it)."""

@@ -258,3 +258,23 @@ def test_stored_text_in_the_summary_is_one_printable_line(home: Home) -> None:
     reflection = Reflector(always, home.dreamer, home.core).run("manual")
     assert a in reflection.summary and b in reflection.summary
     assert "\x1b" not in reflection.summary
+
+
+def test_a_start_beside_a_reflection_being_applied_leaves_it_alone(home: Home) -> None:
+    """The start-up check must not mark a live apply interrupted, nor fail because the lock is held."""
+    reflection = home.reflector.run("manual")
+    reflection.status = "applying"
+    home.reflector.files.write(reflection)
+    with home.reflector.files.claim():  # another process is applying it now
+        assert home.reflector.recover() == []
+    assert home.reflector.get(reflection.id).status == "applying"
+
+
+def test_pending_reflections_are_found_without_parsing_every_record(home: Home) -> None:
+    always = Reflector(home.settings.model_copy(update={"reflection_approval": "always"}), home.dreamer, home.core)
+    done = home.reflector.run("manual")  # applied at once
+    waiting = always.run("manual")
+    assert done.status == "applied" and [r.id for r in home.reflector.pending()] == [waiting.id]
+    broken = home.reflector.files.path(done.id)
+    broken.write_bytes(broken.read_bytes()[:-40])  # a record past its status, torn: never parsed for this
+    assert [r.id for r in home.reflector.pending()] == [waiting.id]
