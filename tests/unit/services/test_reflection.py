@@ -234,6 +234,17 @@ def test_milestones_and_numbering(home: Home) -> None:
     first = home.reflector.run("manual")
     second = home.reflector.run("manual")
     assert (first.id, second.id) == ("r-001", "r-002") and second.since == first.started_at
+    for _ in range(8):
+        home.reflector.run("manual")
+    evolution = (home.settings.meta_dir / "evolution.md").read_text()
+    assert evolution.count("## Reflection #") == 10
+    assert "### Milestone 10: First evolution summary" in evolution and "### Milestone 9" not in evolution
+    home.server.replies = [scripted({})]
+    home.reflector.run("manual", home.llm())  # #11: the meta-reflection is told no milestone
+    asked = [
+        b["messages"][0]["content"] for b, _ in home.server.requests if "meta-reflection" in b["messages"][0]["content"]
+    ]
+    assert "reflection #11" in asked[-1] and "Milestone task for this reflection: None this cycle." in asked[-1]
 
 
 def test_only_one_reflection_runs_per_home(home: Home) -> None:
