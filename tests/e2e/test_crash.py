@@ -288,7 +288,9 @@ async def explain_count(server: RawServer, ledger: Ledger, tree: dict[str, Any])
 
 async def check_server(server: RawServer, ledger: Ledger, rounds: range) -> None:
     """The (re)started server returns every acknowledged write: by tag listing, exact words, id, graph, working."""
-    tags = sorted({m.tag for m in ledger.memories.values() if int(m.tag[1:].split("l")[0]) in rounds})
+    # Every lane's tag, not only those with an acknowledged save: a lane whose only save was cut off by the kill
+    # may still have landed it, and the count below must know it.
+    tags = [f"r{round_}l{lane}" for round_ in rounds for lane in range(LANES)]
     listings = await server.calls([("search_memory", {"tags": [t], "limit": 200}) for t in tags])
     for tag, found in zip(tags, listings, strict=True):
         assert found["total_matches"] < 200

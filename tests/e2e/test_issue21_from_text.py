@@ -319,14 +319,16 @@ async def test_act_mode_forget_returns_candidates_and_changes_nothing(stdio_serv
         assert sorted(await memory_contents(client, call)) == sorted([kept["content"], other["content"]])
 
 
-async def test_act_mode_reflect_points_to_the_dream(stdio_server, home, call) -> None:
+async def test_act_mode_reflect_points_to_the_reflection(stdio_server, home, call) -> None:
+    """Since issue 23 a reflect phrase points to the reflect tool (seed 004 §10), which proposes and applies nothing
+    until the user approves; the dream stays the agent's own consolidation."""
     async with stdio_server(home, **ACT) as client:
         await call(client, "save_memory", content="The user prefers tea")
         result = await call(client, "recall", message="Reflect on what you know about my habits.")
         trigger = result["trigger"]
-        assert trigger["intent"] == "reflect" and "dream" in trigger["action"], trigger
+        assert trigger["intent"] == "reflect" and 'reflect(action="run")' in trigger["action"], trigger
         turn = await call(client, "record_turn", role="user", content="Clean up your memory please.")
-        assert turn["trigger"]["intent"] == "reflect" and "dream" in turn["trigger"]["action"]
+        assert turn["trigger"]["intent"] == "reflect" and 'reflect(action="run")' in turn["trigger"]["action"]
         assert await memory_contents(client, call) == ["The user prefers tea"]
 
 

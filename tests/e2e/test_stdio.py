@@ -20,6 +20,7 @@ TOOLS = {
     *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "list_memory_categories"),
     *("remember", "forget"),
     *("audit", "revert"),
+    *("reflect", "review_proposals"),
     *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
     *("list_working_memory", "search_working_memory"),
     *("record_turn", "get_conversation", "recall", "reset_recall", "core_memory"),
@@ -301,6 +302,7 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://episodes",
             *("rockmem://workspace", "rockmem://procedures"),
             *("rockmem://graph-relations", "rockmem://forgotten", "rockmem://audit"),
+            *("rockmem://reflections", "rockmem://proposals"),
         }
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert templates == {

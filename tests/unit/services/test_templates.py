@@ -47,7 +47,7 @@ def test_unknown_names_are_refused(overrides: Path, name: str) -> None:
     (overrides / "nope.md").write_text("an override alone does not make a template")
     with pytest.raises(
         NotFoundError,
-        match=r"templates: anti-pattern-dream, dream, .*, recall, remember",
+        match=r"templates: anti-pattern-dream, dream, .*, recall, reflection-core, reflection-meta, remember",
     ):
         Templates(overrides).text(name)
 
