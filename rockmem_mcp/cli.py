@@ -852,18 +852,23 @@ def _revert(settings: Settings, args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _reflector(settings: Settings) -> Iterator[Any]:
-    """A reflection engine on the home; the git history commits what is pending before a run and after."""
-    from rockmem_mcp.services.core import CoreMemory
+    """A reflection engine on the home, with the sub-agents' proposals (the deferred ones become actions); the
+    git history commits what is pending before a run and after."""
     from rockmem_mcp.services.dream import Dreamer
     from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.services.proposals import Proposals
     from rockmem_mcp.services.reflection import Reflector
     from rockmem_mcp.services.templates import Templates
 
-    with _memory(settings) as memory, _graph(settings) as graph:
+    with _remembering(settings) as remembering:
+        memory = remembering.memory
         history = GitHistory(settings, memory.audit)
         try:
-            dreamer = Dreamer(memory, graph, settings, Templates(settings.prompts_dir), before_run=history.flush)
-            yield Reflector(settings, dreamer, CoreMemory(settings, memory))
+            dreamer = Dreamer(memory, remembering.graph, settings, Templates(settings.prompts_dir),
+                              episodes=remembering.episodes, procedures=remembering.procedures,
+                              before_run=history.flush)  # fmt: skip
+            proposals = Proposals(settings, memory.audit, remembering.write)
+            yield Reflector(settings, dreamer, remembering.core, proposals=proposals)
         finally:
             history.close()
 
@@ -882,9 +887,14 @@ def _reflect(settings: Settings, args: argparse.Namespace) -> int:
             print(f"reflection sidecar: schedule {settings.reflection_at} local, threshold "
                   f"{settings.reflection_threshold}; checking every {args.every:g} s", file=sys.stderr)  # fmt: skip
             while True:
-                done = triggers.tick()
+                try:
+                    done = triggers.tick()
+                except (RockmemError, OSError) as exc:  # said, and tried again at the next check
+                    print(f"rockmem-mcp: reflection: {exc}", file=sys.stderr, flush=True)
+                    done = None
                 if done is not None:
-                    print(f"{done.id} ({done.trigger}): {done.status}, {len(done.actions)} actions", file=sys.stderr)
+                    print(f"{done.id} ({done.trigger}): {done.status}, {len(done.actions)} actions", file=sys.stderr,
+                          flush=True)  # fmt: skip
                 time.sleep(args.every)
         if args.run:
             llm = language_model(settings)

@@ -156,6 +156,9 @@ class Settings(BaseModel):
     reflection_idle_minutes: float = Field(
         30.0, gt=0, description="A conversation quiet this long has ended: it may start a reflection"
     )
+    reflection_check_seconds: float = Field(
+        60.0, gt=0, description="How often a serving process checks its reflection triggers"
+    )
 
     # Accountability (seed 004 §12): every durable change appends a line to meta/audit.log; the home is a git
     # repository that a background thread commits the changes to in batches (history and rollback need it).

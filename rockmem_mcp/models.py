@@ -1246,6 +1246,9 @@ class ReflectionAction(BaseModel):
     item: dict[str, Any] = Field(description="What it does, as the plan says it (edits change these fields)")
     summary: str
     outcome: str | None = Field(None, description="After the resolution: applied, refused (why) or not chosen")
+    read: dict[str, str] = Field(
+        default_factory=dict, description="Each memory it names, as read (a version): changed since, it is refused"
+    )
 
 
 class ReflectionResolution(BaseModel):

@@ -236,14 +236,15 @@ def build_server(
         )
         if memory.read_only is None:
             await anyio.to_thread.run_sync(recover_interrupted, reflections)
-            if settings.reflection_in_server:
+            # The main agent's process only: a sub-agent's (gated or not) never consolidates the user's memory.
+            if settings.reflection_in_server and process_actor(settings.namespace) == "main":
                 opened.reflection_triggers = ReflectionTriggers(
                     settings,
                     opened.reflector,
                     last_turn=lambda: conversation.last_turn_at,
                     llm=partial(language_model, settings),
                 )
-                opened.reflection_triggers.start()
+                opened.reflection_triggers.start(settings.reflection_check_seconds)
         running.append(opened)
         try:
             async with anyio.create_task_group() as background:

@@ -89,19 +89,7 @@ class Services:
         )
 
     def reflector(self) -> Reflector:
-        """The reflection engine; it proposes committing what the main agent deferred to it (seed 004 §13.3)."""
-        proposals = self.proposals
-        if proposals is None:
-            return Reflector(self.settings, self.dreamer(), self.core)
-
-        def commit(proposal_id: str) -> str:  # the user approved the reflection that holds it
-            done = proposals.commit(proposal_id, approval="approved", user_confirmed=True)
-            return ", ".join(done.committed_as)
-
-        def deferred() -> list[tuple[str, str]]:
-            return [(p.id, p.content) for p in proposals.deferred()]
-
-        return Reflector(self.settings, self.dreamer(), self.core, deferred=deferred, commit_proposal=commit)
+        return Reflector(self.settings, self.dreamer(), self.core, proposals=self.proposals)
 
     def reflect(self, trigger: str) -> Reflection:
         """Run a reflection now, with the server's language model if one is configured."""

@@ -38,19 +38,23 @@ from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.models import (
     CoreRewrite,
     DreamPlan,
+    DreamReport,
     MetaReflection,
     Reflection,
     ReflectionAction,
     ReflectionResolution,
+    procedure_slug,
     utc_now,
 )
 from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, tier, tier_counts
 from rockmem_mcp.services.audit import acting_as
 from rockmem_mcp.services.conversation import LogMark
 from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import PROTECTED_REINFORCEMENT, Dreamer, LLMPlan
+from rockmem_mcp.services.dream import ALLOWED, PROTECTED_REINFORCEMENT, Dreamer, LLMPlan
 from rockmem_mcp.services.dream_episodes import EpisodeMark
+from rockmem_mcp.services.dream_journal import version
 from rockmem_mcp.services.llm import ChatLLM
+from rockmem_mcp.services.proposals import Proposals
 from rockmem_mcp.services.reflection_summary import evolution_entry, log_entry, summary
 from rockmem_mcp.storage.reflection_files import ReflectionBusy, ReflectionFiles
 from rockmem_mcp.tokens import estimate_tokens
@@ -91,19 +95,18 @@ class Reflector:
         dreamer: Dreamer,
         core: CoreMemory | None = None,
         clock: Callable[[], datetime] = utc_now,
-        deferred: Callable[[], list[tuple[str, str]]] | None = None,
-        commit_proposal: Callable[[str], str] | None = None,
+        proposals: Proposals | None = None,
     ) -> None:
-        """`deferred`: the proposals the main agent left for reflection, as (id, content); `commit_proposal`
-        commits one (returns what it made)."""
+        """`proposals`: the sub-agents' proposals; those the main agent deferred become actions, committed when
+        the user approves the reflection (seed 004 §13.3)."""
         self.settings = settings
         self.dreamer = dreamer
         self.memory = dreamer.memory
         self.core = core
         self.files = ReflectionFiles(settings)
         self._clock = clock
-        self._deferred = deferred
-        self._commit_proposal = commit_proposal
+        self.proposals = proposals
+        self._read: dict[str, str] = {}  # during a run: each live memory's version as read
 
     # ------------------------------------------------------------------ reading
     def get(self, reflection_id: str) -> Reflection:
@@ -229,6 +232,7 @@ class Reflector:
     # Phase 3
     def _consolidate(self, reflection: Reflection, passes: list[str], llm: ChatLLM | None) -> None:
         live = [e for e in self.memory.iter_entries() if not e.archived]
+        self._read = {e.id: version(e) for e in live}  # what each action's memories were as planned
         touched: set[str] = set()
         if llm is not None:
             for dream_pass in passes:
@@ -246,7 +250,11 @@ class Reflector:
         if len(clashes) > MAX_CONTRADICTIONS:
             reflection.not_covered.append(f"{len(clashes) - MAX_CONTRADICTIONS} further contradictions")
         self._archive_candidates(reflection, touched)
-        for proposal_id, content in self._deferred() if self._deferred is not None else []:
+        deferred = [(p.id, p.content) for p in self.proposals.deferred()] if self.proposals is not None else []
+        if deferred and not reflection.needs_approval:  # committing one is the user's call, never a rule's
+            reflection.questions.append(f"{len(deferred)} deferred sub-agent proposals wait: review_proposals")
+            return
+        for proposal_id, content in deferred:
             item = {"proposal": proposal_id, "content": content}
             self._action(reflection, "proposal", None, item, f"commit deferred proposal {proposal_id}: {content[:80]}")
 
@@ -257,7 +265,11 @@ class Reflector:
         if mark is not None:
             reflection.marks[dream_pass] = mark
         for field, kind in FIELD_KINDS.items():
-            for item in getattr(planned.plan, field):
+            items = getattr(planned.plan, field)
+            if items and field not in ALLOWED[dream_pass]:  # the dream would refuse them: not proposed
+                reflection.not_covered.append(f"{dream_pass}: {len(items)} {field} left out (not this pass's)")
+                continue
+            for item in items:
                 data = item.model_dump(mode="json", exclude_defaults=True)
                 touched.update(_ids_of(kind, data))
                 self._action(reflection, kind, dream_pass, data, _describe(kind, data))
@@ -324,8 +336,9 @@ class Reflector:
         self, reflection: Reflection, kind: str, dream_pass: str | None, item: dict[str, Any], text: str
     ) -> None:
         action_id = f"a{len(reflection.actions) + 1}"
+        read = {i: self._read[i] for i in _ids_of(kind, item) if i in self._read}
         reflection.actions.append(
-            ReflectionAction(id=action_id, kind=kind, dream_pass=dream_pass, item=item, summary=text)
+            ReflectionAction(id=action_id, kind=kind, dream_pass=dream_pass, item=item, summary=text, read=read)
         )
 
     # ------------------------------------------------------------------ the user's decision
@@ -344,7 +357,8 @@ class Reflector:
             raise InvalidInputError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
         with self.files.claim():
             reflection = self.get(reflection_id)
-            if reflection.status != "pending":
+            closing = reflection.status == "interrupted" and decision == "reject"  # the user has heard: closed
+            if reflection.status != "pending" and not closing:
                 raise InvalidInputError(f"reflection {reflection.id} is {reflection.status}, not pending")
             return self._resolve(reflection, decision, action_ids, edits, reason)
 
@@ -362,11 +376,17 @@ class Reflector:
         resolution.chosen = [a.id for a in chosen]
         resolution.edited = sorted(edits or {}, key=_number)
         if decision != "reject":
+            with self.dreamer.locked():  # a dream running now would refuse the first pass: say so before anything
+                pass
             reflection.status = "applying"  # a crash from here on leaves it so: start-up says so
             self.files.write(reflection)
             approval = "auto" if automatic else APPROVAL_OF[decision]
-            with acting_as(f"reflection:{reflection.id}", approval):
-                self._apply(reflection, chosen, resolution, approval)
+            try:
+                with acting_as(f"reflection:{reflection.id}", approval):
+                    self._apply(reflection, chosen, resolution, approval)
+            except (RockmemError, OSError) as exc:
+                self._failed(reflection, resolution, exc)
+                raise
         for action in reflection.actions:
             if action.outcome is None:
                 action.outcome = "rejected" if decision == "reject" else "not chosen"
@@ -409,8 +429,9 @@ class Reflector:
         self, reflection: Reflection, chosen: list[ReflectionAction], resolution: ReflectionResolution, approval: str
     ) -> None:
         actor = f"reflection:{reflection.id}"
+        counts: Counter[str] = Counter()
         for dream_pass in REFLECTION_PASSES:
-            mine = [a for a in chosen if a.dream_pass == dream_pass]
+            mine = [a for a in chosen if a.dream_pass == dream_pass and self._unchanged(a)]
             mark = _mark_of(reflection.marks.get(dream_pass))
             if not mine and mark is None:
                 continue
@@ -419,18 +440,46 @@ class Reflector:
                 plan, dream_pass, "reflection", read_through=mark, actor=actor, approval=approval
             )
             resolution.reports.append(report.id)
-            refused = {frozenset(r.ids): r.reason for r in report.rejected}
-            for action in mine:
-                why = refused.get(frozenset(_ids_of(action.kind, action.item)))
-                action.outcome = f"refused: {why}" if why and action.kind != "create" else "applied"
+            counts.update(done.action for done in report.applied if done.action in KIND_FIELDS)
+            _outcomes(mine, report)
         for action in chosen:
             if action.kind == "core":
                 action.outcome = self._apply_core(action)
             elif action.kind == "proposal":
                 action.outcome = self._apply_proposal(action)
-        counts = Counter(a.kind for a in chosen if a.outcome == "applied")
+        counts.update(a.kind for a in chosen if a.kind in ("core", "proposal") and a.outcome == "applied")
         resolution.applied = dict(sorted(counts.items()))
         resolution.refused = sum(1 for a in chosen if (a.outcome or "").startswith("refused"))
+
+    def _failed(self, reflection: Reflection, resolution: ReflectionResolution, exc: BaseException) -> None:
+        """An apply that failed part-way: with nothing applied the reflection is pending again (resolve it again
+        later); otherwise it is interrupted, and what it applied is undone with the revert the error names."""
+        if resolution.reports or any(a.outcome == "applied" for a in reflection.actions):
+            reflection.status = "interrupted"
+            self.files.write(reflection)
+            log.warning("reflection %s failed part-way (%s): revert run=reflection:%s undoes it", reflection.id,
+                        exc, reflection.id)  # fmt: skip
+            if isinstance(exc, RockmemError):
+                exc.args = (f"{exc} — reflection {reflection.id} was applied in part: revert "
+                            f"run=reflection:{reflection.id} undoes what it did",)  # fmt: skip
+            return
+        for action in reflection.actions:
+            action.outcome = None
+        reflection.status = "pending"
+        self.files.write(reflection)
+
+    def _unchanged(self, action: ReflectionAction) -> bool:
+        """Whether the memories the action names are still as the reflection read them; if not, it is refused
+        (applying it would undo what someone wrote since: the dream's own check only sees the apply's read)."""
+        for entry_id, seen in action.read.items():
+            try:
+                now: str | None = version(self.memory.get(entry_id))
+            except RockmemError:
+                now = None
+            if now != seen:
+                action.outcome = f"refused: {entry_id} changed since the reflection read it; left as it is now"
+                return False
+        return True
 
     def _apply_core(self, action: ReflectionAction) -> str:
         if self.core is None:
@@ -447,13 +496,13 @@ class Reflector:
         return "applied"
 
     def _apply_proposal(self, action: ReflectionAction) -> str:
-        if self._commit_proposal is None:
+        if self.proposals is None:
             return "refused: proposals are not open in this process"
-        try:
-            made = self._commit_proposal(action.item["proposal"])
+        try:  # the user approved the reflection that holds it
+            self.proposals.commit(action.item["proposal"], approval="approved", user_confirmed=True)
         except RockmemError as exc:
             return f"refused: {exc}"
-        return "applied" if made else "refused: nothing committed"
+        return "applied"
 
     # ------------------------------------------------------------------ start-up
     def recover(self) -> list[str]:
@@ -468,11 +517,16 @@ class Reflector:
 def pending_lines(files: ReflectionFiles) -> list[str]:
     """A session-start starter's lines: the reflections waiting for the user (nothing when none is)."""
     waiting = list(files.with_status("pending"))
-    if not waiting:
-        return []
-    lines = [f"Reflections waiting for the user's approval ({len(waiting)}): show them with reflect, ask the user"]
-    for r in waiting[:5]:
-        lines.append(f"- {r.id} ({r.started_at:%Y-%m-%d}, {r.trigger}): {len(r.actions)} actions")
+    cut = list(files.with_status("interrupted"))
+    lines = []
+    if waiting:
+        lines.append(
+            f"Reflections waiting for the user's approval ({len(waiting)}): show them with reflect, ask the user"
+        )
+        lines += [f"- {r.id} ({r.started_at:%Y-%m-%d}, {r.trigger}): {len(r.actions)} actions" for r in waiting[:5]]
+    for r in cut[-3:]:
+        lines.append(f"Reflection {r.id} was cut off while being applied: tell the user; revert run=reflection:{r.id} "
+                     "undoes what it applied")  # fmt: skip
     return lines
 
 
@@ -495,6 +549,30 @@ def recover_interrupted(files: ReflectionFiles) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+def _outcomes(actions: list[ReflectionAction], report: DreamReport) -> None:
+    """Each action's outcome from its pass's report: by the memories it names (merge, archive, update) or the
+    procedure's name; for the kinds a report cannot tell apart (create, entity, triple), by count."""
+    refused = {(r.action, frozenset(r.ids)): r.reason for r in report.rejected}
+    for action in actions:
+        key = _ids_of(action.kind, action.item) or (
+            [procedure_slug(action.item["name"])] if action.kind == "procedure" else []
+        )
+        if key:
+            why = refused.get((action.kind, frozenset(key)))
+            action.outcome = f"refused: {why}" if why else "applied"
+    for kind in ("create", "entity", "triple"):
+        mine = [a for a in actions if a.kind == kind]
+        done = sum(1 for r in report.applied if r.action == kind)
+        reasons = [r.reason for r in report.rejected if r.action == kind]
+        for action in mine:
+            if not reasons:
+                action.outcome = "applied"
+            elif not done:
+                action.outcome = f"refused: {'; '.join(dict.fromkeys(reasons))[:300]}"
+            else:
+                action.outcome = f"{done} of {len(mine)} {kind}s applied (dream report {report.id} says which)"
+
+
 def _ids_of(kind: str, item: dict[str, Any]) -> list[str]:
     if kind == "merge":
         return list(item.get("ids", []))

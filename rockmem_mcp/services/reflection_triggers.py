@@ -74,7 +74,10 @@ class ReflectionTriggers:
         return self._reflector
 
     def due(self) -> str | None:
-        """The automatic trigger due now, if any: schedule, idle or threshold."""
+        """The automatic trigger due now, if any: schedule, idle or threshold. None while a reflection waits for
+        the user: another would plan much the same again, and spend its budget doing so."""
+        if self.reflector.pending():
+            return None
         now = self._clock()
         last = self.reflector.last_started()
         since = last or self._started  # a home never reflected on waits for its first scheduled moment

@@ -89,6 +89,11 @@ class Remembering:
         # A gated sub-agent (services/proposals.py): a routed remember is filed as a proposal instead of written.
         self.propose: Callable[[str, RoutedMemory, str, str], Remembered] | None = None
 
+    @property
+    def graph(self) -> GraphService:
+        """The knowledge graph (a server's may still be loading: this waits for it)."""
+        return self._graph()
+
     # ------------------------------------------------------------------ routing
     def rules(self, text: str, asked: bool = True) -> RoutedMemory:
         """The rule-based route, with the graph's names the text mentions as entities."""

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,55 @@ async def test_a_deferred_proposal_is_committed_by_the_approved_reflection(stdio
         hits = await call(main, "search_memory", query="academic sources")
         assert [hit["entry"]["content"] for hit in hits["results"]] == ["The user prefers academic sources"]
         assert (await call(main, "review_proposals", action="list"))["proposals"] == []
+
+
+async def test_a_serving_process_that_opts_in_reflects_on_the_threshold_and_a_sub_agent_never_does(
+    stdio_server, home: Path, call
+) -> None:
+    opted = {
+        "ROCKMEM_REFLECTION_IN_SERVER": "true",
+        "ROCKMEM_REFLECTION_THRESHOLD": "3",
+        "ROCKMEM_REFLECTION_CHECK_SECONDS": "0.1",
+        "ROCKMEM_REFLECTION_APPROVAL": "always",
+    }
+    async with stdio_server(home, ROCKMEM_NAMESPACE="subagent/researcher", **opted) as sub:
+        for n in range(4):
+            await call(sub, "save_to_working_memory", key=f"note{n}", data="scratch")  # working memory only
+    async with stdio_server(home) as main:
+        for n in range(4):
+            await call(main, "save_memory", content=f"Fact {n} about the heron project")
+    async with stdio_server(home, ROCKMEM_NAMESPACE="subagent/researcher", **opted) as sub:
+        await call(sub, "search_memory", query="heron")
+        with anyio.move_on_after(1.0):  # ten checks' worth: a sub-agent's process must not reflect
+            while not (home / "meta" / "reflections" / "r-001.json").exists():
+                await anyio.sleep(0.05)
+        assert not (home / "meta" / "reflections" / "r-001.json").exists()
+    async with stdio_server(home, **opted) as main:
+        with anyio.fail_after(30):
+            while not (shown := (await call(main, "reflect"))["reflections"]):
+                await anyio.sleep(0.05)
+        assert shown[0]["trigger"] == "threshold" and shown[0]["status"] == "pending"
+
+
+def test_the_cli_sidecar_reflects_when_due_and_keeps_going(home: Path, seed) -> None:
+    seed([{"content": f"Fact {n} about the kestrel project"} for n in range(3)])
+    env = {**os.environ, "ROCKMEM_REFLECTION_THRESHOLD": "3", "ROCKMEM_REFLECTION_APPROVAL": "always"}
+    sidecar = subprocess.Popen(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "reflect", "--every", "0.1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        record = home / "meta" / "reflections" / "r-001.json"
+        deadline = 60.0
+        while not record.exists() and deadline > 0:
+            assert sidecar.poll() is None, sidecar.stderr.read() if sidecar.stderr else ""
+            time.sleep(0.05)  # another process's file: polled, there is no event to await
+            deadline -= 0.05
+        assert json.loads(record.read_text())["trigger"] == "threshold"
+        assert sidecar.poll() is None  # still watching
+    finally:
+        sidecar.kill()
+        sidecar.wait()
+    assert not (home / "meta" / "reflections" / "r-002.json").exists()  # one waits: no second while it does

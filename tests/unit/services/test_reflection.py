@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.services.audit import acting_as
 from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import Dreamer
+from rockmem_mcp.services.dream import DreamBusy, Dreamer
 from rockmem_mcp.services.graph import GraphService
 from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
@@ -258,6 +259,11 @@ def test_a_reflection_cut_off_while_applying_is_marked_interrupted(home: Home) -
     home.reflector.files.write(reflection)
     assert home.reflector.recover() == [reflection.id]
     assert home.reflector.get(reflection.id).status == "interrupted"
+    assert any("r-001 was cut off while being applied" in line for line in home.reflector.session_lines("hi"))
+    with pytest.raises(InvalidInputError, match="not pending"):
+        home.reflector.resolve(reflection.id, "approve")
+    closed = home.reflector.resolve(reflection.id, "reject", reason="the user has been told")
+    assert closed.status == "rejected" and home.reflector.session_lines("hi") == []
 
 
 def test_stored_text_in_the_summary_is_one_printable_line(home: Home) -> None:
@@ -289,3 +295,69 @@ def test_pending_reflections_are_found_without_parsing_every_record(home: Home) 
     broken = home.reflector.files.path(done.id)
     broken.write_bytes(broken.read_bytes()[:-40])  # a record past its status, torn: never parsed for this
     assert [r.id for r in home.reflector.pending()] == [waiting.id]
+
+
+def test_a_dream_running_at_approval_leaves_the_reflection_pending(home: Home) -> None:
+    a, b, _ = seed(home)
+    home.server.replies = [scripted({"consolidation": merge_of([a, b])})]
+    reflection = home.reflector.run("manual", home.llm())
+    with home.dreamer.locked(), pytest.raises(DreamBusy):
+        home.reflector.resolve(reflection.id, "approve")
+    assert home.reflector.get(reflection.id).status == "pending"
+    assert home.reflector.resolve(reflection.id, "approve").status == "approved"
+
+
+def test_an_action_whose_memory_changed_since_planning_is_refused(home: Home) -> None:
+    a, b, _ = seed(home)
+    home.server.replies = [scripted({"consolidation": merge_of([a, b])})]
+    reflection = home.reflector.run("manual", home.llm())
+    home.memory.update(b, content="Every morning the user drinks green tea; the user is allergic to honey")
+    done = home.reflector.resolve(reflection.id, "approve")
+    assert done.actions[0].outcome is not None and "changed since the reflection read it" in done.actions[0].outcome
+    assert done.resolution is not None and done.resolution.applied == {} and done.resolution.refused == 1
+    assert "allergic to honey" in home.memory.get(b).content and not home.memory.get(b).archived
+
+
+def test_outcomes_and_counts_follow_what_the_dream_did(home: Home) -> None:
+    _, _, c = seed(home)
+    home.memory.update(c, pinned=True)
+    plan = {
+        "archives": [{"id": c, "reason": "stale"}],  # pinned: the dream refuses it
+        "creates": [{"content": "A create the consolidation pass may not make"}],
+    }
+    home.server.replies = [scripted({"consolidation": lambda _: plan})]
+    reflection = home.reflector.run("manual", home.llm())
+    assert [x.kind for x in reflection.actions] == ["archive"]  # the create is not this pass's
+    assert any("1 creates left out" in n for n in reflection.not_covered)
+    done = home.reflector.resolve(reflection.id, "approve")
+    assert done.actions[0].outcome is not None and done.actions[0].outcome.startswith("refused: ")
+    assert done.resolution is not None and done.resolution.applied == {} and done.resolution.refused == 1
+    log = (home.settings.meta_dir / "reflection-log.md").read_text()
+    assert "Applied: nothing; refused by the safeguards: 1" in log
+
+
+class DeferredOne:
+    """The proposals store as the reflection uses it: one deferred proposal, commits recorded."""
+
+    def __init__(self) -> None:
+        self.committed: list[str] = []
+
+    def deferred(self) -> list[SimpleNamespace]:
+        return [SimpleNamespace(id="p1", content="The user prefers tea")]
+
+    def commit(self, proposal_id: str, **_: object) -> None:
+        self.committed.append(proposal_id)
+
+
+def test_an_automatic_reflection_never_commits_a_deferred_proposal(home: Home) -> None:
+    proposals = DeferredOne()
+    automatic = Reflector(home.settings, home.dreamer, home.core, proposals=proposals).run("schedule")  # type: ignore[arg-type]
+    assert automatic.status == "applied" and proposals.committed == []
+    assert not [x for x in automatic.actions if x.kind == "proposal"]
+    assert any("1 deferred sub-agent proposals wait" in q for q in automatic.questions)
+    always = home.settings.model_copy(update={"reflection_approval": "always"})
+    waiting = Reflector(always, home.dreamer, home.core, proposals=proposals).run("manual")  # type: ignore[arg-type]
+    assert [x.item["proposal"] for x in waiting.actions if x.kind == "proposal"] == ["p1"]
+    assert proposals.committed == []
+    Reflector(always, home.dreamer, home.core, proposals=proposals).resolve(waiting.id, "approve")  # type: ignore[arg-type]
+    assert proposals.committed == ["p1"]

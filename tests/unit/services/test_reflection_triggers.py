@@ -103,3 +103,20 @@ def test_a_tick_while_another_reflection_runs_does_nothing(parts) -> None:
 def _hour_after(now: datetime) -> str:
     local = (now + timedelta(hours=1)).astimezone()
     return f"{local:%H:%M}"
+
+
+def test_no_automatic_reflection_while_one_waits_for_the_user(parts) -> None:
+    settings, memory, reflector, clock = parts
+    settings = settings.model_copy(update={"reflection_approval": "always"})
+    waiting = Reflector(settings, reflector.dreamer, clock=clock)
+    triggers = ReflectionTriggers(settings, lambda: waiting, clock=clock)
+    for n in range(3):
+        memory.save(f"fact number {n}")
+    clock.now = datetime.now(UTC)
+    assert triggers.tick() is not None and waiting.pending()
+    for n in range(3):
+        memory.save(f"another fact {n}")
+    clock.now = datetime.now(UTC)
+    assert triggers.due() is None  # it would plan much the same again
+    waiting.resolve(waiting.pending()[0].id, "reject", reason="not now")
+    assert triggers.due() == "threshold"
