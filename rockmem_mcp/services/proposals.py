@@ -426,9 +426,9 @@ class Proposals:
             log.warning("meta/%s not rendered (%s); the records in meta/proposals/ are current", READABLE_NAME, exc)
 
     def session_lines(self, _message: str = "") -> list[str]:
-        """Batch review: the open proposals, at the head of the main agent's first recall ([] for a sub-agent or
-        in auto mode, and when there are none)."""
-        if self.agent != "main" or self.settings.proposal_review == "auto":
+        """Batch review: the open proposals, at the head of the main agent's first recall ([] for a sub-agent, and
+        when there are none). In auto mode these are the ones no rule committed: they wait as in batch."""
+        if self.agent != "main":
             return []
         waiting = [p for p in self.files.all() if p.status in ("pending", "conflict")]
         if not waiting:
