@@ -83,7 +83,7 @@ def test_a_rewrite_loses_no_append_made_while_it_runs(log: AuditLog, monkeypatch
     real = daily_log.fcntl
 
     class Flock:  # the appender's lock call, told to the test: it has the old file open by then
-        LOCK_EX = real.LOCK_EX
+        LOCK_EX, LOCK_UN = real.LOCK_EX, real.LOCK_UN  # it unlocks a file replaced while it waited
 
         @staticmethod
         def flock(fd: int, operation: int) -> None:
