@@ -96,7 +96,7 @@ class MemoryIndex:
         self.sessions: list[str] = []
         self._session_ids: dict[str, int] = {}
         self._session_slots = 0  # slots ever given a session: 0 means no search pays for neighbours
-        self._neighbours: tuple[int, np.ndarray, np.ndarray] | None = None  # (bm25 changes, slots, around)
+        self._neighbours: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # changes, slots, around, rows
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
         self.tag_owner = Column(np.int32)
         self.categories: list[str] = []
@@ -235,8 +235,10 @@ class MemoryIndex:
                 same = np.zeros(len(slots), dtype=bool)
                 same[inside] = session[at[inside]] == session[inside]
                 around[same, column] = slots[at[same]]
-            cached = self._neighbours = (self.bm25.changes, slots, around)
-        return Neighbours(cached[1], cached[2], eligible)
+            row_of = np.full(self.bm25.slot_count, -1, dtype=np.int64)
+            row_of[slots] = np.arange(len(slots))
+            cached = self._neighbours = (self.bm25.changes, slots, around, row_of)
+        return Neighbours(cached[1], cached[2], cached[3], eligible)
 
     def _tag_id(self, tag: str) -> int:
         code = self._tag_ids.get(tag)

@@ -79,6 +79,7 @@ class Neighbours:
 
     slots: np.ndarray  # (m,) slots with a session, live
     around: np.ndarray  # (m, 2 x window) their neighbours' slots in the session's order, -1 past its ends
+    row_of: np.ndarray  # per slot: its row in `slots`, -1 without a session
     eligible: np.ndarray  # bool per slot: may be returned by this search (live, filtered)
 
 
@@ -86,15 +87,26 @@ def borrow_from_neighbours(
     scores: np.ndarray, candidate: np.ndarray, neighbours: Neighbours | None, weight: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores and candidates (per slot) after each session member adds `weight` x its best neighbour's score.
-    Touches only `neighbours.slots`: without session memories it returns its inputs unchanged."""
+    Only the neighbours of candidates are looked at (a keyword search pays for its matches, not the index);
+    without session memories it returns its inputs unchanged."""
     if neighbours is None or weight <= 0 or not len(neighbours.slots):
         return scores, candidate
-    lending = np.append(np.where(candidate, scores, 0.0), 0.0)  # index -1 (no neighbour) reads the trailing 0
-    lent = weight * np.maximum(lending[neighbours.around].max(axis=1), 0.0)
-    receives = (lent > 0) & neighbours.eligible[neighbours.slots]
+    lenders = neighbours.row_of[np.flatnonzero(candidate)]
+    near = neighbours.around[lenders[lenders >= 0]].ravel()
+    marked = np.zeros(len(neighbours.slots), dtype=bool)
+    marked[neighbours.row_of[near[near >= 0]]] = True
+    rows = np.flatnonzero(marked)  # members next to a candidate: the only ones with something to borrow
+    if not len(rows):
+        return scores, candidate
+    around = neighbours.around[rows]
+    present = around >= 0  # -1 reads the last slot; masked here
+    lending = np.where(present & candidate[around], scores[around], 0.0)
+    lent = weight * np.maximum(lending.max(axis=1), 0.0)
+    targets = neighbours.slots[rows]
+    receives = (lent > 0) & neighbours.eligible[targets]
+    targets, lent = targets[receives], lent[receives]
     scores, candidate = scores.copy(), candidate.copy()
-    targets = neighbours.slots[receives]
-    scores[targets] = np.where(candidate[targets], scores[targets], 0.0) + lent[receives]
+    scores[targets] = np.where(candidate[targets], scores[targets], 0.0) + lent
     candidate[targets] = True
     return scores, candidate
 

@@ -136,9 +136,8 @@ def test_hybrid_lends_the_best_neighbours_fused_score_and_other_modes_none() -> 
     lexical = np.array([2.0, 0.0, 0.0, 1.0])
     similarity = np.array([0.5, 0.1, 0.2, 0.4])
     with_vector = np.ones(4, dtype=bool)
-    neighbours = Neighbours(
-        np.array([0, 1, 2]), np.array([[-1, -1, 1, 2], [-1, 0, 2, -1], [0, 1, -1, -1]]), with_vector
-    )
+    around = np.array([[-1, -1, 1, 2], [-1, 0, 2, -1], [0, 1, -1, -1]])  # slots 0-2 one session, 3 none
+    neighbours = Neighbours(np.array([0, 1, 2]), around, np.array([0, 1, 2, -1]), with_vector)
     hybrid = Ranking("hybrid", 3.0, 0.3, neighbours=True)
     hits = rank(hybrid, lexical, similarity, with_vector, 10, None, neighbours)
     fused = {0: 1.0 + 1.5, 3: 0.5 + 1.2}
@@ -157,7 +156,7 @@ def test_hybrid_lends_the_best_neighbours_fused_score_and_other_modes_none() -> 
 
 def test_without_neighbours_the_inputs_come_back_unchanged() -> None:
     scores, candidate = np.array([1.0, 0.0]), np.array([True, False])
-    empty = Neighbours(np.zeros(0, dtype=np.int64), np.zeros((0, 4), dtype=np.int64), candidate)
+    empty = Neighbours(np.zeros(0, dtype=np.int64), np.zeros((0, 4), dtype=np.int64), np.full(2, -1), candidate)
     for neighbours in (None, empty):
         got_scores, got_candidate = borrow_from_neighbours(scores, candidate, neighbours, 0.5)
         assert got_scores is scores and got_candidate is candidate
