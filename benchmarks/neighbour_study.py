@@ -12,8 +12,9 @@ Levers, each a small numpy function over (questions x turns), with a grid that L
   turn becomes a candidate when it borrows something. The shipped form is `rank.borrow_from_neighbours`.
 - prf: RM3-style expansion: the top `docs` turns' stemmed terms weighted by their normalised score, the
   `terms` heaviest not in the query added to the BM25 query with weight `gamma` (one BM25 pass per term).
-- speaker: turns whose speaker ("Name: ..." prefix) is named in the question get + delta x the top score.
-- dates: a month (and year) named in the question; turns of sessions dated in that month get + delta x top.
+- speaker: turns whose speaker (metadata `speaker`) is named in the question get + delta x the top score.
+- dates: a month (and year) named in the question; turns whose `date` is in that month get + delta x top
+  (both by the product's rules, search/facets.py, shipped as rank.LIFT_WEIGHTS).
 - fusion: the hybrid's vector weight w re-tuned together with the neighbour weight.
 - rerank: a logistic regression over cheap features of each question's top 20 (base score, BM25/top, cosine,
   neighbour score, rank, speaker named, length), trained on four conversations, scored on the fifth.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -46,16 +46,13 @@ from benchmarks.fusion_study import (
     recall,
 )
 from benchmarks.locomo import questions_of, turns_of
+from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import K1, B, BM25Index
 from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT, NEIGHBOUR_WEIGHTS, NEIGHBOUR_WINDOW
 from rockmem_mcp.search.tokenizer import tokenize
 
 RESULTS = Path(__file__).parent / "results"
 Array = np.ndarray
-MONTHS = [
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
-    "december",
-]  # fmt: skip
 # What the product ships (rank.NEIGHBOUR_WEIGHTS, rank.NEIGHBOUR_WINDOW); the query-side levers and the
 # reranker are measured on top of it.
 SHIPPED = NEIGHBOUR_WEIGHTS
@@ -76,44 +73,30 @@ class Extra:
     length: Array  # per turn, tokens
 
 
-def session_dates(sample: dict[str, Any]) -> dict[int, tuple[int, int]]:
-    """Session number -> (month 1-12, year) from "1:56 pm on 8 May, 2023"."""
-    dates = {}
-    for key, value in sample["conversation"].items():
-        found = re.fullmatch(r"session_(\d+)_date_time", key)
-        words = re.findall(r"[a-z]+|\d{4}", str(value).lower())
-        month = next((MONTHS.index(w) + 1 for w in words if w in MONTHS), None)
-        year = next((int(w) for w in words if w.isdigit()), None)
-        if found and month and year:
-            dates[int(found.group(1))] = (month, year)
-    return dates
-
-
 def extras(data: Path) -> list[Extra]:
+    """Speakers and months are matched by the product's rules (search/facets.py) on the import's metadata."""
     out = []
     for sample in json.loads(data.read_text()):
         turns, questions = turns_of(sample), questions_of(sample)
         session = np.array([t.session for t in turns])
-        speakers = [t.content.split(":", 1)[0].lower() for t in turns]
-        dates = session_dates(sample)
+        speakers = [facets.speaker_key(t.speaker) for t in turns]
+        month = np.array([facets.month_code(t.date) for t in turns])
         named = np.zeros((len(questions), len(turns)), dtype=bool)
-        month = np.zeros_like(named)
+        dated = np.zeros_like(named)
         for i, q in enumerate(questions):
-            words = set(re.findall(r"[a-z]+|\d{4}", q.text.lower()))
-            named[i] = [s in words for s in speakers]
-            asked = [MONTHS.index(w) + 1 for w in words if w in MONTHS]
-            years = {int(w) for w in words if w.isdigit()}
-            if asked:
-                month[i] = [
-                    dates.get(t.session, (0, 0))[0] in asked and (not years or dates.get(t.session, (0, 0))[1] in years)
-                    for t in turns
-                ]
+            words = set(facets.words(q.text))
+            named[i] = [s is not None and facets.names_speaker(words, s) for s in speakers]
+            months, years = facets.named_months(q.text)
+            if months:
+                dated[i] = np.isin(month % 12, list(months)) & (month != facets.NO_CODE)
+                if years:
+                    dated[i] &= np.isin(month // 12, list(years))
         tokens = [tokenize(t.content) for t in turns]
         index = BM25Index(k1=K1, b=B)
         index.add_many([(t.dia_id, tok, False) for t, tok in zip(turns, tokens, strict=True)])
         out.append(
             Extra(
-                session, named, month, index, tokens, [tokenize(q.text) for q in questions],
+                session, named, dated, index, tokens, [tokenize(q.text) for q in questions],
                 np.array([len(t) for t in tokens], dtype=np.float64),
             )
         )  # fmt: skip
@@ -191,6 +174,13 @@ def lent(conv: Conversation, extra: Extra, mode: str) -> Array:
     """What the best neighbour would lend at weight 1 (0 for turns with nothing to borrow)."""
     base = base_scores(conv, mode)
     return np.nan_to_num(borrow(base, extra.session, 1.0, NEIGHBOUR_WINDOW, "max") - base, neginf=0.0, posinf=0.0)
+
+
+def lift_named(score: Array, extra: Extra, speaker: float, month: float) -> Array:
+    """Both query-side boosts, each + delta x the query's top score (the top before either is added)."""
+    top = np.maximum(np.where(np.isfinite(score), score, -np.inf).max(axis=1, keepdims=True), 0)
+    added = speaker * top * extra.speaker_named + month * top * extra.month_match
+    return np.where(np.isfinite(score), score + added, score)
 
 
 # ---------------------------------------------------------------- the feature reranker
@@ -326,7 +316,7 @@ def run(data: Path, model: Path) -> dict[str, Any]:
             return borrow(base_scores(c, mode), e.session, SHIPPED[mode], NEIGHBOUR_WINDOW, "max")
 
         nbr = ranks_of(with_nb)
-        deltas = [{"delta": d} for d in (0.0, 0.05, 0.1, 0.2, 0.3)]
+        deltas = [{"delta": d} for d in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)]
         study(
             f"{mode}+nb: speaker named",
             deltas,
@@ -335,6 +325,12 @@ def run(data: Path, model: Path) -> dict[str, Any]:
         )
         study(
             f"{mode}+nb: month named", deltas, lambda c, e, delta, f=with_nb: boost(f(c, e), e.month_match, delta), nbr
+        )
+        study(
+            f"{mode}+nb: speaker and month named",
+            [{"speaker": a, "month": b} for a in (0.0, 0.1, 0.2, 0.3, 0.4) for b in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)],
+            lambda c, e, speaker, month, f=with_nb: lift_named(f(c, e), e, speaker, month),
+            nbr,
         )
         study(
             f"{mode}+nb: prf (rm3)",

@@ -17,6 +17,10 @@ words are). Only candidates lend; a memory that borrows something becomes a cand
 session neither lend nor borrow: their scores are untouched. Chosen on LoCoMo dev by leave-one-conversation-
 out (benchmarks/neighbour_study.py).
 
+Named speaker and month (`lifts`, bm25 and hybrid only): a memory whose metadata `speaker` the query names,
+or whose `date` falls in a month the query names, adds `LIFT_WEIGHTS[mode][kind]` x the query's top score
+(search/facets.py). Same selection as the neighbours'.
+
 Every mode but rockbot may be given `weigh`: a factor per candidate slot (salience, search/salience.py) that
 multiplies the fused score before the cut; a factor of 0 leaves the candidate out.
 
@@ -50,6 +54,12 @@ HYBRID_MIN_SIMILARITY = 0.3
 # LoCoMo dev: every fold chose the max over +-2 turns, hybrid 0.5-0.6, bm25 0.3 (BENCHMARKS.md, issue 24).
 NEIGHBOUR_WINDOW = 2
 NEIGHBOUR_WEIGHTS: dict[str, float] = {"hybrid": 0.5, "bm25": 0.3}
+# Named speaker / month: weight x the query's top score, by leave-one-conversation-out on top of the
+# neighbours (bm25's folds chose the grid's edge, 0.4, for both).
+LIFT_WEIGHTS: dict[str, dict[str, float]] = {
+    "hybrid": {"speaker": 0.2, "month": 0.3},
+    "bm25": {"speaker": 0.4, "month": 0.4},
+}
 
 
 Weigh = Callable[[np.ndarray], np.ndarray]  # candidate slots -> a factor for each
@@ -68,9 +78,32 @@ class Ranking:
     min_similarity: float = HYBRID_MIN_SIMILARITY
     neighbours: bool = False
 
+    lifts: bool = False
+
     @property
     def neighbour_weight(self) -> float:
         return NEIGHBOUR_WEIGHTS.get(self.mode, 0.0) if self.neighbours else 0.0
+
+    def lift_weight(self, kind: str) -> float:
+        return LIFT_WEIGHTS.get(self.mode, {}).get(kind, 0.0) if self.lifts else 0.0
+
+
+@dataclass(frozen=True)
+class Lifts:
+    """The slots a query names (its speaker, its month), each kind a bool mask per slot with its weight."""
+
+    named: tuple[tuple[np.ndarray, float], ...]
+
+
+def lift(scores: np.ndarray, candidate: np.ndarray, lifts: Lifts | None) -> np.ndarray:
+    """Each named candidate plus weight x the top candidate score (taken before any lift)."""
+    if lifts is None or not lifts.named or not candidate.any():
+        return scores
+    top = max(float(scores[candidate].max()), 0.0)
+    lifted = scores.copy()
+    for mask, weight in lifts.named:
+        lifted += np.where(mask & candidate, weight * top, 0.0)
+    return lifted
 
 
 @dataclass(frozen=True)
@@ -119,9 +152,10 @@ def rank(
     limit: int,
     weigh: Weigh | None = None,
     neighbours: Neighbours | None = None,
+    lifts: Lifts | None = None,
 ) -> Hits:
     """The best `limit` slots; without similarities (no embeddings) every mode ranks by BM25."""
-    return cut(*scored(ranking, lexical, similarity, with_vector, weigh, neighbours), limit)
+    return cut(*scored(ranking, lexical, similarity, with_vector, weigh, neighbours, lifts), limit)
 
 
 def scored(
@@ -131,6 +165,7 @@ def scored(
     with_vector: np.ndarray,
     weigh: Weigh | None = None,
     neighbours: Neighbours | None = None,
+    lifts: Lifts | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every candidate slot and its final score, unordered: what `rank` cuts, for a caller that looks at all
     of them first (three-tier retrieval ranks categories by them)."""
@@ -140,7 +175,7 @@ def scored(
         # bm25's weight, also for hybrid's fallback without embeddings; rockbot's stays RockBot's exactly
         weight = 0.0 if mode == "rockbot" else replace(ranking, mode="bm25").neighbour_weight
         scores, candidate = borrow_from_neighbours(lexical, matched, neighbours, weight)
-        return _candidates(candidate, scores, weigh)
+        return _candidates(candidate, lift(scores, candidate, lifts), weigh)
     if mode == "vector":
         return _candidates(with_vector, similarity, weigh)
     top = lexical.max(initial=0.0)
@@ -153,16 +188,17 @@ def scored(
     fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
     candidate = matched | (with_vector & (similarity >= ranking.min_similarity))
     fused, candidate = borrow_from_neighbours(fused, candidate, neighbours, ranking.neighbour_weight)
-    return _candidates(candidate, fused, weigh)
+    return _candidates(candidate, lift(fused, candidate, lifts), weigh)
 
 
 def best_lexical(
     lexical: np.ndarray, limit: int, weigh: Weigh | None = None, neighbours: Neighbours | None = None,
-    neighbour_weight: float = 0.0,
+    neighbour_weight: float = 0.0, lifts: Lifts | None = None,
 ) -> Hits:  # fmt: skip
-    """BM25 alone: the matched slots by score (times `weigh`), session neighbours lending `neighbour_weight`."""
+    """BM25 alone: the matched slots by score (times `weigh`), session neighbours lending `neighbour_weight`,
+    named speakers and months lifted."""
     scores, candidate = borrow_from_neighbours(lexical, lexical > 0, neighbours, neighbour_weight)
-    return cut(*_candidates(candidate, scores, weigh), limit)
+    return cut(*_candidates(candidate, lift(scores, candidate, lifts), weigh), limit)
 
 
 def cut(slots: np.ndarray, values: np.ndarray, limit: int) -> Hits:

@@ -848,7 +848,7 @@ class MemoryService:
             used = mode if query_vector is not None else "bm25"
             ranking = Ranking(
                 used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity,
-                self.settings.search_neighbours,
+                self.settings.search_neighbours, self.settings.search_lifts,
             )  # fmt: skip
             # rockbot is RockBot's ranking exactly, also when it falls back to BM25 without embeddings
             view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
