@@ -23,7 +23,8 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
   - rockmem-neighbours (issue 24): context from session neighbours on against off (`ROCKMEM_SEARCH_NEIGHBOURS`),
     alternating as the three tiers do, on the plain home (no memory has a session: the lever must cost
     nothing) and on a second home of the same corpus imported as conversations (every memory carries a
-    `session` of 20 turns and a `dia_id`: the worst case), embedded when the model is there.
+    `session` of 20 turns, a `dia_id`, a `speaker` its questions may name and a `date`: the worst case),
+    embedded when the model is there; "on" is both issue-24 levers (neighbours and the named lifts).
   - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
     words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
 At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
@@ -311,6 +312,7 @@ def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str
 
 
 SESSION_TURNS = 20  # turns per session when the corpus is imported as conversations
+SPEAKERS = FIRST  # the corpus's first names: its questions name them, so the speaker lift runs
 
 
 def rockmem_neighbours(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
@@ -326,7 +328,10 @@ def rockmem_neighbours(corpus: Path, work: Path, queries: list[str]) -> dict[str
         for n, line in enumerate(f):
             record = json.loads(line)
             session, turn = divmod(n, SESSION_TURNS)
-            record["metadata"] = record.get("metadata", {}) | {"session": f"s{session}", "dia_id": f"D{session}:{turn}"}
+            speaker = SPEAKERS[(2 * session + turn % 2) % len(SPEAKERS)]  # two people per session
+            date = f"{2020 + session % 6}-{1 + session % 12:02d}-{1 + session % 28:02d}"
+            conversation = {"session": f"s{session}", "dia_id": f"D{session}:{turn}", "speaker": speaker, "date": date}
+            record["metadata"] = record.get("metadata", {}) | conversation
             lines.append(json.dumps(record))
     report = import_jsonl(memory, lines)
     if embedded:
@@ -343,7 +348,8 @@ def rockmem_neighbours(corpus: Path, work: Path, queries: list[str]) -> dict[str
         p50s: dict[str, dict[str, list[float]]] = {mode: {"off": [], "on": []} for mode in modes}
         for _ in range(THREE_TIER_ROUNDS):
             for side in ("off", "on"):
-                settings = home_settings(home, search_neighbours=side == "on", **(more if with_model else {}))
+                on = side == "on"
+                settings = home_settings(home, search_neighbours=on, search_lifts=on, **(more if with_model else {}))
                 memory = MemoryService(settings, embed_in_background=False)
                 for mode in modes:
                     timing = timed(lambda q, m=mode, s=memory: s.search(q, limit=20, mode=m), queries)
