@@ -20,6 +20,11 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
   - rockmem-three-tier: search with three-tier retrieval (issue 20, `ROCKMEM_SEARCH_TIERS`) against the
     flat search on the same home (its ~217 categories), alternating: flat, tiered, flat, tiered, each in a
     freshly opened MemoryService, 20 results; bm25, and hybrid when rockmem-hybrid embedded the home.
+  - rockmem-neighbours (issue 24): context from session neighbours on against off (`ROCKMEM_SEARCH_NEIGHBOURS`),
+    alternating as the three tiers do, on the plain home (no memory has a session: the lever must cost
+    nothing) and on a second home of the same corpus imported as conversations (every memory carries a
+    `session` of 20 turns, a `dia_id`, a `speaker` its questions may name and a `date`: the worst case),
+    embedded when the model is there; "on" is both issue-24 levers (neighbours and the named lifts).
   - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
     words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
 At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
@@ -62,7 +67,7 @@ from rockmem_mcp.services.transfer import import_jsonl
 from rockmem_mcp.services.working import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
-SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier")
+SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier", "rockmem-neighbours")
 MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
 QUERY_SEED = 99
 OVERRIDES: dict[str, Any] = {}  # settings every rockmem worker uses beside its home (`--no-salience`)
@@ -306,6 +311,58 @@ def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str
     return result | {"peak_rss_mb": peak_rss_mb()}
 
 
+SESSION_TURNS = 20  # turns per session when the corpus is imported as conversations
+SPEAKERS = FIRST  # the corpus's first names: its questions name them, so the speaker lift runs
+
+
+def rockmem_neighbours(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    """Search p50 with session neighbours lending and without, alternating over fresh opens, on the plain home
+    and on the corpus imported as conversations (every memory in a session)."""
+    sessions_home = work / "rockmem-sessions-home"
+    embedded = MODEL.exists()
+    more = {"embedding_model": str(MODEL)} if embedded else {}
+    started = time.perf_counter()
+    memory = MemoryService(home_settings(sessions_home, **more), embed_in_background=False)
+    with corpus.open(encoding="utf-8") as f:
+        lines = []
+        for n, line in enumerate(f):
+            record = json.loads(line)
+            session, turn = divmod(n, SESSION_TURNS)
+            speaker = SPEAKERS[(2 * session + turn % 2) % len(SPEAKERS)]  # two people per session
+            date = f"{2020 + session % 6}-{1 + session % 12:02d}-{1 + session % 28:02d}"
+            conversation = {"session": f"s{session}", "dia_id": f"D{session}:{turn}", "speaker": speaker, "date": date}
+            record["metadata"] = record.get("metadata", {}) | conversation
+            lines.append(json.dumps(record))
+    report = import_jsonl(memory, lines)
+    if embedded:
+        memory.vector_worker.drain()
+    memory.close()
+    assert not report.errors, report.errors[:3]
+    result: dict[str, Any] = {"sessions_home_built_s": round(time.perf_counter() - started, 2)}
+    plain_vectors = home_settings(work / "rockmem-home").embeddings_dir
+    plain_embedded = embedded and plain_vectors.is_dir() and next(plain_vectors.glob("*.bin"), None) is not None
+    for name, home, with_model in (
+        ("no_sessions", work / "rockmem-home", plain_embedded), ("all_in_sessions", sessions_home, embedded),
+    ):  # fmt: skip
+        modes = ("bm25", "hybrid") if with_model else ("bm25",)
+        p50s: dict[str, dict[str, list[float]]] = {mode: {"off": [], "on": []} for mode in modes}
+        for _ in range(THREE_TIER_ROUNDS):
+            for side in ("off", "on"):
+                on = side == "on"
+                settings = home_settings(home, search_neighbours=on, search_lifts=on, **(more if with_model else {}))
+                memory = MemoryService(settings, embed_in_background=False)
+                for mode in modes:
+                    timing = timed(lambda q, m=mode, s=memory: s.search(q, limit=20, mode=m), queries)
+                    p50s[mode][side].append(timing["p50_ms"])
+                memory.close()
+        for mode, sides in p50s.items():
+            median = {side: round(statistics.median(values), 3) for side, values in sides.items()}
+            result[f"{name}_search_20_results_{mode}"] = {
+                "p50_ms_per_run": sides, "p50_ms": median, "on_over_off": ratio(median["on"], median["off"]),
+            }  # fmt: skip
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
 def plain_tokens(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
@@ -371,6 +428,7 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "rockmem-embed": rockmem_embed,
     "rockmem-hybrid": rockmem_hybrid,
     "rockmem-three-tier": rockmem_three_tier,
+    "rockmem-neighbours": rockmem_neighbours,
 }
 
 
@@ -520,7 +578,7 @@ def run_size(
                 continue
             embedded = run_worker("rockmem-embed", corpus, work, queries)
             results[system] = {"backfill": embedded, "serve": run_worker("rockmem-hybrid", corpus, work, queries)}
-        elif system == "rockmem-three-tier":
+        elif system in ("rockmem-three-tier", "rockmem-neighbours"):
             if "rockmem" not in systems:
                 print("skipping rockmem-three-tier: needs the rockmem system", file=sys.stderr)
                 continue
