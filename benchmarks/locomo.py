@@ -331,7 +331,12 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model2vec model folder for the vector modes, or 'bundled' (the packaged model)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=DEFAULT_MODEL,
+        help="model2vec model folder for the vector modes, or 'bundled' (the packaged model)",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     parser.add_argument("--no-salience", action="store_true", help="salience off (ROCKMEM_SALIENCE=false)")
