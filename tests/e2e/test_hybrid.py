@@ -50,6 +50,16 @@ async def wait_until_embedded(client: Any, call: Any) -> None:
             await anyio.sleep(0.05)
 
 
+async def save_the_cat_and_others(client: Any, call: Any) -> dict[str, Any]:
+    """CAT and OTHERS saved and embedded; "my cat" shares no word with any of them. Returns CAT's memory."""
+    cat = await call(client, "save_memory", content=CAT)
+    for text in OTHERS:
+        await call(client, "save_memory", content=text)
+    await wait_until_embedded(client, call)
+    assert (await call(client, "search_memory", query="my cat", mode="bm25"))["results"] == []
+    return cat
+
+
 def ids(found: dict[str, Any]) -> list[str]:
     return [hit["entry"]["id"] for hit in found["results"]]
 
@@ -59,11 +69,7 @@ def ids(found: dict[str, Any]) -> list[str]:
 async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, endpoint, provider) -> None:
     env = endpoint_env(endpoint) if provider == "endpoint" else {"ROCKMEM_EMBEDDING_MODEL": str(SHARED_MODEL)}
     async with stdio_server(home, **env) as client:
-        cat = await call(client, "save_memory", content=CAT)
-        for text in OTHERS:
-            await call(client, "save_memory", content=text)
-        await wait_until_embedded(client, call)
-        assert (await call(client, "search_memory", query="my cat", mode="bm25"))["results"] == []
+        cat = await save_the_cat_and_others(client, call)
         hybrid = await call(client, "search_memory", query="my cat")
         assert hybrid["mode"] == "hybrid" and ids(hybrid) == [cat["id"]]
         vector = await call(client, "search_memory", query="my cat", mode="vector", limit=1)
@@ -77,11 +83,7 @@ async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_mode
     """Issue 24: no embedding setting and no network, yet a paraphrase is found: the bundled model embeds in
     the background; ROCKMEM_EMBEDDING_MODEL=off gives keywords alone on the same home."""
     async with stdio_server(home) as client:
-        cat = await call(client, "save_memory", content=CAT)
-        for text in OTHERS:
-            await call(client, "save_memory", content=text)
-        await wait_until_embedded(client, call)
-        assert (await call(client, "search_memory", query="my cat", mode="bm25"))["results"] == []
+        cat = await save_the_cat_and_others(client, call)
         hybrid = await call(client, "search_memory", query="my cat")
         assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [cat["id"]]
     assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == 4 * 256
