@@ -183,7 +183,7 @@ async def rockmem_rankings(
     apart), and two more rankings come back: `episodes` (the episode search alone) and `recall` (the recall
     tool's routed, merged block: its episodes and memories in the order the block shows them)."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
-        overrides = {"home": home, "embedding_model": str(model) if model else None, "salience": salience}
+        overrides = {"home": home, "embedding_model": str(model) if model else "off", "salience": salience}
         settings = Settings.load(overrides | (search or {}), env={})
         lines = [json.dumps(memory_record(t)) for t in turns]
         memory = MemoryService(settings, embed_in_background=False)
@@ -347,7 +347,12 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model2vec model for the vector modes")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=DEFAULT_MODEL,
+        help="model2vec model folder for the vector modes, or 'bundled' (the packaged model)",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     parser.add_argument("--no-salience", action="store_true", help="salience off (ROCKMEM_SALIENCE=false)")
@@ -362,7 +367,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (it lives in ../shared/bench/locomo beside the checkout)")
-    model = args.model if args.model.exists() else None
+    model = args.model if args.model.exists() or str(args.model) == "bundled" else None
     if model is None:
         print(f"no embedding model at {args.model}: only bm25 runs", file=sys.stderr)
     search = {

@@ -68,13 +68,19 @@ from rockmem_mcp.services.working import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier", "rockmem-neighbours")
-MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
+MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"  # or `--model bundled`
+STDIO_ENV: dict[str, str] = {}  # the stdio servers' embedding setting: the hybrid system's model, else off
 QUERY_SEED = 99
 OVERRIDES: dict[str, Any] = {}  # settings every rockmem worker uses beside its home (`--no-salience`)
 
 
 def home_settings(home: Path, **more: Any) -> Settings:
-    return Settings.load({"home": home, **OVERRIDES, **more}, env={})
+    # Embeddings off unless asked: the bundled model would otherwise embed every home in the background.
+    return Settings.load({"home": home, "embedding_model": "off", **OVERRIDES, **more}, env={})
+
+
+def model_ready() -> bool:
+    return str(MODEL) == "bundled" or MODEL.exists()
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -286,7 +292,7 @@ def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str
     """Search p50 with the three tiers on and off, alternating sides over fresh opens of the home."""
     home = work / "rockmem-home"
     vectors = home_settings(home).embeddings_dir
-    embedded = MODEL.exists() and vectors.is_dir() and next(vectors.glob("*.bin"), None) is not None
+    embedded = model_ready() and vectors.is_dir() and next(vectors.glob("*.bin"), None) is not None
     modes = ("bm25", "hybrid") if embedded else ("bm25",)
     p50s: dict[str, dict[str, list[float]]] = {mode: {"flat": [], "tiered": []} for mode in modes}
     for _ in range(THREE_TIER_ROUNDS):
@@ -437,14 +443,15 @@ def run_worker(name: str, corpus: Path, work: Path, queries: int, extra: list[st
     args = [sys.executable, "-m", "benchmarks.speed", "--worker", name, "--corpus", str(corpus), "--work", str(work)]
     if OVERRIDES.get("salience") is False:
         args.append("--no-salience")
-    args += extra or []
+    args += ["--model", str(MODEL), *(extra or [])]
     done = subprocess.run([*args, "--queries", str(queries)], check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------------ stdio
 def server_params(home: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)])
+    env = {"ROCKMEM_EMBEDDING_MODEL": "off"} | STDIO_ENV  # merged over the SDK's minimal default environment
+    return StdioServerParameters(command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)], env=env)
 
 
 def server_rss_mb(pid: int) -> float | None:
@@ -515,7 +522,7 @@ def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = N
     package (~2.6 ms for 20 entries here); clients in other languages do not pay that, so both are reported.
     `warm_up`: search_memory arguments of one untimed call first (its wait is reported; an error is ignored).
     """
-    with jsonrpc_server(home) as (proc, call):
+    with jsonrpc_server(home, os.environ | {"ROCKMEM_EMBEDDING_MODEL": "off"} | STDIO_ENV) as (proc, call):
         waited = time.perf_counter()
         if warm_up is not None:
             call({"jsonrpc": "2.0", "id": 10**6, "method": "tools/call",
@@ -573,11 +580,12 @@ def run_size(
             results["rockmem"]["tiers"] = run_worker("rockmem-tiers", corpus, work, queries)
             results["rockmem"]["graph"] = run_worker("rockmem-graph", corpus, work, queries)
         elif system == "rockmem-hybrid":
-            if "rockmem" not in systems or not MODEL.exists():
+            if "rockmem" not in systems or not model_ready():
                 print(f"skipping rockmem-hybrid: needs the rockmem system and {MODEL}", file=sys.stderr)
                 continue
             embedded = run_worker("rockmem-embed", corpus, work, queries)
             results[system] = {"backfill": embedded, "serve": run_worker("rockmem-hybrid", corpus, work, queries)}
+            STDIO_ENV["ROCKMEM_EMBEDDING_MODEL"] = str(MODEL)  # the home's vectors are this model's
         elif system in ("rockmem-three-tier", "rockmem-neighbours"):
             if "rockmem" not in systems:
                 print("skipping rockmem-three-tier: needs the rockmem system", file=sys.stderr)
@@ -610,6 +618,7 @@ def run_size(
 
 
 def main() -> None:
+    global MODEL  # `--model`, read by the helpers in this process and handed to every worker
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=parse_size, action="append", help="corpus size: 10k, 100k, 1m (repeatable)")
     parser.add_argument("--queries", type=int, default=300)
@@ -617,10 +626,14 @@ def main() -> None:
     parser.add_argument("--stdio-size", type=parse_size, default=100_000, help="size that also measures stdio")
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()), help="where work files go")
     parser.add_argument("--no-salience", action="store_true", help="rockmem with salience off (ROCKMEM_SALIENCE=false)")
+    parser.add_argument(
+        "--model", type=Path, default=MODEL, help="rockmem-hybrid's model: a model2vec folder or 'bundled'"
+    )
     parser.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    MODEL = args.model or MODEL
     if args.no_salience:
         OVERRIDES["salience"] = False
     if args.worker:

@@ -843,7 +843,7 @@ class MemoryService:
             if wants_vector and query_vector is None and mode == "vector":
                 raise InvalidInputError(
                     "mode 'vector' needs embeddings, which are not available now (see the server log; "
-                    "configure ROCKMEM_EMBEDDING_MODEL or ROCKMEM_EMBEDDING_ENDPOINT); use mode 'bm25' or 'hybrid'"
+                    "ROCKMEM_EMBEDDING_MODEL=off turns them off); use mode 'bm25' or 'hybrid'"
                 )
             used = mode if query_vector is not None else "bm25"
             ranking = Ranking(
