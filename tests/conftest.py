@@ -6,10 +6,18 @@ import os
 
 import pytest
 
+# Servers and commands the suite starts run with embeddings off unless a test asks for a model (the product's
+# default is the bundled model: tests/e2e/test_hybrid.py and the service tests check it with the setting unset).
+# Most tests check storage, recovery and keyword ranking, which a vector's fuzzy extra hits would blur, and a
+# background vector worker in each of hundreds of servers cost the suite two minutes on 2 cores.
+SUITE_EMBEDDINGS = "off"
+
 
 @pytest.fixture(autouse=True)
 def _isolated_rockmem_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROCKMEM_HOME", str(tmp_path_factory.mktemp("rockmem-home")))
+    if "ROCKMEM_EMBEDDING_MODEL" not in os.environ:
+        monkeypatch.setenv("ROCKMEM_EMBEDDING_MODEL", SUITE_EMBEDDINGS)
 
 
 # The suite is mostly waiting (fsyncs, subprocesses, servers answering): one worker more than there are cores

@@ -39,7 +39,8 @@ def settings_for(home: Path) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
         # In-process servers keep no git history unless a test asks (audit_git=True): each would start git and
         # commit in the background, about 0.1 s of CPU per test; the stdio servers run with the defaults.
-        return Settings.load({"home": home, "audit_git": False, **overrides}, env={})
+        # Nor embeddings (tests/conftest.py says why) unless a test names a model or passes embedding_model=None.
+        return Settings.load({"home": home, "audit_git": False, "embedding_model": "off", **overrides}, env={})
 
     return make
 
@@ -107,7 +108,7 @@ class StdioServers:
         self.logs: list[Path] = []
         self._handles: list[IO[str]] = []
 
-    def __call__(self, home: Path, sampling_callback: Any = None, **env: str) -> Client:
+    def __call__(self, home: Path, sampling_callback: Any = None, **env: str | None) -> Client:
         """`env` adds variables (e.g. ROCKMEM_JOURNAL_ROTATE_BYTES) to the server's environment;
         `sampling_callback` gives the client a model (MCP sampling)."""
         log_path = self.directory / f"server-{len(self.logs)}.stderr"
@@ -117,7 +118,9 @@ class StdioServers:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "rockmem_mcp", "--home", str(home)],
-            env={"ROCKMEM_LOG_LEVEL": "INFO", **env},  # merged over the SDK's minimal default environment
+            # Merged over the SDK's minimal default environment; embeddings off unless the test names a model, or
+            # passes ROCKMEM_EMBEDDING_MODEL=None for the product's default (tests/conftest.py says why).
+            env={k: v for k, v in {"ROCKMEM_LOG_LEVEL": "INFO", "ROCKMEM_EMBEDDING_MODEL": "off", **env}.items() if v},
             cwd=str(self.directory),
         )
         return Client(stdio_client(params, errlog=handle), sampling_callback=sampling_callback)

@@ -82,7 +82,7 @@ async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, e
 async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_model(stdio_server, home, call) -> None:
     """Issue 24: no embedding setting and no network, yet a paraphrase is found: the bundled model embeds in
     the background; ROCKMEM_EMBEDDING_MODEL=off gives keywords alone on the same home."""
-    async with stdio_server(home) as client:
+    async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL=None) as client:  # the product's default: unset
         cat = await save_the_cat_and_others(client, call)
         hybrid = await call(client, "search_memory", query="my cat")
         assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [cat["id"]]
