@@ -3,6 +3,8 @@
 - `OpenAIEmbeddings`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, LM Studio,
   llama.cpp, vLLM) over httpx.
 - `Model2VecEmbeddings`: a local static model through the optional `model2vec` library (numpy, no torch).
+- `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through the optional `[onnx]` extra, named
+  `onnx:minilm-int8`.
 - `open_provider(settings)` picks one from the settings, or None: search is then BM25 alone.
 """
 
@@ -163,6 +165,10 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
             timeout_s=settings.embedding_timeout_s,
             query_timeout_s=settings.embedding_query_timeout_s,
         )
+    if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
+        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
+
+        return OnnxEmbeddings(settings.embedding_model)
     if settings.embedding_model:
         return Model2VecEmbeddings(settings.embedding_model)
     return None
