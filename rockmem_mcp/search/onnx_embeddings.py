@@ -31,7 +31,7 @@ from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 from rockmem_mcp.search.embeddings import MAX_INPUT_CHARS
 
 PREFIX = "onnx:"  # ROCKMEM_EMBEDDING_MODEL values starting with this name a model of ONNX_MODELS
-SUB_BATCH_ROWS = 32  # texts per model call, at most ...
+SUB_BATCH_ROWS = 16  # texts per model call, at most ...
 SUB_BATCH_TOKENS = 4096  # ... and padded tokens per call (long texts go in smaller groups)
 EXTRA_HINT = "pip install 'rockmem-mcp[onnx]'"
 HERE = Path(__file__).parent
