@@ -105,6 +105,34 @@ def backfill(corpus: Path, work: Path, count: int) -> dict[str, Any]:
     return {"documents": made, "seconds": round(seconds, 2), "documents_per_s": round(made / seconds, 1)}
 
 
+def run(size: int, queries: int, backfill_count: int, root: Path) -> dict[str, Any]:
+    work = root / f"onnx-speed-{label(size)}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        corpus = write_jsonl(work / "corpus.jsonl", size)
+        asked = Corpus(seed=QUERY_SEED).queries(queries)
+        report: dict[str, Any] = {
+            "benchmark": "onnx-speed",
+            "size": size,
+            "date": time.strftime("%Y-%m-%d"),
+            "cpus": os.cpu_count(),
+            "build": run_worker("rockmem-build", corpus, work, queries),
+        }
+        print("backfill ...", file=sys.stderr, flush=True)
+        report["backfill_onnx"] = backfill(corpus, work, backfill_count)
+        home = work / "rockmem-home"
+        report["serve"] = {"bm25_only": serve(home, None, asked)}
+        models = {"onnx_minilm_int8": ONNX} | ({"static_m2v_256": str(MODEL)} if MODEL.exists() else {})
+        for name, model in models.items():
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            fill(home, model)
+            report["serve"][name] = serve(home, model, asked)
+        return report | {"peak_rss_mb": peak_rss_mb()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=parse_size, default=100_000)
@@ -113,31 +141,7 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    work = args.root / f"onnx-speed-{label(args.size)}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
-        corpus = write_jsonl(work / "corpus.jsonl", args.size)
-        queries = Corpus(seed=QUERY_SEED).queries(args.queries)
-        report: dict[str, Any] = {
-            "benchmark": "onnx-speed",
-            "size": args.size,
-            "date": time.strftime("%Y-%m-%d"),
-            "cpus": os.cpu_count(),
-            "build": run_worker("rockmem-build", corpus, work, args.queries),
-        }
-        print("backfill ...", file=sys.stderr, flush=True)
-        report["backfill_onnx"] = backfill(corpus, work, args.backfill)
-        home = work / "rockmem-home"
-        report["serve"] = {"bm25_only": serve(home, None, queries)}
-        models = {"onnx_minilm_int8": ONNX} | ({"static_m2v_256": str(MODEL)} if MODEL.exists() else {})
-        for name, model in models.items():
-            print(f"{name} ...", file=sys.stderr, flush=True)
-            fill(home, model)
-            report["serve"][name] = serve(home, model, queries)
-        report["peak_rss_mb"] = peak_rss_mb()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    report = run(args.size, args.queries, args.backfill, args.root)
     out = args.out or RESULTS / f"onnx-speed-{label(args.size)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

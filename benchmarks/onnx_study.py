@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from benchmarks.locomo import DEFAULT_DATA, KS, Question, memory_record, questions_of, score, turns_of
+from benchmarks.locomo import DEFAULT_DATA, KS, Question, Turn, memory_record, questions_of, score, turns_of
 from rockmem_mcp.config import Settings
 from rockmem_mcp.server.app import build_server
 from rockmem_mcp.services.memory import MemoryService
@@ -37,12 +37,12 @@ MODEL = "onnx:minilm-int8"
 WEIGHTS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 
 
-def prepared(home: Path, sample: dict[str, Any]) -> tuple[dict[str, str], float, int]:
+def prepared(home: Path, turns: list[Turn]) -> tuple[dict[str, str], float, int]:
     """Import and embed one conversation's turns into `home`: (memory id -> dia_id, seconds embedding, count)."""
     settings = Settings.load({"home": str(home), "embedding_model": MODEL}, env={})
     memory = MemoryService(settings, embed_in_background=False)
     try:
-        report = import_jsonl(memory, [json.dumps(memory_record(t)) for t in turns_of(sample)])
+        report = import_jsonl(memory, [json.dumps(memory_record(t)) for t in turns])
         assert not report.errors, report.errors
         started = time.perf_counter()
         embedded = memory.vector_worker.drain()
@@ -94,16 +94,19 @@ def loocv(questions: list[list[Question]], ranked: dict[float, list[list[list[st
     return {"folds": folds, "pooled": score(held_q, held_r)}
 
 
-def run(data: Path, conversations: int | None = None) -> dict[str, Any]:
+def run(
+    data: Path, conversations: int | None = None, questions_per: int | None = None, turns_per: int | None = None
+) -> dict[str, Any]:
+    """`questions_per` and `turns_per` cut each conversation short (a smoke run)."""
     samples = json.loads(data.read_text())[:conversations]
-    questions = [questions_of(s) for s in samples]
+    questions = [questions_of(s)[:questions_per] for s in samples]
     per_mode: dict[str, list[list[list[str]]]] = {"bm25": [], "vector": []}
     hybrid: dict[float, list[list[list[str]]]] = {w: [] for w in WEIGHTS}
     embed_seconds, embedded = 0.0, 0
     with tempfile.TemporaryDirectory(prefix="rockmem-onnx-study-") as root:
         for n, sample in enumerate(samples):
             home = Path(root) / f"c{n}"
-            _, seconds, count = prepared(home, sample)
+            _, seconds, count = prepared(home, turns_of(sample)[:turns_per])
             embed_seconds += seconds
             embedded += count
             print(f"{sample['sample_id']}: {count} turns embedded in {seconds:.1f}s", file=sys.stderr)
