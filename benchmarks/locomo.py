@@ -16,6 +16,9 @@ LoCoMo has no categories: by default every turn is uncategorized. `--categories 
 under its session (`locomo/s03`), `--categories topic` under a k-means cluster of the turns' embeddings
 (`locomo/t07`, about one cluster per 20 turns: the size of a session), the two ways an agent's memories
 would be filed that the data allows. `--tiers` switches on three-tier retrieval (`ROCKMEM_SEARCH_TIERS`).
+Every turn carries metadata `session` ("conv-26/s03"), `date` (its session's), `dia_id` and `speaker`, the
+convention for conversation memories, so a hit borrows from its session neighbours (`--no-neighbours`: off)
+and a question naming a speaker or a month lifts their turns (`--no-lifts`: off).
 The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
 same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
 is read from ../shared, never copied here.
@@ -65,6 +68,9 @@ class Turn:
     session: int
     content: str
     category: str | None = None
+    conversation: str = ""
+    date: str = ""  # the session's date as the data gives it ("1:56 pm on 8 May, 2023")
+    speaker: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def session_of(dia_id: str) -> int:
 
 def turns_of(sample: dict[str, Any]) -> list[Turn]:
     conversation = sample["conversation"]
+    name = sample.get("sample_id", "")
     turns = []
     for key, value in conversation.items():
         if not re.fullmatch(r"session_\d+", key):
@@ -92,7 +99,8 @@ def turns_of(sample: dict[str, Any]) -> list[Turn]:
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
-            turns.append(Turn(turn["dia_id"], session_of(turn["dia_id"]), text))
+            date = str(conversation.get(f"{key}_date_time", ""))
+            turns.append(Turn(turn["dia_id"], session_of(turn["dia_id"]), text, None, name, date, turn["speaker"]))
     return turns
 
 
@@ -176,7 +184,7 @@ async def rockmem_rankings(
     apart), and two more rankings come back: `episodes` (the episode search alone) and `recall` (the recall
     tool's routed, merged block: its episodes and memories in the order the block shows them)."""
     with tempfile.TemporaryDirectory(prefix="rockmem-locomo-") as home:
-        overrides = {"home": home, "embedding_model": str(model) if model else None, "salience": salience}
+        overrides = {"home": home, "embedding_model": str(model) if model else "off", "salience": salience}
         settings = Settings.load(overrides | (search or {}), env={})
         lines = [json.dumps(memory_record(t)) for t in turns]
         memory = MemoryService(settings, embed_in_background=False)
@@ -241,8 +249,16 @@ async def episode_rankings(
 
 
 def memory_record(turn: Turn) -> dict[str, Any]:
-    """The import line of one turn."""
-    record: dict[str, Any] = {"content": turn.content, "metadata": {"dia_id": turn.dia_id}}
+    """The import line of one turn, in the conversation-memory convention (README): `session`, `date`, `dia_id`,
+    `speaker`."""
+    metadata = {
+        "dia_id": turn.dia_id,
+        "session": f"{turn.conversation}/s{turn.session:02d}",
+        "speaker": turn.speaker,
+    }
+    if turn.date:
+        metadata["date"] = turn.date
+    record: dict[str, Any] = {"content": turn.content, "metadata": metadata}
     if turn.category:
         record["category"] = turn.category
     return record
@@ -332,7 +348,12 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model2vec model for the vector modes")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=DEFAULT_MODEL,
+        help="model2vec model folder for the vector modes, or 'bundled' (the packaged model)",
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     parser.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     parser.add_argument("--no-salience", action="store_true", help="salience off (ROCKMEM_SALIENCE=false)")
@@ -341,12 +362,14 @@ def main() -> None:
     parser.add_argument("--tier-categories", type=int, default=None, help="categories tier 2 searches")
     parser.add_argument("--tier-rule", choices=RULE_NAMES, default=None, help="how tier 1 ranks categories")
     parser.add_argument("--episodes", action="store_true", help="each turn also an episode; report both (issue 20)")
+    parser.add_argument("--no-neighbours", action="store_true", help="session neighbours lend nothing (issue 24)")
+    parser.add_argument("--no-lifts", action="store_true", help="no lift for a named speaker or month (issue 24)")
     parser.add_argument("--onnx", action="store_true", help="the [onnx] extra's model (onnx:minilm-int8), not --model")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (it lives in ../shared/bench/locomo beside the checkout)")
-    model: Path | str | None = args.model if args.model.exists() else None
+    model: Path | str | None = args.model if args.model.exists() or str(args.model) == "bundled" else None
     if args.onnx:
         model = "onnx:minilm-int8"
     elif model is None:
@@ -355,6 +378,8 @@ def main() -> None:
         "search_tiers": args.tiers or None,
         "search_tier_categories": args.tier_categories,
         "search_tier_rule": args.tier_rule,
+        "search_neighbours": False if args.no_neighbours else None,
+        "search_lifts": False if args.no_lifts else None,
     }
     search = {name: value for name, value in search.items() if value is not None}
     report = run(

@@ -217,7 +217,7 @@ def simulate(root: Path, salience: bool, pairs: int, filler: int, seed: int) -> 
     home = root / f"salience-home-{'on' if salience else 'off'}"
     shutil.rmtree(home, ignore_errors=True)
     clock = SimClock(START)
-    settings = Settings.load({"home": home, "salience": salience}, env={})
+    settings = Settings.load({"home": home, "salience": salience, "embedding_model": "off"}, env={})
     started = time.perf_counter()
     with FsyncCounter() as fsyncs:
         memory = MemoryService(settings, clock=clock)

@@ -20,6 +20,11 @@ Every system runs in its own fresh worker process, so peak resident memory (ru_m
   - rockmem-three-tier: search with three-tier retrieval (issue 20, `ROCKMEM_SEARCH_TIERS`) against the
     flat search on the same home (its ~217 categories), alternating: flat, tiered, flat, tiered, each in a
     freshly opened MemoryService, 20 results; bm25, and hybrid when rockmem-hybrid embedded the home.
+  - rockmem-neighbours (issue 24): context from session neighbours on against off (`ROCKMEM_SEARCH_NEIGHBOURS`),
+    alternating as the three tiers do, on the plain home (no memory has a session: the lever must cost
+    nothing) and on a second home of the same corpus imported as conversations (every memory carries a
+    `session` of 20 turns, a `dia_id`, a `speaker` its questions may name and a `date`: the worst case),
+    embedded when the model is there; "on" is both issue-24 levers (neighbours and the named lifts).
   - FTS5: a file database, `porter unicode61` tokenizer, one transaction for the build; a query ORs its
     words and orders by bm25(); a durable save is INSERT + COMMIT with synchronous=FULL.
 At the stdio size (100k by default) the real server is also spawned: cold start to the first answered
@@ -62,14 +67,20 @@ from rockmem_mcp.services.transfer import import_jsonl
 from rockmem_mcp.services.working import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
-SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier")
-MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
+SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier", "rockmem-neighbours")
+MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"  # or `--model bundled`
+STDIO_ENV: dict[str, str] = {}  # the stdio servers' embedding setting: the hybrid system's model, else off
 QUERY_SEED = 99
 OVERRIDES: dict[str, Any] = {}  # settings every rockmem worker uses beside its home (`--no-salience`)
 
 
 def home_settings(home: Path, **more: Any) -> Settings:
-    return Settings.load({"home": home, **OVERRIDES, **more}, env={})
+    # Embeddings off unless asked: the bundled model would otherwise embed every home in the background.
+    return Settings.load({"home": home, "embedding_model": "off", **OVERRIDES, **more}, env={})
+
+
+def model_ready() -> bool:
+    return str(MODEL) == "bundled" or MODEL.exists()
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -281,7 +292,7 @@ def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str
     """Search p50 with the three tiers on and off, alternating sides over fresh opens of the home."""
     home = work / "rockmem-home"
     vectors = home_settings(home).embeddings_dir
-    embedded = MODEL.exists() and vectors.is_dir() and next(vectors.glob("*.bin"), None) is not None
+    embedded = model_ready() and vectors.is_dir() and next(vectors.glob("*.bin"), None) is not None
     modes = ("bm25", "hybrid") if embedded else ("bm25",)
     p50s: dict[str, dict[str, list[float]]] = {mode: {"flat": [], "tiered": []} for mode in modes}
     for _ in range(THREE_TIER_ROUNDS):
@@ -303,6 +314,58 @@ def rockmem_three_tier(corpus: Path, work: Path, queries: list[str]) -> dict[str
             "p50_ms": median,
             "tiered_over_flat": ratio(median["tiered"], median["flat"]),
         }
+    return result | {"peak_rss_mb": peak_rss_mb()}
+
+
+SESSION_TURNS = 20  # turns per session when the corpus is imported as conversations
+SPEAKERS = FIRST  # the corpus's first names: its questions name them, so the speaker lift runs
+
+
+def rockmem_neighbours(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
+    """Search p50 with session neighbours lending and without, alternating over fresh opens, on the plain home
+    and on the corpus imported as conversations (every memory in a session)."""
+    sessions_home = work / "rockmem-sessions-home"
+    embedded = MODEL.exists()
+    more = {"embedding_model": str(MODEL)} if embedded else {}
+    started = time.perf_counter()
+    memory = MemoryService(home_settings(sessions_home, **more), embed_in_background=False)
+    with corpus.open(encoding="utf-8") as f:
+        lines = []
+        for n, line in enumerate(f):
+            record = json.loads(line)
+            session, turn = divmod(n, SESSION_TURNS)
+            speaker = SPEAKERS[(2 * session + turn % 2) % len(SPEAKERS)]  # two people per session
+            date = f"{2020 + session % 6}-{1 + session % 12:02d}-{1 + session % 28:02d}"
+            conversation = {"session": f"s{session}", "dia_id": f"D{session}:{turn}", "speaker": speaker, "date": date}
+            record["metadata"] = record.get("metadata", {}) | conversation
+            lines.append(json.dumps(record))
+    report = import_jsonl(memory, lines)
+    if embedded:
+        memory.vector_worker.drain()
+    memory.close()
+    assert not report.errors, report.errors[:3]
+    result: dict[str, Any] = {"sessions_home_built_s": round(time.perf_counter() - started, 2)}
+    plain_vectors = home_settings(work / "rockmem-home").embeddings_dir
+    plain_embedded = embedded and plain_vectors.is_dir() and next(plain_vectors.glob("*.bin"), None) is not None
+    for name, home, with_model in (
+        ("no_sessions", work / "rockmem-home", plain_embedded), ("all_in_sessions", sessions_home, embedded),
+    ):  # fmt: skip
+        modes = ("bm25", "hybrid") if with_model else ("bm25",)
+        p50s: dict[str, dict[str, list[float]]] = {mode: {"off": [], "on": []} for mode in modes}
+        for _ in range(THREE_TIER_ROUNDS):
+            for side in ("off", "on"):
+                on = side == "on"
+                settings = home_settings(home, search_neighbours=on, search_lifts=on, **(more if with_model else {}))
+                memory = MemoryService(settings, embed_in_background=False)
+                for mode in modes:
+                    timing = timed(lambda q, m=mode, s=memory: s.search(q, limit=20, mode=m), queries)
+                    p50s[mode][side].append(timing["p50_ms"])
+                memory.close()
+        for mode, sides in p50s.items():
+            median = {side: round(statistics.median(values), 3) for side, values in sides.items()}
+            result[f"{name}_search_20_results_{mode}"] = {
+                "p50_ms_per_run": sides, "p50_ms": median, "on_over_off": ratio(median["on"], median["off"]),
+            }  # fmt: skip
     return result | {"peak_rss_mb": peak_rss_mb()}
 
 
@@ -371,6 +434,7 @@ WORKERS: dict[str, Callable[[Path, Path, list[str]], dict[str, Any]]] = {
     "rockmem-embed": rockmem_embed,
     "rockmem-hybrid": rockmem_hybrid,
     "rockmem-three-tier": rockmem_three_tier,
+    "rockmem-neighbours": rockmem_neighbours,
 }
 
 
@@ -379,14 +443,15 @@ def run_worker(name: str, corpus: Path, work: Path, queries: int, extra: list[st
     args = [sys.executable, "-m", "benchmarks.speed", "--worker", name, "--corpus", str(corpus), "--work", str(work)]
     if OVERRIDES.get("salience") is False:
         args.append("--no-salience")
-    args += extra or []
+    args += ["--model", str(MODEL), *(extra or [])]
     done = subprocess.run([*args, "--queries", str(queries)], check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------------ stdio
 def server_params(home: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)])
+    env = {"ROCKMEM_EMBEDDING_MODEL": "off"} | STDIO_ENV  # merged over the SDK's minimal default environment
+    return StdioServerParameters(command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)], env=env)
 
 
 def server_rss_mb(pid: int) -> float | None:
@@ -457,7 +522,7 @@ def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = N
     package (~2.6 ms for 20 entries here); clients in other languages do not pay that, so both are reported.
     `warm_up`: search_memory arguments of one untimed call first (its wait is reported; an error is ignored).
     """
-    with jsonrpc_server(home) as (proc, call):
+    with jsonrpc_server(home, os.environ | {"ROCKMEM_EMBEDDING_MODEL": "off"} | STDIO_ENV) as (proc, call):
         waited = time.perf_counter()
         if warm_up is not None:
             call({"jsonrpc": "2.0", "id": 10**6, "method": "tools/call",
@@ -515,12 +580,13 @@ def run_size(
             results["rockmem"]["tiers"] = run_worker("rockmem-tiers", corpus, work, queries)
             results["rockmem"]["graph"] = run_worker("rockmem-graph", corpus, work, queries)
         elif system == "rockmem-hybrid":
-            if "rockmem" not in systems or not MODEL.exists():
+            if "rockmem" not in systems or not model_ready():
                 print(f"skipping rockmem-hybrid: needs the rockmem system and {MODEL}", file=sys.stderr)
                 continue
             embedded = run_worker("rockmem-embed", corpus, work, queries)
             results[system] = {"backfill": embedded, "serve": run_worker("rockmem-hybrid", corpus, work, queries)}
-        elif system == "rockmem-three-tier":
+            STDIO_ENV["ROCKMEM_EMBEDDING_MODEL"] = str(MODEL)  # the home's vectors are this model's
+        elif system in ("rockmem-three-tier", "rockmem-neighbours"):
             if "rockmem" not in systems:
                 print("skipping rockmem-three-tier: needs the rockmem system", file=sys.stderr)
                 continue
@@ -552,6 +618,7 @@ def run_size(
 
 
 def main() -> None:
+    global MODEL  # `--model`, read by the helpers in this process and handed to every worker
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=parse_size, action="append", help="corpus size: 10k, 100k, 1m (repeatable)")
     parser.add_argument("--queries", type=int, default=300)
@@ -559,10 +626,14 @@ def main() -> None:
     parser.add_argument("--stdio-size", type=parse_size, default=100_000, help="size that also measures stdio")
     parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()), help="where work files go")
     parser.add_argument("--no-salience", action="store_true", help="rockmem with salience off (ROCKMEM_SALIENCE=false)")
+    parser.add_argument(
+        "--model", type=Path, default=MODEL, help="rockmem-hybrid's model: a model2vec folder or 'bundled'"
+    )
     parser.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    MODEL = args.model or MODEL
     if args.no_salience:
         OVERRIDES["salience"] = False
     if args.worker:

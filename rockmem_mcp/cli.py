@@ -856,7 +856,7 @@ def _reflector(settings: Settings) -> Iterator[Any]:
     git history commits what is pending before a run and after."""
     from rockmem_mcp.services.dream import Dreamer
     from rockmem_mcp.services.history import GitHistory
-    from rockmem_mcp.services.proposals import Proposals
+    from rockmem_mcp.services.proposals import committing
     from rockmem_mcp.services.reflection import Reflector
     from rockmem_mcp.services.templates import Templates
 
@@ -867,8 +867,7 @@ def _reflector(settings: Settings) -> Iterator[Any]:
             dreamer = Dreamer(memory, remembering.graph, settings, Templates(settings.prompts_dir),
                               episodes=remembering.episodes, procedures=remembering.procedures,
                               before_run=history.flush)  # fmt: skip
-            proposals = Proposals(settings, memory.audit, remembering.write)
-            yield Reflector(settings, dreamer, remembering.core, proposals=proposals)
+            yield Reflector(settings, dreamer, remembering.core, proposals=committing(settings, remembering))
         finally:
             history.close()
 
@@ -939,7 +938,7 @@ def _json_argument(text: str, name: str) -> Any:
 def _proposals(settings: Settings, args: argparse.Namespace) -> int:
     """The user reviewing at the command line: a commit is theirs (manual review mode needs no more)."""
     from rockmem_mcp.models import ProposalResult
-    from rockmem_mcp.services.proposals import Proposals, line
+    from rockmem_mcp.services.proposals import Proposals, committing, line
 
     if args.action == "list":
         proposals = Proposals(settings, _audit(settings))
@@ -959,8 +958,7 @@ def _proposals(settings: Settings, args: argparse.Namespace) -> int:
         )
     else:
         with _remembering(settings) as remembering:
-            proposals = Proposals(settings, remembering.memory.audit, remembering.write)
-            done = proposals.commit(args.id, args.store, user_confirmed=True)
+            done = committing(settings, remembering).commit(args.id, args.store, user_confirmed=True)
     if args.json:
         print(done.model_dump_json(indent=2, by_alias=True))
     else:

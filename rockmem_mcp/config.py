@@ -54,9 +54,12 @@ class Settings(BaseModel):
     snapshot_every_changes: int = Field(2_000, ge=1)
 
     # Embeddings: an OpenAI-compatible endpoint (with a model name), else a local model2vec model (a folder or
-    # a published name), else none and search is BM25 alone.
+    # a published name), else the bundled static model (numpy, no network); `off` turns them off (BM25 alone).
     embedding_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
-    embedding_model: str | None = Field(None, description="Model name at the endpoint, or a local model2vec model")
+    embedding_model: str | None = Field(
+        None,
+        description="Model name at the endpoint, a local model2vec model, 'bundled' (the default) or 'off'",
+    )
     embedding_api_key: str | None = Field(None, repr=False)
     embedding_batch_size: int = Field(64, ge=1, le=2048)
     embedding_timeout_s: float = Field(30.0, gt=0, description="Per request when embedding memories")
@@ -69,6 +72,9 @@ class Settings(BaseModel):
     hybrid_min_similarity: float = Field(
         HYBRID_MIN_SIMILARITY, ge=-1, le=1, description="Cosine a memory needs in hybrid when no keyword matched"
     )
+    # Context from neighbours (issue 24): a conversation memory (metadata `session`) borrows from its turns.
+    search_neighbours: bool = Field(True, description="Session neighbours lend to a hit's score (bm25, hybrid)")
+    search_lifts: bool = Field(True, description="A speaker or month the query names lifts memories of it")
     # Three-tier retrieval (seed 003): off, as it did not clearly beat the flat search on LoCoMo dev (BENCHMARKS.md).
     search_tiers: bool = Field(False, description="Rank categories first; a query's hits in the best ones come first")
     search_tier_categories: int = Field(DEFAULT_CATEGORIES, ge=1, description="Categories the tiered search looks in")

@@ -1323,6 +1323,9 @@ class Proposal(BaseModel):
     conflict_with: list[str] = Field(default_factory=list, description="Open proposals saying otherwise")
     reason: str = Field("", description="Why it was rejected or deferred, or a rival's fate")
     committed_as: list[str] = Field(default_factory=list, description="What the commit wrote: memory:ID, …")
+    committing_at: UtcDatetime | None = Field(
+        None, description="Set while a commit writes: found set after a crash, the next commit looks for its writes"
+    )
     decided_at: UtcDatetime | None = None
 
     @property

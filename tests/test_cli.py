@@ -491,10 +491,17 @@ def test_reindex_embeddings_backfills_every_memory(seeded: Path, embedding_endpo
     assert "[note-apr]" in search.stdout and "ranked by vector" in search.stderr
 
 
-def test_reindex_embeddings_without_a_provider_fails_clearly(seeded: Path) -> None:
-    result = rockmem("--home", seeded, "reindex", "--embeddings")
+def test_reindex_embeddings_with_embeddings_off_fails_clearly(seeded: Path) -> None:
+    result = rockmem("--home", seeded, "reindex", "--embeddings", env=clean_env(ROCKMEM_EMBEDDING_MODEL="off"))
     assert result.returncode == 1
     assert "no embedding provider is configured" in result.stderr
+
+
+def test_reindex_embeddings_without_settings_uses_the_bundled_model(seeded: Path) -> None:
+    assert "vectors for 5 memories (5 embedded" in ok("--home", seeded, "reindex", "--embeddings").stderr
+    assert json.loads((seeded / ".embeddings" / "model.json").read_text())["dim"] == 256
+    data = json.loads(ok("--home", seeded, "stats").stdout)
+    assert data["embedded"] == 5 and data["embedding_model"] == "static:rockmem-minilm-l6-static-256"
 
 
 # ---------------------------------------------------------------------------------------------- import-graph

@@ -3,9 +3,11 @@
 - `OpenAIEmbeddings`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, LM Studio,
   llama.cpp, vLLM) over httpx.
 - `Model2VecEmbeddings`: a local static model through the optional `model2vec` library (numpy, no torch).
+- `StaticEmbeddings` (search/static_model.py): the bundled model, numpy alone: the default.
 - `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through the optional `[onnx]` extra, named
   `onnx:minilm-int8`.
-- `open_provider(settings)` picks one from the settings, or None: search is then BM25 alone.
+- `open_provider(settings)` picks one from the settings: the bundled model when none is named, None when
+  `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
+from rockmem_mcp.search.static_model import BUNDLED, StaticEmbeddings, bundled_path
 
 if TYPE_CHECKING:
     from rockmem_mcp.config import Settings
@@ -149,8 +152,19 @@ class Model2VecEmbeddings:
         return normalise(np.asarray(vectors, dtype=np.float32))
 
 
+OFF = "off"  # ROCKMEM_EMBEDDING_MODEL=off: no embeddings, search by BM25 alone
+
+
+def embeddings_on(settings: Settings) -> bool:
+    """False only when ROCKMEM_EMBEDDING_MODEL=off; with no setting at all the bundled model embeds."""
+    return (settings.embedding_model or "").strip().lower() != OFF
+
+
 def open_provider(settings: Settings) -> EmbeddingProvider | None:
-    """The provider the settings name, or None when none is configured. Raises EmbeddingError if unusable."""
+    """The provider the settings name: an endpoint's model, a local model2vec model, or the bundled model
+    when none is named (or `bundled`); None when turned off. Raises EmbeddingError if unusable."""
+    if not embeddings_on(settings):
+        return None
     if settings.embedding_endpoint:
         if not settings.embedding_model:
             raise EmbeddingError(
@@ -169,6 +183,12 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
         from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
 
         return OnnxEmbeddings(settings.embedding_model)
-    if settings.embedding_model:
+    if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
         return Model2VecEmbeddings(settings.embedding_model)
-    return None
+    try:
+        return StaticEmbeddings()
+    except (OSError, ValueError) as exc:  # a damaged install: say which file, search goes on by BM25
+        raise EmbeddingError(
+            f"cannot load the bundled embedding model from {bundled_path()}: {exc} "
+            "(reinstall rockmem-mcp, or set ROCKMEM_EMBEDDING_MODEL=off)"
+        ) from None

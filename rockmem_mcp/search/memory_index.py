@@ -1,24 +1,37 @@
 """The long-term memory index: BM25 plus the columns that filters need, and its on-disk snapshot.
 
 It holds no entry content (results are read from their files, which keeps memory small and answers
-fresh); per document it keeps the id, category, tags and creation time.
+fresh); per document it keeps the id, category, tags and creation time, and for conversation memories (metadata
+`session`) the session and the turn's place in it, from which a search finds a hit's neighbours.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from rockmem_mcp.models import MAX_USE_COUNT, MemoryEntry, tag_key
+from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.rank import Ranking, Weigh, best_lexical, rank, scored
+from rockmem_mcp.search.rank import (
+    NEIGHBOUR_WEIGHTS,
+    NEIGHBOUR_WINDOW,
+    Lifts,
+    Neighbours,
+    Ranking,
+    Weigh,
+    best_lexical,
+    rank,
+    scored,
+)
 from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
 from rockmem_mcp.search.salience import salience as salience_values
 from rockmem_mcp.search.tiers import Members, Tiers, tiered
@@ -32,8 +45,13 @@ from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 5  # 5: salience columns
+SNAPSHOT_FORMAT = 6  # 5: salience columns; 6: conversation sessions
 _NO_CATEGORY = -1
+_NO_SESSION = -1
+SESSION_KEY = "session"  # metadata naming the conversation session a memory was saved or imported from
+SPEAKER_KEY = "speaker"  # metadata: who said it (a name a question may use)
+DATE_KEY = "date"  # metadata: when it happened ("2023-05-08", "8 May, 2023"); a named month lifts it
+TURN_KEY = "dia_id"  # metadata: the turn's id in its session ("D3:12"); its last number orders ties
 SALIENCE_REFRESH_S = 3600.0
 
 
@@ -76,6 +94,19 @@ class MemoryIndex:
         self._factor_cache: Column | None = None  # the ranking factor, 0 for dormant: what a default search reads
         self._salience_at = 0.0
         self._salience_key = (-1.0, -1.0)  # (λ, floor) the cache was computed with
+        # Conversation memories: the session code per slot (-1: none) and the turn number (ties in created_at).
+        self.session_code = Column(np.int32)
+        self.turn = Column(np.float64)
+        self.sessions: list[str] = []
+        self._session_ids: dict[str, int] = {}
+        self._session_slots = 0  # slots ever given a session: 0 means no search pays for neighbours
+        # Named speaker and month (search/facets.py): a code per slot, -1 without the metadata.
+        self.speaker_code = Column(np.int32)
+        self.month_code = Column(np.int32)
+        self.speakers: list[str] = []  # speaker keys (lowercase words)
+        self._speaker_ids: dict[str, int] = {}
+        self._dated_slots = 0
+        self._neighbours: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # changes, slots, around, rows
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
         self.tag_owner = Column(np.int32)
         self.categories: list[str] = []
@@ -106,11 +137,16 @@ class MemoryIndex:
             (self.pinned, np.array([e.pinned for e in entries], dtype=np.bool_)),
             (self.access_count, np.array([min(a.count, MAX_USE_COUNT) for a in uses], dtype=np.int32)),
             (self.last_access, np.array([a.last for a in uses], dtype=np.float64)),
+            (self.session_code, np.array([self._session_id(e.metadata.get(SESSION_KEY)) for e in entries], np.int32)),
+            (self.turn, np.array([turn_number(e.metadata.get(TURN_KEY)) for e in entries], dtype=np.float64)),
+            (self.speaker_code, np.array([self._speaker_id(e.metadata.get(SPEAKER_KEY)) for e in entries], np.int32)),
+            (self.month_code, np.array([facets.month_code(e.metadata.get(DATE_KEY)) for e in entries], np.int32)),
         )
         slots = self.bm25.add_many([(e.id, tokenize(e.document_text()), e.archived) for e in entries])
         self.vectors.match_slots(self.bm25.slot_count)
         for column, values in columns:
             column.extend(values)
+        self._dated_slots += int(np.count_nonzero(columns[-1][1] != facets.NO_CODE))
         for slot, entry in zip(slots, entries, strict=True):
             for tag in entry.tags:
                 self.tag_codes.append(self._tag_id(tag_key(tag)))
@@ -180,6 +216,52 @@ class MemoryIndex:
             code = self._category_ids[category] = len(self.categories)
             self.categories.append(category)
         return code
+
+    def _session_id(self, session: str | None) -> int:
+        if session is None or not session.strip():
+            return _NO_SESSION
+        session = session.replace("\n", " ")  # snapshots separate names by newlines; only identity matters
+        code = self._session_ids.get(session)
+        if code is None:
+            code = self._session_ids[session] = len(self.sessions)
+            self.sessions.append(session)
+        self._session_slots += 1
+        return code
+
+    def _speaker_id(self, speaker: str | None) -> int:
+        key = facets.speaker_key(speaker)
+        if key is None:
+            return facets.NO_CODE
+        code = self._speaker_ids.get(key)
+        if code is None:
+            code = self._speaker_ids[key] = len(self.speakers)
+            self.speakers.append(key)
+        return code
+
+    def neighbours(self, eligible: np.ndarray) -> Neighbours | None:
+        """Every live session member and its neighbours within NEIGHBOUR_WINDOW, in the session's order:
+        creation time, then turn number, then slot (import order). None when no memory has a session.
+        Rebuilt after a write (one sort over the session members), reused by the searches that follow."""
+        if not self._session_slots:
+            return None
+        cached = self._neighbours
+        if cached is None or cached[0] != self.bm25.changes:
+            slots = np.flatnonzero((self.session_code.view != _NO_SESSION) & (self.bm25.state.view != DEAD))
+            session = self.session_code.view[slots]
+            order = np.lexsort((slots, self.turn.view[slots], self.created.view[slots], session))
+            slots, session = slots[order], session[order]
+            around = np.full((len(slots), 2 * NEIGHBOUR_WINDOW), -1, dtype=np.int64)
+            offsets = [d for d in range(-NEIGHBOUR_WINDOW, NEIGHBOUR_WINDOW + 1) if d]
+            for column, d in enumerate(offsets):
+                at = np.arange(len(slots)) + d
+                inside = (at >= 0) & (at < len(slots))
+                same = np.zeros(len(slots), dtype=bool)
+                same[inside] = session[at[inside]] == session[inside]
+                around[same, column] = slots[at[same]]
+            row_of = np.full(self.bm25.slot_count, -1, dtype=np.int64)
+            row_of[slots] = np.arange(len(slots))
+            cached = self._neighbours = (self.bm25.changes, slots, around, row_of)
+        return Neighbours(cached[1], cached[2], cached[3], eligible)
 
     def _tag_id(self, tag: str) -> int:
         code = self._tag_ids.get(tag)
@@ -257,17 +339,26 @@ class MemoryIndex:
         if salience is not None:
             view = salience
             weigh = lambda slots: self._factor(slots, view)  # noqa: E731
-        if tiers is not None and (tokens or (ranking is not None and query_vector is not None)):
-            return self._tiered(tokens, allowed, flt, limit, ranking or Ranking("bm25"), query_vector, weigh, tiers)
+        searching = bool(tokens) or (ranking is not None and query_vector is not None)
+        neighbours, lifts = (
+            self._context(ranking, query_vector, query or "", allowed, flt) if searching else (None, None)
+        )
+        if tiers is not None and searching:
+            return self._tiered(
+                tokens, allowed, flt, limit, ranking or Ranking("bm25"), query_vector, weigh, tiers, neighbours, lifts
+            )
         if ranking is not None and query_vector is not None and query and query.strip():
             lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
-            with_vector = self._eligible(allowed, flt.include_archived) & self.vectors.present.view
+            eligible = self._eligible(allowed, flt.include_archived)
+            with_vector = eligible & self.vectors.present.view
             similarity = self.vectors.similarities(query_vector)
-            return rank(ranking, lexical, similarity, with_vector, limit, weigh)
+            return rank(ranking, lexical, similarity, with_vector, limit, weigh, neighbours, lifts)
         if tokens:
-            if weigh is None:
+            if weigh is None and neighbours is None and lifts is None:
                 return self.bm25.search(tokens, allowed, flt.include_archived, limit)
-            return best_lexical(self.bm25.scores(tokens, allowed, flt.include_archived), limit, weigh)
+            lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
+            weight = NEIGHBOUR_WEIGHTS["bm25"] if neighbours is not None else 0.0
+            return best_lexical(lexical, limit, weigh, neighbours, weight, lifts)
         if query and query.strip():
             # Words were given but none is searchable (all shorter than three characters).
             return _NO_HITS
@@ -287,6 +378,8 @@ class MemoryIndex:
         query_vector: np.ndarray | None,
         weigh: Weigh | None,
         tiers: Tiers,
+        neighbours: Neighbours | None = None,
+        lifts: Lifts | None = None,
     ) -> Hits:
         """Every candidate scored as the flat search scores it, then ordered by the tiers."""
         lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
@@ -294,7 +387,7 @@ class MemoryIndex:
         with_vector = self.vectors.present.view
         if similarity is not None:
             with_vector = self._eligible(allowed, flt.include_archived) & with_vector
-        slots, values = scored(ranking, lexical, similarity, with_vector, weigh)
+        slots, values = scored(ranking, lexical, similarity, with_vector, weigh, neighbours, lifts)
         category = self.category_code.view
 
         def members() -> Members:
@@ -306,6 +399,39 @@ class MemoryIndex:
 
         # Uncategorized (-1) becomes category 0.
         return tiered(tiers, slots, values, category[slots] + 1, len(self.categories) + 1, limit, members)
+
+    def _context(
+        self,
+        ranking: Ranking | None,
+        query_vector: np.ndarray | None,
+        query: str,
+        allowed: np.ndarray | None,
+        flt: SearchFilter,
+    ) -> tuple[Neighbours | None, Lifts | None]:
+        """The session neighbours and the named speaker / month lifts this search uses: None each when the
+        ranking has none (rockbot, vector, callers that did not ask) or no memory carries the metadata."""
+        if ranking is None or ranking.mode not in ("hybrid", "bm25"):
+            return None, None
+        if query_vector is None:
+            ranking = replace(ranking, mode="bm25")  # hybrid without embeddings ranks as bm25 does
+        neighbours = None
+        if ranking.neighbour_weight > 0 and self._session_slots:
+            neighbours = self.neighbours(self._eligible(allowed, flt.include_archived))
+        named: list[tuple[np.ndarray, float]] = []
+        if ranking.lift_weight("speaker") > 0 and self.speakers:
+            query_words = set(facets.words(query))
+            codes = [code for code, key in enumerate(self.speakers) if facets.names_speaker(query_words, key)]
+            if codes:
+                named.append((np.isin(self.speaker_code.view, codes), ranking.lift_weight("speaker")))
+        if ranking.lift_weight("month") > 0 and self._dated_slots:
+            months, years = facets.named_months(query)
+            if months:
+                code = self.month_code.view
+                mask = np.isin(code % 12, list(months)) & (code != facets.NO_CODE)
+                if years:
+                    mask &= np.isin(code // 12, list(years))
+                named.append((mask, ranking.lift_weight("month")))
+        return neighbours, Lifts(tuple(named)) if named else None
 
     def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
         """The ranking factor of candidate slots; 0 (left out) for dormant ones unless the view includes them.
@@ -365,6 +491,11 @@ class MemoryIndex:
             pinned=self.pinned.view[live],
             access_count=self.access_count.view[live],
             last_access=self.last_access.view[live],
+            session_code=self.session_code.view[live],
+            speaker_code=self.speaker_code.view[live],
+            month_code=self.month_code.view[live],
+            speakers=_pack(self.speakers),
+            turn=self.turn.view[live],
             tag_owner=new_owner[order].astype(np.int32),
             tag_codes=self.tag_codes.view[tag_keep][order],
             **self.vectors.export(live),
@@ -372,6 +503,7 @@ class MemoryIndex:
             terms=_pack(self.bm25.terms),
             categories=_pack(self.categories),
             tags=_pack(self.tags),
+            sessions=_pack(self.sessions),
             header=np.array(
                 [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
             ),
@@ -408,6 +540,16 @@ class MemoryIndex:
             index.pinned = Column(np.bool_, data=arrays["pinned"])
             index.access_count = Column(np.int32, data=arrays["access_count"])
             index.last_access = Column(np.float64, data=arrays["last_access"])
+            index.session_code = Column(np.int32, data=arrays["session_code"])
+            index.turn = Column(np.float64, data=arrays["turn"])
+            index.sessions = _unpack(arrays["sessions"])
+            index._session_ids = {name: i for i, name in enumerate(index.sessions)}
+            index._session_slots = int(np.count_nonzero(arrays["session_code"] != _NO_SESSION))
+            index.speaker_code = Column(np.int32, data=arrays["speaker_code"])
+            index.month_code = Column(np.int32, data=arrays["month_code"])
+            index.speakers = _unpack(arrays["speakers"])
+            index._speaker_ids = {name: i for i, name in enumerate(index.speakers)}
+            index._dated_slots = int(np.count_nonzero(arrays["month_code"] != facets.NO_CODE))
             index.tag_owner = Column(np.int32, data=arrays["tag_owner"])
             index.tag_codes = Column(np.int32, data=arrays["tag_codes"])
             index.vectors = VectorTable.from_arrays(arrays, count)
@@ -416,7 +558,8 @@ class MemoryIndex:
             index.tags = _unpack(arrays["tags"])
             index._tag_ids = {t: i for i, t in enumerate(index.tags)}
             columns = (index.category_code, index.created, index.base, index.pinned, index.access_count,
-                       index.last_access)  # fmt: skip
+                       index.last_access, index.session_code, index.turn, index.speaker_code,
+                       index.month_code)  # fmt: skip
             if not all(len(keys) == count == len(column) for column in columns):
                 raise ValueError("document columns disagree")
         except Exception as exc:  # derived data: whatever is wrong with it, rebuild it
@@ -427,6 +570,12 @@ class MemoryIndex:
 
 
 _NO_HITS = Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
+
+
+def turn_number(turn_id: str | None) -> float:
+    """The last number in a turn id ("D3:12" -> 12), which orders turns saved at the same instant; 0 without."""
+    numbers = re.findall(r"\d+", turn_id or "")
+    return float(numbers[-1]) if numbers else 0.0
 
 
 def _pack(strings: list[str]) -> np.ndarray:

@@ -10,6 +10,17 @@ Modes:
   cosine >= `min_similarity`, so a query does not drag in unrelated memories. Chosen on LoCoMo dev by
   leave-one-conversation-out over nine fusion families; BENCHMARKS.md lists every variant tried.
 
+Context from neighbours (`neighbours`, bm25 and hybrid only): a memory that carries a `session` (metadata,
+see README "Conversation memories") adds to its score `NEIGHBOUR_WEIGHTS[mode]` x the best score among the
+turns within `NEIGHBOUR_WINDOW` of it in the same session (a turn's question or answer is often where the
+words are). Only candidates lend; a memory that borrows something becomes a candidate. Memories without a
+session neither lend nor borrow: their scores are untouched. Chosen on LoCoMo dev by leave-one-conversation-
+out (benchmarks/neighbour_study.py).
+
+Named speaker and month (`lifts`, bm25 and hybrid only): a memory whose metadata `speaker` the query names,
+or whose `date` falls in a month the query names, adds `LIFT_WEIGHTS[mode][kind]` x the query's top score
+(search/facets.py). Same selection as the neighbours'.
+
 Every mode but rockbot may be given `weigh`: a factor per candidate slot (salience, search/salience.py) that
 multiplies the fused score before the cut; a factor of 0 leaves the candidate out.
 
@@ -20,7 +31,7 @@ which slots may be returned by similarity (live, filtered, holding a vector).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 import numpy as np
@@ -39,6 +50,18 @@ HYBRID_VECTOR_WEIGHT = 3.0
 HYBRID_MIN_SIMILARITY = 0.3
 
 
+# The neighbour weight per mode and the window (turns either side), chosen by leave-one-conversation-out on
+# LoCoMo dev: every fold chose the max over +-2 turns, hybrid 0.5-0.6, bm25 0.3 (BENCHMARKS.md, issue 24).
+NEIGHBOUR_WINDOW = 2
+NEIGHBOUR_WEIGHTS: dict[str, float] = {"hybrid": 0.5, "bm25": 0.3}
+# Named speaker / month: weight x the query's top score, by leave-one-conversation-out on top of the
+# neighbours (bm25's folds chose the grid's edge, 0.4, for both).
+LIFT_WEIGHTS: dict[str, dict[str, float]] = {
+    "hybrid": {"speaker": 0.2, "month": 0.3},
+    "bm25": {"speaker": 0.4, "month": 0.4},
+}
+
+
 Weigh = Callable[[np.ndarray], np.ndarray]  # candidate slots -> a factor for each
 
 
@@ -48,11 +71,77 @@ def uses_vectors(mode: str) -> bool:
 
 @dataclass(frozen=True)
 class Ranking:
-    """How to rank one search: the mode and the hybrid's two settings."""
+    """How to rank one search: the mode, the hybrid's two settings and whether session neighbours lend."""
 
     mode: str = "hybrid"
     vector_weight: float = HYBRID_VECTOR_WEIGHT
     min_similarity: float = HYBRID_MIN_SIMILARITY
+    neighbours: bool = False
+
+    lifts: bool = False
+
+    @property
+    def neighbour_weight(self) -> float:
+        return NEIGHBOUR_WEIGHTS.get(self.mode, 0.0) if self.neighbours else 0.0
+
+    def lift_weight(self, kind: str) -> float:
+        return LIFT_WEIGHTS.get(self.mode, {}).get(kind, 0.0) if self.lifts else 0.0
+
+
+@dataclass(frozen=True)
+class Lifts:
+    """The slots a query names (its speaker, its month), each kind a bool mask per slot with its weight."""
+
+    named: tuple[tuple[np.ndarray, float], ...]
+
+
+def lift(scores: np.ndarray, candidate: np.ndarray, lifts: Lifts | None) -> np.ndarray:
+    """Each named candidate plus weight x the top candidate score (taken before any lift)."""
+    if lifts is None or not lifts.named or not candidate.any():
+        return scores
+    top = max(float(scores[candidate].max()), 0.0)
+    lifted = scores.copy()
+    for mask, weight in lifts.named:
+        lifted += np.where(mask & candidate, weight * top, 0.0)
+    return lifted
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The memories that belong to a session and, per row, the slots of their session neighbours (-1: none)."""
+
+    slots: np.ndarray  # (m,) slots with a session, live
+    around: np.ndarray  # (m, 2 x window) their neighbours' slots in the session's order, -1 past its ends
+    row_of: np.ndarray  # per slot: its row in `slots`, -1 without a session
+    eligible: np.ndarray  # bool per slot: may be returned by this search (live, filtered)
+
+
+def borrow_from_neighbours(
+    scores: np.ndarray, candidate: np.ndarray, neighbours: Neighbours | None, weight: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and candidates (per slot) after each session member adds `weight` x its best neighbour's score.
+    Only the neighbours of candidates are looked at (a keyword search pays for its matches, not the index);
+    without session memories it returns its inputs unchanged."""
+    if neighbours is None or weight <= 0 or not len(neighbours.slots):
+        return scores, candidate
+    lenders = neighbours.row_of[np.flatnonzero(candidate)]
+    near = neighbours.around[lenders[lenders >= 0]].ravel()
+    marked = np.zeros(len(neighbours.slots), dtype=bool)
+    marked[neighbours.row_of[near[near >= 0]]] = True
+    rows = np.flatnonzero(marked)  # members next to a candidate: the only ones with something to borrow
+    if not len(rows):
+        return scores, candidate
+    around = neighbours.around[rows]
+    present = around >= 0  # -1 reads the last slot; masked here
+    lending = np.where(present & candidate[around], scores[around], 0.0)
+    lent = weight * np.maximum(lending.max(axis=1), 0.0)
+    targets = neighbours.slots[rows]
+    receives = (lent > 0) & neighbours.eligible[targets]
+    targets, lent = targets[receives], lent[receives]
+    scores, candidate = scores.copy(), candidate.copy()
+    scores[targets] = np.where(candidate[targets], scores[targets], 0.0) + lent
+    candidate[targets] = True
+    return scores, candidate
 
 
 def rank(
@@ -62,9 +151,11 @@ def rank(
     with_vector: np.ndarray,
     limit: int,
     weigh: Weigh | None = None,
+    neighbours: Neighbours | None = None,
+    lifts: Lifts | None = None,
 ) -> Hits:
     """The best `limit` slots; without similarities (no embeddings) every mode ranks by BM25."""
-    return cut(*scored(ranking, lexical, similarity, with_vector, weigh), limit)
+    return cut(*scored(ranking, lexical, similarity, with_vector, weigh, neighbours, lifts), limit)
 
 
 def scored(
@@ -73,13 +164,18 @@ def scored(
     similarity: np.ndarray | None,
     with_vector: np.ndarray,
     weigh: Weigh | None = None,
+    neighbours: Neighbours | None = None,
+    lifts: Lifts | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every candidate slot and its final score, unordered: what `rank` cuts, for a caller that looks at all
     of them first (three-tier retrieval ranks categories by them)."""
     matched = lexical > 0
     mode = ranking.mode
     if similarity is None or mode == "bm25":
-        return _candidates(matched, lexical, weigh)
+        # bm25's weight, also for hybrid's fallback without embeddings; rockbot's stays RockBot's exactly
+        weight = 0.0 if mode == "rockbot" else replace(ranking, mode="bm25").neighbour_weight
+        scores, candidate = borrow_from_neighbours(lexical, matched, neighbours, weight)
+        return _candidates(candidate, lift(scores, candidate, lifts), weigh)
     if mode == "vector":
         return _candidates(with_vector, similarity, weigh)
     top = lexical.max(initial=0.0)
@@ -90,12 +186,19 @@ def scored(
         fused = np.where(matched & dense, (normalised + dense_score) / 2, normalised + dense_score)
         return _candidates(matched | dense, fused)
     fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
-    return _candidates(matched | (with_vector & (similarity >= ranking.min_similarity)), fused, weigh)
+    candidate = matched | (with_vector & (similarity >= ranking.min_similarity))
+    fused, candidate = borrow_from_neighbours(fused, candidate, neighbours, ranking.neighbour_weight)
+    return _candidates(candidate, lift(fused, candidate, lifts), weigh)
 
 
-def best_lexical(lexical: np.ndarray, limit: int, weigh: Weigh | None = None) -> Hits:
-    """BM25 alone: the matched slots by score (times `weigh`)."""
-    return cut(*_candidates(lexical > 0, lexical, weigh), limit)
+def best_lexical(
+    lexical: np.ndarray, limit: int, weigh: Weigh | None = None, neighbours: Neighbours | None = None,
+    neighbour_weight: float = 0.0, lifts: Lifts | None = None,
+) -> Hits:  # fmt: skip
+    """BM25 alone: the matched slots by score (times `weigh`), session neighbours lending `neighbour_weight`,
+    named speakers and months lifted."""
+    scores, candidate = borrow_from_neighbours(lexical, lexical > 0, neighbours, neighbour_weight)
+    return cut(*_candidates(candidate, lift(scores, candidate, lifts), weigh), limit)
 
 
 def cut(slots: np.ndarray, values: np.ndarray, limit: int) -> Hits:

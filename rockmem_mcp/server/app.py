@@ -47,7 +47,7 @@ from rockmem_mcp.services.learnings import Learnings
 from rockmem_mcp.services.llm import language_model
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
-from rockmem_mcp.services.proposals import Proposals, gates
+from rockmem_mcp.services.proposals import committing, gates
 from rockmem_mcp.services.recall import Recall
 from rockmem_mcp.services.reflection import pending_lines, recover_interrupted
 from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
@@ -174,7 +174,7 @@ def build_server(
         triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
         # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
         # filed as proposals; the main agent's first recall lists the open ones (batch review).
-        proposals = Proposals(settings, memory.audit, remembering.write)
+        proposals = committing(settings, remembering)
         conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
         compactor = Compactor(conversation, memory, episodes, settings)
         if proposals.gated:

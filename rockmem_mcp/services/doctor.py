@@ -25,7 +25,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RefusedFileError
@@ -34,6 +34,8 @@ from rockmem_mcp.models import (
     Entity,
     Episode,
     MemoryEntry,
+    Proposal,
+    Reflection,
     Triple,
     normalize_category,
     utc_now,
@@ -251,15 +253,27 @@ class Doctor:
         report.checked["vectors"] = count
 
     def _reports(self, report: DoctorReport, fix: bool) -> None:
-        for path in _files(self.settings.dream_reports_dir):
-            if path.suffix != ".json" or path.name.startswith("."):
-                continue
-            try:
-                DreamReport.model_validate_json(read_bytes(path))
-            except (ValueError, ValidationError, OSError) as exc:
-                finding = self._found(report, "malformed", path, _first_line(exc))
-                if fix:
-                    finding.fixed = self._quarantine(path, finding.detail)
+        """Dream reports, reflections and sub-agents' proposals that cannot be read: quarantined with --fix (a
+        reflection or proposal there is one the user can no longer resolve; the report says which)."""
+        meta = self.settings.meta_dir
+        kinds: tuple[tuple[Path, type[BaseModel], str], ...] = (
+            (self.settings.dream_reports_dir, DreamReport, "dream reports"),
+            (meta / "reflections", Reflection, "reflections"),
+            (meta / "proposals", Proposal, "proposals"),
+        )
+        for folder, model, kind in kinds:
+            checked = 0
+            for path in _files(folder):
+                if path.suffix != ".json" or path.name.startswith("."):
+                    continue
+                checked += 1
+                try:
+                    model.model_validate_json(read_bytes(path))
+                except (ValueError, ValidationError, OSError) as exc:
+                    finding = self._found(report, "malformed", path, _first_line(exc))
+                    if fix:
+                        finding.fixed = self._quarantine(path, finding.detail)
+            report.checked[kind] = checked
 
     def _episodes(self, report: DoctorReport, fix: bool) -> None:
         """Episode logs: a file not named as a day is never read (misplaced); lines that do not parse are skipped

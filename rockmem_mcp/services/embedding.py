@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
-from rockmem_mcp.search.embeddings import EmbeddingProvider, open_provider
+from rockmem_mcp.search.embeddings import EmbeddingProvider, embeddings_on, open_provider
 from rockmem_mcp.search.vectors import VectorFiles
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class Embedder:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
-        self.configured = bool(settings.embedding_endpoint or settings.embedding_model)
+        self.configured = embeddings_on(settings)  # the bundled model unless ROCKMEM_EMBEDDING_MODEL=off
         self._opener = opener
         self._clock = clock
         self._open_lock = threading.Lock()

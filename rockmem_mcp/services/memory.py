@@ -843,10 +843,13 @@ class MemoryService:
             if wants_vector and query_vector is None and mode == "vector":
                 raise InvalidInputError(
                     "mode 'vector' needs embeddings, which are not available now (see the server log; "
-                    "configure ROCKMEM_EMBEDDING_MODEL or ROCKMEM_EMBEDDING_ENDPOINT); use mode 'bm25' or 'hybrid'"
+                    "ROCKMEM_EMBEDDING_MODEL=off turns them off); use mode 'bm25' or 'hybrid'"
                 )
             used = mode if query_vector is not None else "bm25"
-            ranking = Ranking(used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity)
+            ranking = Ranking(
+                used, self.settings.hybrid_vector_weight, self.settings.hybrid_min_similarity,
+                self.settings.search_neighbours, self.settings.search_lifts,
+            )  # fmt: skip
             # rockbot is RockBot's ranking exactly, also when it falls back to BM25 without embeddings
             view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
             hits = self.index.search(query, flt, limit, ranking, query_vector, view, self._tiers)

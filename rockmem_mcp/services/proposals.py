@@ -25,7 +25,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError, WritesGatedError
@@ -43,6 +43,10 @@ from rockmem_mcp.models import (
 from rockmem_mcp.services.audit import Audit, acting_as, quoted
 from rockmem_mcp.storage.proposal_files import ProposalFiles, checked_id, new_id
 from rockmem_mcp.text import fold
+
+if TYPE_CHECKING:
+    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.services.remembering import Remembering
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +118,20 @@ def refusal(settings: Settings, tool: str) -> WritesGatedError:
 
 class Proposals:
     def __init__(
-        self, settings: Settings, audit: Audit, writer: Writer | None = None, clock: Callable[[], datetime] = utc_now
+        self,
+        settings: Settings,
+        audit: Audit,
+        writer: Writer | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        written: Callable[[Proposal], list[str]] | None = None,
     ) -> None:
-        """`writer` commits a proposal (Remembering.write); without one (a listing CLI) commits are refused."""
+        """`writer` commits a proposal (Remembering.write); without one (a listing CLI) commits are refused.
+        `written`: what an earlier commit of a proposal already wrote (memory:ID, …), for a commit a crash cut
+        off between its write and its record (`committed_memories` looks in the memory store)."""
         self.settings = settings
         self.audit = audit
         self.writer = writer
+        self._written = written
         self.files = ProposalFiles(
             settings.home, settings.meta_dir / "proposals", settings.meta_dir / "proposals.lock",
             settings.meta_dir / READABLE_NAME,
@@ -325,11 +337,19 @@ class Proposals:
             actor = f"bot:commit-from:{proposal.from_agent}"
             metadata = {"source": "proposal", "proposal": proposal.id, "proposed_by": proposal.from_agent}
             with acting_as(actor, approval):
-                done = self.writer(proposal.content, routed, "agent", category=proposal.category, metadata=metadata)
-                written = [f"memory:{done.memory_id}"] if done.memory_id else []
-                written += [f"procedure:{done.procedure}"] if done.procedure else []
-                written += [f"core:{done.core_line}"] if done.core_line else []
-                written += [f"episode:{done.episode_id}"] if done.episode_id else []
+                # A commit a crash cut off after its write: what it wrote is found, not written a second time.
+                found = self._written(proposal) if proposal.committing_at and self._written else []
+                if found:
+                    written = found
+                else:
+                    proposal.committing_at = self._clock()
+                    self.files.write(proposal)  # durable before the write: a crash after it is found above
+                    done = self.writer(proposal.content, routed, "agent", category=proposal.category, metadata=metadata)
+                    written = [f"memory:{done.memory_id}"] if done.memory_id else []
+                    written += [f"procedure:{done.procedure}"] if done.procedure else []
+                    written += [f"core:{done.core_line}"] if done.core_line else []
+                    written += [f"episode:{done.episode_id}"] if done.episode_id else []
+                proposal.committing_at = None
                 where = f" as {target}" if target != proposal.store else ""
                 self._decide(
                     proposal, "committed", "", written,
@@ -437,6 +457,18 @@ class Proposals:
         if len(waiting) > SESSION_LINES:
             lines.append(f"- … and {len(waiting) - SESSION_LINES} more (review_proposals lists them all)")
         return lines
+
+
+def committing(settings: Settings, remembering: Remembering) -> Proposals:
+    """Proposals that commit through `remembering`, finding what a commit cut off by a crash already wrote."""
+    memory = remembering.memory
+    return Proposals(settings, memory.audit, remembering.write, written=lambda p: committed_memories(memory, p))
+
+
+def committed_memories(memory: MemoryService, proposal: Proposal) -> list[str]:
+    """The memories an earlier commit of `proposal` wrote (each carries metadata.proposal): found by its text."""
+    hits = memory.search(" ".join(proposal.content.split())[:500], limit=20, include_archived=True).results
+    return [f"memory:{h.entry.id}" for h in hits if h.entry.metadata.get("proposal") == proposal.id]
 
 
 def line(proposal: Proposal) -> str:

@@ -50,6 +50,16 @@ async def wait_until_embedded(client: Any, call: Any) -> None:
             await anyio.sleep(0.05)
 
 
+async def save_the_cat_and_others(client: Any, call: Any) -> dict[str, Any]:
+    """CAT and OTHERS saved and embedded; "my cat" shares no word with any of them. Returns CAT's memory."""
+    cat = await call(client, "save_memory", content=CAT)
+    for text in OTHERS:
+        await call(client, "save_memory", content=text)
+    await wait_until_embedded(client, call)
+    assert (await call(client, "search_memory", query="my cat", mode="bm25"))["results"] == []
+    return cat
+
+
 def ids(found: dict[str, Any]) -> list[str]:
     return [hit["entry"]["id"] for hit in found["results"]]
 
@@ -59,11 +69,7 @@ def ids(found: dict[str, Any]) -> list[str]:
 async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, endpoint, provider) -> None:
     env = endpoint_env(endpoint) if provider == "endpoint" else {"ROCKMEM_EMBEDDING_MODEL": str(SHARED_MODEL)}
     async with stdio_server(home, **env) as client:
-        cat = await call(client, "save_memory", content=CAT)
-        for text in OTHERS:
-            await call(client, "save_memory", content=text)
-        await wait_until_embedded(client, call)
-        assert (await call(client, "search_memory", query="my cat", mode="bm25"))["results"] == []
+        cat = await save_the_cat_and_others(client, call)
         hybrid = await call(client, "search_memory", query="my cat")
         assert hybrid["mode"] == "hybrid" and ids(hybrid) == [cat["id"]]
         vector = await call(client, "search_memory", query="my cat", mode="vector", limit=1)
@@ -71,6 +77,19 @@ async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, e
     if provider == "endpoint":
         assert endpoint.requests and all(body["model"] == "m2v-test" for body, _ in endpoint.requests)
     assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == 4 * 256
+
+
+async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_model(stdio_server, home, call) -> None:
+    """Issue 24: no embedding setting and no network, yet a paraphrase is found: the bundled model embeds in
+    the background; ROCKMEM_EMBEDDING_MODEL=off gives keywords alone on the same home."""
+    async with stdio_server(home) as client:
+        cat = await save_the_cat_and_others(client, call)
+        hybrid = await call(client, "search_memory", query="my cat")
+        assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [cat["id"]]
+    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == 4 * 256
+    async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL="off") as keywords_only:
+        found = await call(keywords_only, "search_memory", query="my cat")
+        assert found["mode"] == "bm25" and found["results"] == []
 
 
 @pytest.mark.parametrize("failure", ["down", "http-500", "timeout", "wrong-dimension"])
@@ -121,5 +140,5 @@ async def test_working_memory_search_ranks_hybrid_and_saves_never_wait_for_the_e
         with anyio.fail_after(5):
             found = await call(client, "search_working_memory", query="tabby")
         assert {hit["info"]["key"] for hit in found["results"]} == {"shared/pets/notes", "shared/pets/late"}
-    async with stdio_server(home) as keywords_only:
+    async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL="off") as keywords_only:
         assert (await call(keywords_only, "search_working_memory", query="my cat"))["results"] == []

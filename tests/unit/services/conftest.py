@@ -16,7 +16,9 @@ from .helpers import FakeClock, Opener, Services
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "home")
+    # Embeddings off: these tests pin keyword search and the stores; the ones about vectors bring their own
+    # provider (test_embedding.embedder_for), and the bundled default has its own tests there.
+    return Settings(home=tmp_path / "home", embedding_model="off")
 
 
 @pytest.fixture

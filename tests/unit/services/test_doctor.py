@@ -217,3 +217,15 @@ def test_a_file_where_a_store_folder_belongs_is_reported_and_moved_aside(setting
     assert all(f.fixed.startswith("moved to quarantine") for f in report.findings)
     assert (settings.home / report.quarantine / "episodes").read_text() == "not a folder"
     assert Doctor(settings).run().healthy
+
+
+def test_unreadable_reflections_and_proposals_are_reported_and_quarantined(settings: Settings) -> None:
+    for folder, name in (("reflections", "r-001.json"), ("proposals", "0001abcd.json")):
+        (settings.meta_dir / folder).mkdir(parents=True, exist_ok=True)
+        (settings.meta_dir / folder / name).write_text('{"id": "torn')
+    found = {(f.kind, f.path) for f in Doctor(settings).run().findings}
+    assert found == {("malformed", "meta/reflections/r-001.json"), ("malformed", "meta/proposals/0001abcd.json")}
+    report = Doctor(settings).run(fix=True)
+    assert all(f.fixed.startswith("moved to quarantine") for f in report.findings)
+    assert report.checked["reflections"] == 1 and report.checked["proposals"] == 1
+    assert Doctor(settings).run().healthy

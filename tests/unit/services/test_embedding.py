@@ -12,7 +12,9 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingError, InvalidInputError
+from rockmem_mcp.search import embeddings, static_model
 from rockmem_mcp.search.embeddings import Model2VecEmbeddings, open_provider
+from rockmem_mcp.search.static_model import StaticEmbeddings
 from rockmem_mcp.services.embedding import Embedder
 from rockmem_mcp.services.memory import SNAPSHOT_NAME, MemoryService
 from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
@@ -256,8 +258,38 @@ def test_endpoint_without_a_model_name_is_a_clear_error(tmp_path: Path) -> None:
         open_provider(Settings(home=tmp_path, embedding_endpoint="http://127.0.0.1:9"))
 
 
-def test_no_settings_means_no_provider(tmp_path: Path) -> None:
-    assert open_provider(Settings(home=tmp_path)) is None
+def test_no_settings_means_the_bundled_model(tmp_path: Path) -> None:
+    provider = open_provider(Settings(home=tmp_path))
+    assert isinstance(provider, StaticEmbeddings) and provider.model_id == "static:rockmem-minilm-l6-static-256"
+    assert isinstance(open_provider(Settings(home=tmp_path, embedding_model="Bundled")), StaticEmbeddings)
+
+
+@pytest.mark.parametrize("off", ["off", "OFF", " off "])
+def test_off_means_no_provider_even_with_an_endpoint(tmp_path: Path, off: str) -> None:
+    settings = Settings(home=tmp_path, embedding_model=off, embedding_endpoint="http://127.0.0.1:9")
+    assert open_provider(settings) is None
+    assert not Embedder(settings).configured
+
+
+def test_with_no_settings_saves_get_bundled_vectors_and_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
+    service = MemoryService(Settings(home=tmp_path / "home"), embed_in_background=False)
+    try:
+        cat = service.save("Whiskerino, the tabby, naps on the windowsill every afternoon")
+        service.save("The staging deploy needs the VPN turned on first")
+        service.vector_worker.drain()
+        assert service.missing_vector_count() == 0
+        assert service.search("my cat", mode="bm25").results == []
+        hybrid = service.search("my cat")
+        assert hybrid.mode == "hybrid" and [hit.entry.id for hit in hybrid.results][:1] == [cat.id]
+    finally:
+        service.close()
+
+
+def test_a_broken_bundled_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embeddings, "bundled_path", lambda: tmp_path / "missing")
+    monkeypatch.setattr(static_model, "bundled_path", lambda: tmp_path / "missing")
+    with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL=off"):
+        open_provider(Settings(home=tmp_path))
 
 
 # ---------------------------------------------------------------------- the shared local model

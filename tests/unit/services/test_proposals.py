@@ -13,7 +13,7 @@ from rockmem_mcp.models import RoutedMemory
 from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
-from rockmem_mcp.services.proposals import Proposals, conflicting, gates, subject_and_value
+from rockmem_mcp.services.proposals import Proposals, committing, conflicting, gates, subject_and_value
 
 from .test_remembering import Home, open_home
 
@@ -292,3 +292,23 @@ def test_a_gated_compaction_proposes_its_facts_and_logs_no_episode(base: Setting
         gated.procedures.close()
         gated.graph.close()
         gated.memory.close()
+
+
+def test_a_commit_cut_off_after_its_write_is_not_written_twice(
+    main: Home, base: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filed = sub_agent(base).propose("The user prefers academic sources", trigger="t")
+    first = committing(main.settings, main.remembering)
+
+    def killed(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt("killed between the write and the record")
+
+    monkeypatch.setattr(first, "_decide", killed)
+    with pytest.raises(KeyboardInterrupt):
+        first.commit(filed.id)
+    assert first.get(filed.id).open and first.get(filed.id).committing_at is not None
+    monkeypatch.undo()
+    again = committing(main.settings, main.remembering).commit(filed.id)  # the next process commits it
+    written = [h.entry.id for h in main.memory.search("academic sources").results]
+    assert len(written) == 1 and again.committed_as == [f"memory:{written[0]}"]
+    assert again.status == "committed" and again.committing_at is None
