@@ -3,6 +3,7 @@
     python -m benchmarks.locomo                         # reads ../shared/bench/locomo/locomo-dev.json
     python -m benchmarks.locomo --no-salience --out benchmarks/results/locomo-salience-off.json
     python -m benchmarks.locomo --categories session --tiers --tier-categories 3   # issue 20's three tiers
+    python -m benchmarks.locomo --onnx --out benchmarks/results/locomo-onnx.json   # the [onnx] extra's model
 
 Each dialogue turn becomes one memory, imported through `rockmem-mcp import`'s code path into a fresh home
 per conversation and embedded with the local model2vec model (../shared/models/m2v-minilm-l6-256) as
@@ -117,7 +118,7 @@ def questions_of(sample: dict[str, Any]) -> list[Question]:
     return questions
 
 
-def categorized(turns: list[Turn], how: str, model: Path | None) -> list[Turn]:
+def categorized(turns: list[Turn], how: str, model: Path | str | None) -> list[Turn]:
     """The turns filed under categories: none, their session, or a topic cluster (needs the model)."""
     if how == "none":
         return turns
@@ -171,7 +172,7 @@ async def rockmem_rankings(
     questions: list[Question],
     k: int,
     modes: tuple[str, ...],
-    model: Path | None,
+    model: Path | str | None,
     salience: bool = True,
     tiers: Counter[str] | None = None,
     search: dict[str, Any] | None = None,
@@ -282,7 +283,7 @@ def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, Any
 
 def run(
     data: Path,
-    model: Path | None,
+    model: Path | str | None,
     conversations: int | None = None,
     questions_per: int | None = None,
     salience: bool = True,
@@ -363,12 +364,15 @@ def main() -> None:
     parser.add_argument("--episodes", action="store_true", help="each turn also an episode; report both (issue 20)")
     parser.add_argument("--no-neighbours", action="store_true", help="session neighbours lend nothing (issue 24)")
     parser.add_argument("--no-lifts", action="store_true", help="no lift for a named speaker or month (issue 24)")
+    parser.add_argument("--onnx", action="store_true", help="the [onnx] extra's model (onnx:minilm-int8), not --model")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo.json")
     args = parser.parse_args()
     if not args.data.exists():
         sys.exit(f"LoCoMo data not found at {args.data} (it lives in ../shared/bench/locomo beside the checkout)")
-    model = args.model if args.model.exists() or str(args.model) == "bundled" else None
-    if model is None:
+    model: Path | str | None = args.model if args.model.exists() or str(args.model) == "bundled" else None
+    if args.onnx:
+        model = "onnx:minilm-int8"
+    elif model is None:
         print(f"no embedding model at {args.model}: only bm25 runs", file=sys.stderr)
     search = {
         "search_tiers": args.tiers or None,

