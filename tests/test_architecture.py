@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,3 +156,14 @@ def test_the_cli_imports_the_server_only_to_serve() -> None:
         if any(name == t or name.startswith(t + ".") for t in (*MCP_PACKAGES, f"{PACKAGE}.server"))
     }
     assert eager == set()
+
+
+def test_the_server_process_runs_blas_single_threaded_unless_told_otherwise() -> None:
+    """OpenBLAS threads fighting over 2 busy cores made a hybrid search 3-4x slower (BENCHMARKS.md, issue 24)."""
+    probe = "import os, rockmem_mcp, numpy; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "1"
+    env["OPENBLAS_NUM_THREADS"] = "2"  # the user's choice wins
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "2"

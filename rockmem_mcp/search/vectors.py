@@ -133,8 +133,9 @@ class VectorFiles:
             return None
 
     def adopt(self, model_id: str, dim: int) -> None:
-        """Make the cache hold vectors of this model: another model's files are removed first."""
-        if self.record() == (model_id, dim):
+        """Make the cache hold vectors of this model: another model's files are removed first. A home this
+        process may not write keeps its cache as it is (vectors are then made in memory; the start said why)."""
+        if self.record() == (model_id, dim) or not os.access(self.directory.parent, os.W_OK):
             return
         try:
             self._replace(model_id, dim)
