@@ -255,9 +255,19 @@ class Conversation:
     categories: Array
 
 
+def encoder(model_path: Path | str) -> Callable[[list[str]], Array]:
+    """Texts -> unit vectors: a model2vec folder, or "bundled" (the product's own model, numpy-only)."""
+    if str(model_path) == "bundled":
+        from rockmem_mcp.search.static_model import StaticEmbeddings
+
+        return StaticEmbeddings().embed
+    return StaticModel.from_pretrained(str(model_path)).encode
+
+
 def load(data: Path, model_path: Path, bs: Sequence[float] = BS) -> list[Conversation]:
-    """Every conversation's BM25 matrix at each b (k1 = the product's) and its cosine matrix per query form."""
-    model = StaticModel.from_pretrained(str(model_path))
+    """Every conversation's BM25 matrix at each b (k1 = the product's) and its cosine matrix per query form;
+    `model_path` as `encoder` takes it."""
+    encode = encoder(model_path)
     conversations = []
     for sample in json.loads(data.read_text()):
         turns, questions = turns_of(sample), questions_of(sample)
@@ -272,9 +282,9 @@ def load(data: Path, model_path: Path, bs: Sequence[float] = BS) -> list[Convers
                 hits = index.search(tokens, limit=len(turns))
                 scores[i, hits.slots] = hits.scores
             bm25[b] = scores
-        docs = model.encode([turn.content for turn in turns]).astype(np.float32)
+        docs = encode([turn.content for turn in turns]).astype(np.float32)
         cos = {
-            form: model.encode([to_query(q.text) for q in questions]).astype(np.float32) @ docs.T
+            form: encode([to_query(q.text) for q in questions]).astype(np.float32) @ docs.T
             for form, to_query in QUERY_FORMS.items()
         }
         position = {turn.dia_id: i for i, turn in enumerate(turns)}

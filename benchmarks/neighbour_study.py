@@ -88,9 +88,7 @@ def extras(data: Path) -> list[Extra]:
             named[i] = [s is not None and facets.names_speaker(words, s) for s in speakers]
             months, years = facets.named_months(q.text)
             if months:
-                dated[i] = np.isin(month % 12, list(months)) & (month != facets.NO_CODE)
-                if years:
-                    dated[i] &= np.isin(month // 12, list(years))
+                dated[i] = facets.in_months(month, months, years)
         tokens = [tokenize(t.content) for t in turns]
         index = BM25Index(k1=K1, b=B)
         index.add_many([(t.dia_id, tok, False) for t, tok in zip(turns, tokens, strict=True)])

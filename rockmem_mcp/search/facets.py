@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 MONTHS = (
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
     "november", "december",
@@ -56,6 +58,12 @@ def named_months(query: str) -> tuple[frozenset[int], frozenset[int]]:
             continue  # "May I ...", "What may ..."
         months.add(MONTHS.index(word))
     return frozenset(months), years
+
+
+def in_months(codes: np.ndarray, months: frozenset[int], years: frozenset[int]) -> np.ndarray:
+    """Which month codes fall in one of `months` (0-11), and in one of `years` unless that is empty."""
+    inside = np.isin(codes % 12, list(months)) & (codes != NO_CODE)
+    return inside & np.isin(codes // 12, list(years)) if years else inside
 
 
 def names_speaker(query_words: set[str], speaker: str) -> bool:

@@ -25,6 +25,7 @@ from rockmem_mcp.search.rank import (
     NEIGHBOUR_WEIGHTS,
     NEIGHBOUR_WINDOW,
     Lifts,
+    Named,
     Neighbours,
     Ranking,
     Weigh,
@@ -106,7 +107,7 @@ class MemoryIndex:
         self.speakers: list[str] = []  # speaker keys (lowercase words)
         self._speaker_ids: dict[str, int] = {}
         self._dated_slots = 0
-        self._neighbours: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # changes, slots, around, rows
+        self._neighbours: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None  # changes, slots, same, rows
         self.tag_codes = Column(np.int32)  # flat: every (slot, tag) pair, with its owner slot beside it
         self.tag_owner = Column(np.int32)
         self.categories: list[str] = []
@@ -250,17 +251,10 @@ class MemoryIndex:
             session = self.session_code.view[slots]
             order = np.lexsort((slots, self.turn.view[slots], self.created.view[slots], session))
             slots, session = slots[order], session[order]
-            around = np.full((len(slots), 2 * NEIGHBOUR_WINDOW), -1, dtype=np.int64)
-            offsets = [d for d in range(-NEIGHBOUR_WINDOW, NEIGHBOUR_WINDOW + 1) if d]
-            for column, d in enumerate(offsets):
-                at = np.arange(len(slots)) + d
-                inside = (at >= 0) & (at < len(slots))
-                same = np.zeros(len(slots), dtype=bool)
-                same[inside] = session[at[inside]] == session[inside]
-                around[same, column] = slots[at[same]]
+            same = Neighbours.within_sessions(session, NEIGHBOUR_WINDOW)
             row_of = np.full(self.bm25.slot_count, -1, dtype=np.int64)
             row_of[slots] = np.arange(len(slots))
-            cached = self._neighbours = (self.bm25.changes, slots, around, row_of)
+            cached = self._neighbours = (self.bm25.changes, slots, same, row_of)
         return Neighbours(cached[1], cached[2], cached[3], eligible)
 
     def _tag_id(self, tag: str) -> int:
@@ -417,20 +411,19 @@ class MemoryIndex:
         neighbours = None
         if ranking.neighbour_weight > 0 and self._session_slots:
             neighbours = self.neighbours(self._eligible(allowed, flt.include_archived))
-        named: list[tuple[np.ndarray, float]] = []
+        named: list[tuple[Named, float]] = []
         if ranking.lift_weight("speaker") > 0 and self.speakers:
             query_words = set(facets.words(query))
             codes = [code for code, key in enumerate(self.speakers) if facets.names_speaker(query_words, key)]
             if codes:
-                named.append((np.isin(self.speaker_code.view, codes), ranking.lift_weight("speaker")))
+                speaker = self.speaker_code.view
+                named.append((lambda slots: np.isin(speaker[slots], codes), ranking.lift_weight("speaker")))
         if ranking.lift_weight("month") > 0 and self._dated_slots:
             months, years = facets.named_months(query)
             if months:
-                code = self.month_code.view
-                mask = np.isin(code % 12, list(months)) & (code != facets.NO_CODE)
-                if years:
-                    mask &= np.isin(code // 12, list(years))
-                named.append((mask, ranking.lift_weight("month")))
+                month = self.month_code.view
+                in_month = lambda slots: facets.in_months(month[slots], months, years)  # noqa: E731
+                named.append((in_month, ranking.lift_weight("month")))
         return neighbours, Lifts(tuple(named)) if named else None
 
     def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:

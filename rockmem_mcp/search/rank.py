@@ -88,56 +88,76 @@ class Ranking:
         return LIFT_WEIGHTS.get(self.mode, {}).get(kind, 0.0) if self.lifts else 0.0
 
 
+Named = Callable[[np.ndarray], np.ndarray]  # candidate slots -> whether the query names each
+
+
 @dataclass(frozen=True)
 class Lifts:
-    """The slots a query names (its speaker, its month), each kind a bool mask per slot with its weight."""
+    """What a query names (its speaker, its month): per kind, which candidate slots it names, and the weight.
+    Asked of candidates only, so a lift costs what the query matched, not the index's size."""
 
-    named: tuple[tuple[np.ndarray, float], ...]
+    named: tuple[tuple[Named, float], ...]
 
 
-def lift(scores: np.ndarray, candidate: np.ndarray, lifts: Lifts | None) -> np.ndarray:
-    """Each named candidate plus weight x the top candidate score (taken before any lift)."""
-    if lifts is None or not lifts.named or not candidate.any():
-        return scores
-    top = max(float(scores[candidate].max()), 0.0)
-    lifted = scores.copy()
-    for mask, weight in lifts.named:
-        lifted += np.where(mask & candidate, weight * top, 0.0)
+def lift(slots: np.ndarray, values: np.ndarray, lifts: Lifts | None) -> np.ndarray:
+    """Each named candidate plus weight x the top candidate value (taken before any lift)."""
+    if lifts is None or not lifts.named or not len(slots):
+        return values
+    top = max(float(values.max()), 0.0)
+    lifted = values.copy()
+    for named, weight in lifts.named:
+        lifted += np.where(named(slots), weight * top, 0.0)
     return lifted
 
 
 @dataclass(frozen=True)
 class Neighbours:
-    """The memories that belong to a session and, per row, the slots of their session neighbours (-1: none)."""
+    """The memories that belong to a session, in session order, and which rows lie within the window of each."""
 
-    slots: np.ndarray  # (m,) slots with a session, live
-    around: np.ndarray  # (m, 2 x window) their neighbours' slots in the session's order, -1 past its ends
+    slots: np.ndarray  # (m,) live session members: each session's turns in order, sessions one after another
+    same: np.ndarray  # (2 x window, m) bool: whether the member `offset` rows away is in the same session
     row_of: np.ndarray  # per slot: its row in `slots`, -1 without a session
     eligible: np.ndarray  # bool per slot: may be returned by this search (live, filtered)
+
+    @staticmethod
+    def within_sessions(session: np.ndarray, window: int) -> np.ndarray:
+        """`same` for members in session order whose session codes are `session`."""
+        m = len(session)
+        same = np.zeros((2 * window, m), dtype=bool)
+        for column, d in enumerate(_offsets(window)):
+            lo, hi = max(0, -d), min(m, m - d)  # rows whose row + d exists
+            if lo < hi:
+                same[column, lo:hi] = session[lo + d : hi + d] == session[lo:hi]
+        return same
+
+
+def _offsets(window: int) -> list[int]:
+    return [d for d in range(-window, window + 1) if d]
 
 
 def borrow_from_neighbours(
     scores: np.ndarray, candidate: np.ndarray, neighbours: Neighbours | None, weight: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Scores and candidates (per slot) after each session member adds `weight` x its best neighbour's score.
-    Only the neighbours of candidates are looked at (a keyword search pays for its matches, not the index);
-    without session memories it returns its inputs unchanged."""
+    """Scores and candidates (per slot) after each session member adds `weight` x its best neighbour's score
+    (a candidate's, floored at 0). Shifted contiguous rows rather than gathers: a few passes over the session
+    members, whatever the number of candidates. Without session memories it returns its inputs unchanged."""
     if neighbours is None or weight <= 0 or not len(neighbours.slots):
         return scores, candidate
-    lenders = neighbours.row_of[np.flatnonzero(candidate)]
-    near = neighbours.around[lenders[lenders >= 0]].ravel()
-    marked = np.zeros(len(neighbours.slots), dtype=bool)
-    marked[neighbours.row_of[near[near >= 0]]] = True
-    rows = np.flatnonzero(marked)  # members next to a candidate: the only ones with something to borrow
-    if not len(rows):
-        return scores, candidate
-    around = neighbours.around[rows]
-    present = around >= 0  # -1 reads the last slot; masked here
-    lending = np.where(present & candidate[around], scores[around], 0.0)
-    lent = weight * np.maximum(lending.max(axis=1), 0.0)
-    targets = neighbours.slots[rows]
-    receives = (lent > 0) & neighbours.eligible[targets]
+    m, window = len(neighbours.slots), neighbours.same.shape[0] // 2
+    found = np.flatnonzero(candidate)
+    rows = neighbours.row_of[found]
+    inside = rows >= 0
+    lender = np.zeros(m + 2 * window)  # padded: row r of the members is lender[window + r]
+    lender[window + rows[inside]] = np.maximum(scores[found[inside]], 0.0)
+    best = np.zeros(m)
+    for same, d in zip(neighbours.same, _offsets(window), strict=True):
+        np.maximum(best, lender[window + d : window + d + m] * same, out=best)
+    rows = np.flatnonzero(best > 0)  # members next to a candidate that lends something
+    targets, lent = neighbours.slots[rows], weight * best[rows]
+    receives = neighbours.eligible[targets]
     targets, lent = targets[receives], lent[receives]
+    if not len(targets):
+        return scores, candidate
     scores, candidate = scores.copy(), candidate.copy()
     scores[targets] = np.where(candidate[targets], scores[targets], 0.0) + lent
     candidate[targets] = True
@@ -175,7 +195,7 @@ def scored(
         # bm25's weight, also for hybrid's fallback without embeddings; rockbot's stays RockBot's exactly
         weight = 0.0 if mode == "rockbot" else replace(ranking, mode="bm25").neighbour_weight
         scores, candidate = borrow_from_neighbours(lexical, matched, neighbours, weight)
-        return _candidates(candidate, lift(scores, candidate, lifts), weigh)
+        return _candidates(candidate, scores, weigh, lifts)
     if mode == "vector":
         return _candidates(with_vector, similarity, weigh)
     top = lexical.max(initial=0.0)
@@ -188,7 +208,7 @@ def scored(
     fused = normalised + ranking.vector_weight * np.where(with_vector, similarity, 0.0)
     candidate = matched | (with_vector & (similarity >= ranking.min_similarity))
     fused, candidate = borrow_from_neighbours(fused, candidate, neighbours, ranking.neighbour_weight)
-    return _candidates(candidate, lift(fused, candidate, lifts), weigh)
+    return _candidates(candidate, fused, weigh, lifts)
 
 
 def best_lexical(
@@ -198,7 +218,7 @@ def best_lexical(
     """BM25 alone: the matched slots by score (times `weigh`), session neighbours lending `neighbour_weight`,
     named speakers and months lifted."""
     scores, candidate = borrow_from_neighbours(lexical, lexical > 0, neighbours, neighbour_weight)
-    return cut(*_candidates(candidate, lift(scores, candidate, lifts), weigh), limit)
+    return cut(*_candidates(candidate, scores, weigh, lifts), limit)
 
 
 def cut(slots: np.ndarray, values: np.ndarray, limit: int) -> Hits:
@@ -208,10 +228,10 @@ def cut(slots: np.ndarray, values: np.ndarray, limit: int) -> Hits:
 
 
 def _candidates(
-    candidates: np.ndarray, scores: np.ndarray, weigh: Weigh | None = None
+    candidates: np.ndarray, scores: np.ndarray, weigh: Weigh | None = None, lifts: Lifts | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     slots = np.flatnonzero(candidates)
-    values = scores[slots]
+    values = lift(slots, scores[slots], lifts)
     if weigh is not None:  # a factor of 0 leaves a candidate out
         factor = weigh(slots)
         if len(factor) and factor.min() <= 0:

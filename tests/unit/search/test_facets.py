@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from rockmem_mcp.models import MemoryEntry
@@ -52,6 +53,13 @@ def test_month_code_of_a_date(date: str | None, code: int) -> None:
 )
 def test_months_a_query_names(query: str, months: set[int], years: set[int]) -> None:
     assert facets.named_months(query) == (frozenset(months), frozenset(years))
+
+
+def test_month_codes_inside_the_named_months() -> None:
+    codes = np.array([2022 * 12 + 10, 2023 * 12 + 10, 2023 * 12 + 4, facets.NO_CODE])
+    assert facets.in_months(codes, frozenset({10}), frozenset()).tolist() == [True, True, False, False]
+    assert facets.in_months(codes, frozenset({10}), frozenset({2023})).tolist() == [False, True, False, False]
+    assert not facets.in_months(codes, frozenset({11}), frozenset()).any()  # NO_CODE % 12 == 11: never named
 
 
 def test_speaker_keys_and_matching() -> None:

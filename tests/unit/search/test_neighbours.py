@@ -136,8 +136,8 @@ def test_hybrid_lends_the_best_neighbours_fused_score_and_other_modes_none() -> 
     lexical = np.array([2.0, 0.0, 0.0, 1.0])
     similarity = np.array([0.5, 0.1, 0.2, 0.4])
     with_vector = np.ones(4, dtype=bool)
-    around = np.array([[-1, -1, 1, 2], [-1, 0, 2, -1], [0, 1, -1, -1]])  # slots 0-2 one session, 3 none
-    neighbours = Neighbours(np.array([0, 1, 2]), around, np.array([0, 1, 2, -1]), with_vector)
+    same = Neighbours.within_sessions(np.zeros(3, dtype=np.int32), 2)  # slots 0-2 one session, 3 none
+    neighbours = Neighbours(np.array([0, 1, 2]), same, np.array([0, 1, 2, -1]), with_vector)
     hybrid = Ranking("hybrid", 3.0, 0.3, neighbours=True)
     hits = rank(hybrid, lexical, similarity, with_vector, 10, None, neighbours)
     fused = {0: 1.0 + 1.5, 3: 0.5 + 1.2}
@@ -154,9 +154,33 @@ def test_hybrid_lends_the_best_neighbours_fused_score_and_other_modes_none() -> 
         assert lent.slots.tolist() == alone.slots.tolist() and lent.scores.tolist() == alone.scores.tolist()
 
 
+def test_only_turns_within_the_window_of_the_same_session_lend() -> None:
+    # rows in session order: sessions 0,0,0,0 then 1,1; slot k sits at row k
+    same = Neighbours.within_sessions(np.array([0, 0, 0, 0, 1, 1]), 2)
+    assert same.tolist() == [
+        [False, False, True, True, False, False],  # two rows back
+        [False, True, True, True, False, True],  # one row back
+        [True, True, True, False, True, False],  # one row ahead
+        [True, True, False, False, False, False],  # two rows ahead
+    ]
+    scores = np.array([0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 0.0])
+    candidate = scores > 0
+    eligible = np.ones(7, dtype=bool)
+    neighbours = Neighbours(np.arange(6), same, np.array([0, 1, 2, 3, 4, 5, -1]), eligible)
+    got, now = borrow_from_neighbours(scores, candidate, neighbours, 0.5)
+    assert got.tolist() == [0.0, 0.0, 0.0, 0.0, 4.0, 2.0, 0.0]  # session 1's other turn only; 2, 3 are session 0
+    assert now.tolist() == [False, False, False, False, True, True, False]
+    scores[1] = 6.0  # lends to rows 0, 2 and 3 (within two), not across into session 1
+    got, _ = borrow_from_neighbours(scores, scores > 0, neighbours, 0.5)
+    assert got.tolist() == [3.0, 6.0, 3.0, 3.0, 4.0, 2.0, 0.0]
+    eligible[3] = False  # filtered out: borrows nothing, so it stays out
+    got, now = borrow_from_neighbours(scores, scores > 0, neighbours, 0.5)
+    assert got[3] == 0.0 and not now[3]
+
+
 def test_without_neighbours_the_inputs_come_back_unchanged() -> None:
     scores, candidate = np.array([1.0, 0.0]), np.array([True, False])
-    empty = Neighbours(np.zeros(0, dtype=np.int64), np.zeros((0, 4), dtype=np.int64), np.full(2, -1), candidate)
+    empty = Neighbours(np.zeros(0, dtype=np.int64), np.zeros((4, 0), dtype=bool), np.full(2, -1), candidate)
     for neighbours in (None, empty):
         got_scores, got_candidate = borrow_from_neighbours(scores, candidate, neighbours, 0.5)
         assert got_scores is scores and got_candidate is candidate
