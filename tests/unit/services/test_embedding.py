@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from rockmem_mcp.errors import EmbeddingError, InvalidInputError
 from rockmem_mcp.search import embeddings, static_model
 from rockmem_mcp.search.embeddings import Model2VecEmbeddings, open_provider
 from rockmem_mcp.search.static_model import StaticEmbeddings
+from rockmem_mcp.search.vectors import STAMP_BYTES
 from rockmem_mcp.services.embedding import Embedder
 from rockmem_mcp.services.memory import SNAPSHOT_NAME, MemoryService
 from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
@@ -62,10 +62,11 @@ def test_saves_get_vectors_in_the_background_and_cached_files(services: Services
     saved = [service.save(text) for text in ("green tea in the morning", "deploys go out on fridays")]
     embedded(service)
     assert service.missing_vector_count() == 0
-    assert bin_files(services.settings) == {e.id: 32 * 4 for e in saved}
+    assert bin_files(services.settings) == {e.id: STAMP_BYTES + 32 * 4 for e in saved}
     record = (services.settings.embeddings_dir / "model.json").read_text()
     assert '"fake-a"' in record and '"dim": 32' in record
-    cached = np.fromfile(services.settings.embeddings_dir / f"{saved[0].id}.bin", dtype=np.float32)
+    cached = service.vector_files.read(saved[0].id, saved[0].document_text(), 32)
+    assert cached is not None
     slot = service.index.bm25.slot_of[saved[0].id]
     assert np.array_equal(cached, service.index.vectors.matrix.view[slot])
 
@@ -114,7 +115,6 @@ def test_an_update_makes_a_new_vector_and_a_stale_cache_is_not_reused(services: 
     embedded(service)
     bin_path = services.settings.embeddings_dir / f"{saved.id}.bin"
     old_vector = bin_path.read_bytes()
-    os.utime(bin_path, (1, 1))  # older than any entry file: must count as stale
     service.update(saved.id, content="the office moved to porto")
     embedded(service)
     assert "the office moved to porto" in provider.document_calls()
@@ -137,14 +137,14 @@ def test_a_model_change_rebuilds_every_vector(services: Services, caplog: pytest
     saved = [service.save(f"fact number {word}") for word in ("one", "two", "three")]
     embedded(service)
     services.close(service)
-    assert set(bin_files(services.settings).values()) == {16 * 4}
+    assert set(bin_files(services.settings).values()) == {STAMP_BYTES + 16 * 4}
 
     caplog.set_level(logging.WARNING)
     provider_b = FakeProvider("model-b", dim=24)
     reopened = embedded(open_with(services, provider_b))
     assert reopened.index.vectors.model_id == "model-b" and reopened.index.vectors.dim == 24
     assert sorted(provider_b.document_calls()) == sorted(e.content for e in saved)
-    assert bin_files(services.settings) == {e.id: 24 * 4 for e in saved}
+    assert bin_files(services.settings) == {e.id: STAMP_BYTES + 24 * 4 for e in saved}
     assert '"model-b"' in (services.settings.embeddings_dir / "model.json").read_text()
     assert any("embedding model changed" in r.getMessage() for r in caplog.records)
 
