@@ -15,6 +15,10 @@ the poll embeds nothing) until its reply says no entry is `unembedded`: the time
 reply to that answer is "vectors in the index". Then the server is closed (stdin closed, as a client
 quits) and the embedding cache on disk is counted: every saved memory must have its cached vector.
 
+The server's CPU time (user + system, all threads, from /proc) is read before the first save, after the
+last one and once the vectors are in: "CPU per save" is robust to a machine whose other tenants make the
+wall-clock figures swing, and its difference between settings is what embedding costs the process.
+
 Settings: `off` (ROCKMEM_EMBEDDING_MODEL=off), `bundled` (unset: the bundled static model), `m2v` (the
 evaluation copy in ../shared/models/m2v-minilm-l6-256 through model2vec), `onnx` (onnx:minilm-int8).
 `--baseline DIR` adds `NAME@base` for every embedding setting, run with DIR first on PYTHONPATH (a plain
@@ -70,12 +74,19 @@ def cached_vectors(home: Path) -> int:
     return sum(1 for name in os.listdir(directory) if name.endswith(".bin"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_server(home: Path, setting: str, baseline: Path | None, saves: int) -> dict[str, Any]:
     embeds = not setting.startswith("off")
     samples: list[float] = []
     arrival_s: float | None = None
     polls = 0
-    with jsonrpc_server(home, environment(setting, baseline)) as (_, call):
+    with jsonrpc_server(home, environment(setting, baseline)) as (proc, call):
+        cpu_start = cpu_seconds(proc.pid)
         for i in range(1, saves + 1):
             content = NOTE.format(i=i, p=i % 37, r=100 + i % 53, t=TOPICS[i % len(TOPICS)])
             params = {"name": "save_memory", "arguments": {"content": content, "category": "notes"}}
@@ -84,6 +95,7 @@ def one_server(home: Path, setting: str, baseline: Path | None, saves: int) -> d
             samples.append(time.perf_counter() - t)
             assert reply is not None and not reply["result"].get("isError"), reply
         last_save = time.perf_counter()
+        cpu_saves = cpu_seconds(proc.pid) - cpu_start
         if embeds:
             while time.perf_counter() - last_save < ARRIVAL_LIMIT_S:
                 polls += 1
@@ -94,7 +106,12 @@ def one_server(home: Path, setting: str, baseline: Path | None, saves: int) -> d
                     arrival_s = time.perf_counter() - last_save
                     break
                 time.sleep(POLL_S)
-    report: dict[str, Any] = {"save": percentiles(samples)}
+        cpu_all = cpu_seconds(proc.pid) - cpu_start
+    report: dict[str, Any] = {
+        "save": percentiles(samples),
+        "cpu_ms_per_save": round(cpu_saves * 1e3 / saves, 3),
+        "cpu_ms_per_save_with_vectors": round(cpu_all * 1e3 / saves, 3),
+    }
     if embeds:
         report |= {
             "vectors_in_index_after_last_save_s": arrival_s,
@@ -123,6 +140,10 @@ def run(settings: list[str], rounds: int, saves: int, baseline: Path | None, roo
             "save_p50_ms": round(statistics.median(p50s), 3),
             "save_p95_ms": round(statistics.median(r["save"]["p95_ms"] for r in results), 3),
             "round_p50s_ms": p50s,
+            "cpu_ms_per_save": round(statistics.median(r["cpu_ms_per_save"] for r in results), 3),
+            "cpu_ms_per_save_with_vectors": round(
+                statistics.median(r["cpu_ms_per_save_with_vectors"] for r in results), 3
+            ),
         }
         if "off" in per_round and setting != "off":
             ratios = [r["save"]["p50_ms"] / o["save"]["p50_ms"] for r, o in zip(results, per_round["off"], strict=True)]

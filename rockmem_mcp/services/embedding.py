@@ -187,14 +187,21 @@ class VectorSource(Protocol):
 
 
 class VectorWorker:
-    def __init__(self, embedder: Embedder, source: VectorSource, files: VectorFiles) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        source: VectorSource,
+        files: VectorFiles,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.embedder = embedder
         self.source = source
         self.files = files
         self.batch_size = embedder.settings.embedding_batch_size
         self.quiet_s = QUIET_S
         self.max_delay_s = MAX_DELAY_S
-        self._last_wake = 0.0  # time.monotonic() of the latest wake()
+        self.clock = clock  # seconds, for letting a burst pass (tests hold it still)
+        self._last_wake = 0.0  # clock() at the latest wake()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.embedded = 0  # vectors made by the provider, and taken from the cache, since start
@@ -215,7 +222,7 @@ class VectorWorker:
         """New entries may lack vectors (called with the store's lock held). While the worker lets a burst
         pass it waits on a timer, not on this event, so a save in a burst wakes no thread."""
         if self._running:
-            self._last_wake = time.monotonic()
+            self._last_wake = self.clock()
             self.idle.clear()
             self._wake.set()
 
@@ -255,9 +262,9 @@ class VectorWorker:
 
     def _let_burst_pass(self) -> None:
         """Sleep until no wake() came for `quiet_s`, or `max_delay_s` after the first (a stop ends it)."""
-        give_up = time.monotonic() + self.max_delay_s
+        give_up = self.clock() + self.max_delay_s
         while not self._stop.is_set():
-            wait = min(self._last_wake + self.quiet_s, give_up) - time.monotonic()
+            wait = min(self._last_wake + self.quiet_s, give_up) - self.clock()
             if wait <= 0:
                 return
             self._stop.wait(wait)
