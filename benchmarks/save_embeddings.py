@@ -19,6 +19,10 @@ The server's CPU time (user + system, all threads, from /proc) is read before th
 last one and once the vectors are in: "CPU per save" is robust to a machine whose other tenants make the
 wall-clock figures swing, and its difference between settings is what embedding costs the process.
 
+`--mechanism` also counts, in a library process per setting (the same 600 saves, 2 ms apart as a client's
+calls come), what the vector worker did: its steps (each takes the store's lock), index snapshots written,
+cache files written, and the worker thread's CPU time. These counts do not depend on how busy the machine is.
+
 Settings: `off` (ROCKMEM_EMBEDDING_MODEL=off), `bundled` (unset: the bundled static model), `m2v` (the
 evaluation copy in ../shared/models/m2v-minilm-l6-256 through model2vec), `onnx` (onnx:minilm-int8).
 `--baseline DIR` adds `NAME@base` for every embedding setting, run with DIR first on PYTHONPATH (a plain
@@ -33,6 +37,8 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +69,7 @@ def environment(setting: str, baseline: Path | None) -> dict[str, str]:
     if variant == "base":
         assert baseline is not None
         env["PYTHONPATH"] = str(baseline)
+    env["PYTHONSAFEPATH"] = "1"  # `python -m`/`-c` would put the working directory's rockmem_mcp first
     return env
 
 
@@ -121,6 +128,65 @@ def one_server(home: Path, setting: str, baseline: Path | None, saves: int) -> d
     return report
 
 
+MECHANISM = """
+import json, sys, tempfile, threading, time
+from pathlib import Path
+from rockmem_mcp.config import Settings
+from rockmem_mcp.search import vectors
+from rockmem_mcp.search.memory_index import MemoryIndex
+from rockmem_mcp.services import embedding
+from rockmem_mcp.services.memory import MemoryService
+
+saves, note, model = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+counts = {"worker_steps": 0, "snapshots_written": 0, "cache_files_written": 0, "worker_cpu_s": 0.0}
+def counted(name, original):
+    def wrapper(*args, **kwargs):
+        counts[name] += 1
+        return original(*args, **kwargs)
+    return wrapper
+MemoryIndex.write_snapshot = staticmethod(counted("snapshots_written", MemoryIndex.write_snapshot))
+vectors.VectorFiles.write = counted("cache_files_written", vectors.VectorFiles.write)
+embedding.VectorWorker.step = counted("worker_steps", embedding.VectorWorker.step)
+run = embedding.VectorWorker._run
+def timed_run(self):
+    try:
+        run(self)
+    finally:
+        counts["worker_cpu_s"] = time.thread_time()
+embedding.VectorWorker._run = timed_run
+with tempfile.TemporaryDirectory() as home:
+    settings = Settings.load({"home": home} | ({"embedding_model": model} if model else {}), env={})
+    memory = MemoryService(settings)
+    assert memory.vector_worker.idle.wait(60)
+    counts["worker_steps"] = counts["snapshots_written"] = 0  # the start's own
+    samples = []
+    for i in range(saves):
+        t = time.perf_counter()
+        memory.save(note.format(i=i, p=i % 37, r=i % 53, t="billing"), "notes")
+        samples.append(time.perf_counter() - t)
+        time.sleep(0.002)
+    assert memory.vector_worker.idle.wait(60)
+    memory.vector_worker.stop()
+    memory.close()
+samples.sort()
+counts["save_p50_ms"] = round(samples[len(samples) // 2] * 1e3, 3)
+counts["worker_cpu_s"] = round(counts["worker_cpu_s"], 3)
+print(json.dumps(counts))
+"""
+
+
+def mechanism(setting: str, baseline: Path | None, saves: int) -> dict[str, Any]:
+    """What the vector worker did for `saves` library saves (see the module's docstring)."""
+    env = environment(setting, baseline)
+    model = env.get("ROCKMEM_EMBEDDING_MODEL", "")
+    if "PYTHONPATH" not in env:  # this tree, not an installed copy, whatever the working directory
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", MECHANISM, str(saves), NOTE, model], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run(settings: list[str], rounds: int, saves: int, baseline: Path | None, root: Path) -> dict[str, Any]:
     per_round: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
     order = list(settings)
@@ -168,6 +234,7 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--saves", type=int, default=SAVES)
+    parser.add_argument("--mechanism", action="store_true", help="also count the vector worker's work per setting")
     parser.add_argument("--root", type=Path, help="where the fresh homes go (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=RESULTS / "save-embeddings.json")
     args = parser.parse_args()
@@ -176,6 +243,13 @@ def main() -> None:
         settings += [f"{s}@base" for s in args.settings if s != "off"]
     with tempfile.TemporaryDirectory(prefix="save-embeddings-", dir=args.root) as root:
         summary = run(settings, args.rounds, args.saves, args.baseline, Path(root))
+    if args.mechanism:
+        for setting in settings:
+            if not setting.startswith("off"):
+                summary[setting]["vector_worker_for_library_saves"] = found = mechanism(
+                    setting, args.baseline, args.saves
+                )
+                print(f"mechanism {setting}: {json.dumps(found)}", flush=True)
     report = {
         "benchmark": "save-embeddings",
         "date": time.strftime("%Y-%m-%d %H:%M"),
