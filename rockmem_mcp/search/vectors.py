@@ -1,14 +1,17 @@
 """Embedding vectors for an index: one contiguous float32 matrix in memory, one `.bin` file per entry on disk.
 
 `VectorTable` keeps a row per index slot (rows of slots without a vector yet are zero and flagged absent),
-so a query is one matrix-vector product. `VectorFiles` is the cache on disk: `{dir}/{id}.bin` raw float32
-plus `model.json` naming the model and dimension that made them; a different model empties the cache.
-Both are derived data: atomic but not fsynced, and rebuilt from the entries when lost.
+so a query is one matrix-vector product. `VectorFiles` is the cache on disk: `{dir}/{id}.bin` holds an
+8-byte stamp and the raw float32 vector, plus `model.json` naming the model and dimension that made them;
+a different model empties the cache. The stamp is a digest of the embedded text and the vector's bytes, so
+a cached vector is used only for the very text it was made from and a torn or foreign file is never taken
+for a vector (either is embedded again). Both are derived data: atomic but not fsynced, rebuilt when lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -24,6 +27,14 @@ log = logging.getLogger(__name__)
 
 MODEL_RECORD = "model.json"
 MATRIX_GROWTH = 1.25  # 100k x 256 floats is 100 MB: grow by a quarter, not double
+STAMP_BYTES = 8
+
+
+def vector_stamp(text: str, vector_bytes: bytes) -> bytes:
+    """Names the text a cached vector was made from and checks its bytes (a torn file fails it)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=STAMP_BYTES)
+    digest.update(vector_bytes)
+    return digest.digest()
 
 
 class VectorTable:
@@ -101,23 +112,21 @@ class VectorFiles:
     def path(self, entry_id: str) -> str:
         return f"{self._text}/{entry_id}.bin"
 
-    def read_fresh(self, entry_id: str, dim: int, not_before: float) -> np.ndarray | None:
-        """The cached vector if it was written after `not_before` (an mtime) and has `dim` floats."""
-        path = self.path(entry_id)
+    def read(self, entry_id: str, text: str, dim: int) -> np.ndarray | None:
+        """The cached vector of `text` if the file holds one of `dim` floats made from exactly that text."""
         try:
-            if os.stat(path).st_mtime <= not_before:  # equal: same clock tick, order unknown
-                return None
-            data = read_bytes(path)
+            data = read_bytes(self.path(entry_id))
         except OSError:
             return None
-        if len(data) != 4 * dim:
+        if len(data) != STAMP_BYTES + 4 * dim or data[:STAMP_BYTES] != vector_stamp(text, data[STAMP_BYTES:]):
             return None
-        return np.frombuffer(data, dtype=np.float32)
+        return np.frombuffer(data, dtype=np.float32, offset=STAMP_BYTES)
 
-    def write(self, entry_id: str, vector: np.ndarray) -> None:
+    def write(self, entry_id: str, text: str, vector: np.ndarray) -> None:
+        """Cache the vector made from `text`; needs no lock: the stamp, not the file's age, says what it is of."""
         try:
             data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-            atomic_write(Path(self.path(entry_id)), data, durable=False)
+            atomic_write(Path(self.path(entry_id)), vector_stamp(text, data) + data, durable=False)
         except OSError as exc:  # a cache: failing to keep a vector costs a re-embedding later, nothing else
             log.debug("could not cache the vector of %s: %s", entry_id, exc)
 

@@ -5,8 +5,12 @@ the vector size from a probe, and when the provider fails it says so once in the
 for `embedding_retry_after_s`: searches meanwhile rank by BM25 alone instead of waiting.
 
 `VectorWorker` runs one thread per store: it asks the store which entries lack a vector, reuses a cached
-`.bin` written after the entry's file, embeds the rest in batches, and hands the vectors back. A save never
-waits for it; `drain()` runs the same steps in the foreground for `rockmem-mcp reindex --embeddings`.
+`.bin` made from the same text, embeds the rest in batches, and hands the vectors back. A save never waits
+for it: the save only notes the time and sets an event, and the worker lets a burst of saves pass
+(`quiet_s` without a save, at most `max_delay_s` after the first) before it takes the store's lock, so a
+stream of saves is embedded in a few batches instead of one wake-up, lock hand-over and snapshot per save.
+Cache files are written after the lock is released. `drain()` runs the same steps in the foreground for
+`rockmem-mcp reindex --embeddings`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROBE_TEXT = "rockmem embedding probe"
+QUIET_S = 0.05  # a burst of saves is over when none came for this long...
+MAX_DELAY_S = 0.5  # ...or this long after it began: a steady stream still gets vectors twice a second
 
 
 class Embedder:
@@ -160,7 +166,6 @@ class VectorJob:
     slot: int
     generation: int  # of the store's index: a reloaded index makes the job void
     text: str  # what to embed
-    changed_at: float  # mtime of the entry's file: a cached vector older than this is stale
 
 
 class VectorSource(Protocol):
@@ -182,11 +187,21 @@ class VectorSource(Protocol):
 
 
 class VectorWorker:
-    def __init__(self, embedder: Embedder, source: VectorSource, files: VectorFiles) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        source: VectorSource,
+        files: VectorFiles,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.embedder = embedder
         self.source = source
         self.files = files
         self.batch_size = embedder.settings.embedding_batch_size
+        self.quiet_s = QUIET_S
+        self.max_delay_s = MAX_DELAY_S
+        self.clock = clock  # seconds, for letting a burst pass (tests hold it still)
+        self._last_wake = 0.0  # clock() at the latest wake()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.embedded = 0  # vectors made by the provider, and taken from the cache, since start
@@ -204,8 +219,10 @@ class VectorWorker:
         self._thread.start()
 
     def wake(self) -> None:
-        """New entries may lack vectors (called with the store's lock held)."""
+        """New entries may lack vectors (called with the store's lock held). While the worker lets a burst
+        pass it waits on a timer, not on this event, so a save in a burst wakes no thread."""
         if self._running:
+            self._last_wake = self.clock()
             self.idle.clear()
             self._wake.set()
 
@@ -232,13 +249,25 @@ class VectorWorker:
                     self.embedder.failed(exc)
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
+                if done >= self.batch_size:
+                    continue  # a backlog: the next batch at once
                 if not done and not self._stop.is_set():  # a stop() before the clear above left no wake-up
                     self._wake.wait()
+                self._let_burst_pass()  # after a part batch too: entries saved meanwhile wait for the rest
         except Exception:  # a bug here must not take the server down; searches continue on BM25
             log.exception("the embedding worker stopped; search continues on BM25 for entries without vectors")
         finally:
             self._running = False
             self.idle.set()
+
+    def _let_burst_pass(self) -> None:
+        """Sleep until no wake() came for `quiet_s`, or `max_delay_s` after the first (a stop ends it)."""
+        give_up = self.clock() + self.max_delay_s
+        while not self._stop.is_set():
+            wait = min(self._last_wake + self.quiet_s, give_up) - self.clock()
+            if wait <= 0:
+                return
+            self._stop.wait(wait)
 
     def _prepare(self) -> bool:
         if not self.embedder.probe():
@@ -264,7 +293,7 @@ class VectorWorker:
         vectors = np.zeros((len(jobs), dim), dtype=np.float32)
         made: list[int] = []
         for i, job in enumerate(jobs):
-            cached = self.files.read_fresh(job.key, dim, job.changed_at)
+            cached = self.files.read(job.key, job.text, dim)
             if cached is not None:
                 vectors[i] = cached
             else:
@@ -277,10 +306,10 @@ class VectorWorker:
             for i in refused:
                 self.source.refuse_vector(jobs[i])
             kept = {job.key for job in self.source.store_vectors([jobs[i] for i in done], vectors[done])}
-            # Cached under the lock, only once kept: a vector of text changed meanwhile is never cached.
-            for i in made:
-                if jobs[i].key in kept:
-                    self.files.write(jobs[i].key, vectors[i])
+        # After the lock: file creation is slow on some disks, and the stamp ties each vector to its text.
+        for i in made:
+            if jobs[i].key in kept:
+                self.files.write(jobs[i].key, jobs[i].text, vectors[i])
         return len(jobs)
 
     def _embed(self, jobs: list[VectorJob], made: list[int], vectors: np.ndarray) -> set[int]:

@@ -1000,16 +1000,9 @@ class MemoryService:
             if slot in self._refused_slots:
                 continue
             key = self.index.bm25.keys[slot]
-            location = self.index.location(key)
-            if location is None:
-                continue
-            try:
-                changed_at = os.stat(self.files.path_for(key, location.category)).st_mtime
-            except OSError:
-                changed_at = float("inf")
             entry = self._hydrate(key)  # a file gone or broken drops out of the index, so no retry loop
             if entry is not None:
-                jobs.append(VectorJob(key, slot, self._generation, entry.document_text(), changed_at))
+                jobs.append(VectorJob(key, slot, self._generation, entry.document_text()))
         return jobs
 
     def refuse_vector(self, job: VectorJob) -> None:
@@ -1035,8 +1028,11 @@ class MemoryService:
         return [jobs[i] for i in kept]
 
     def vectors_settled(self) -> None:
-        """Every entry has its vector: keep them in the snapshot, so the next start need not re-read them."""
-        if self._vectors_since_snapshot:
+        """Every entry has its vector: after a backfill, keep them in the snapshot so the next start need not
+        re-read them. A few vectors wait for the next snapshot (every `snapshot_every_changes`, and at close):
+        one per save would rewrite the whole index per save, and a start after a crash reads the few from
+        their cache files."""
+        if self._vectors_since_snapshot >= self.settings.snapshot_every_changes:
             self._snapshot_in_background()
 
     def _hydrate(self, entry_id: str) -> MemoryEntry | None:

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from rockmem_mcp.search.vectors import STAMP_BYTES
 from tests.embedding_server import (
     SHARED_MODEL,
     SHARED_MODEL_MISSING,
@@ -76,7 +77,7 @@ async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, e
         assert ids(vector) == [cat["id"]]
     if provider == "endpoint":
         assert endpoint.requests and all(body["model"] == "m2v-test" for body, _ in endpoint.requests)
-    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == 4 * 256
+    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == STAMP_BYTES + 4 * 256
 
 
 async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_model(stdio_server, home, call) -> None:
@@ -86,7 +87,7 @@ async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_mode
         cat = await save_the_cat_and_others(client, call)
         hybrid = await call(client, "search_memory", query="my cat")
         assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [cat["id"]]
-    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == 4 * 256
+    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == STAMP_BYTES + 4 * 256
     async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL="off") as keywords_only:
         found = await call(keywords_only, "search_memory", query="my cat")
         assert found["mode"] == "bm25" and found["results"] == []

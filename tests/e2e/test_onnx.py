@@ -6,6 +6,7 @@ import importlib.util
 
 import pytest
 
+from rockmem_mcp.search.vectors import STAMP_BYTES
 from tests.e2e.test_hybrid import ids, wait_until_embedded
 
 pytestmark = [
@@ -35,4 +36,4 @@ async def test_onnx_model_finds_a_paraphrase_bm25_misses(stdio_server, home, cal
         assert hybrid["mode"] == "hybrid" and ids(hybrid) == [taxes["id"]]
         vector = await call(client, "search_memory", query=QUESTION, mode="vector", limit=1)
         assert ids(vector) == [taxes["id"]]
-    assert (home / ".embeddings" / f"{taxes['id']}.bin").stat().st_size == 4 * 384
+    assert (home / ".embeddings" / f"{taxes['id']}.bin").stat().st_size == STAMP_BYTES + 4 * 384

@@ -229,3 +229,14 @@ def test_onnx_speed_harness_runs_at_tiny_size(tmp_path: Path) -> None:
     report = onnx_speed.run(300, 10, 20, tmp_path)
     assert report["backfill_onnx"]["documents"] == 20
     assert report["serve"]["onnx_minilm_int8"]["search_20_results_hybrid"]["n"] == 10
+
+
+def test_save_embeddings_harness_finds_every_vector_in_the_index_and_on_disk(tmp_path: Path) -> None:
+    from benchmarks import save_embeddings
+
+    summary = save_embeddings.run(["off", "bundled"], rounds=1, saves=30, baseline=None, root=tmp_path)
+    assert summary["off"]["save_p50_ms"] > 0 and summary["bundled"]["p50_ratio_to_off"] > 0
+    arrived = summary["bundled"]["vectors_in_index_after_last_save_s"]
+    assert arrived["max"] is not None  # every save's vector reached the index over stdio
+    assert summary["bundled"]["cached_on_disk_after_close"] == [30]
+    assert list(tmp_path.iterdir()) == []

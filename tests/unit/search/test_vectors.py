@@ -166,9 +166,9 @@ def files(tmp_path: Path) -> VectorFiles:
 
 def test_write_read_round_trip_as_float32(files: VectorFiles) -> None:
     vector = np.array([0.25, -1.5, 3.0], dtype=np.float64)
-    files.write("abc", vector)
-    assert os.path.getsize(files.path("abc")) == 12  # raw float32, no header
-    read = files.read_fresh("abc", 3, not_before=0.0)
+    files.write("abc", "some text", vector)
+    assert os.path.getsize(files.path("abc")) == 8 + 12  # the stamp, then raw float32
+    read = files.read("abc", "some text", 3)
     assert read is not None
     assert read.dtype == np.float32
     assert read.tolist() == [0.25, -1.5, 3.0]
@@ -178,41 +178,60 @@ def test_path_is_the_id_dot_bin_in_the_directory(files: VectorFiles) -> None:
     assert Path(files.path("abc")) == files.directory / "abc.bin"
 
 
-def test_read_fresh_returns_none_for_a_file_not_newer_than_not_before(files: VectorFiles) -> None:
-    files.write("abc", E0)
-    os.utime(files.path("abc"), (1_000_000.0, 1_000_000.0))
-    assert files.read_fresh("abc", 3, not_before=1_000_000.5) is None
-    # Written in the same clock tick as the entry: which came first is unknown, so it is not trusted.
-    assert files.read_fresh("abc", 3, not_before=1_000_000.0) is None
-    fresh = files.read_fresh("abc", 3, not_before=999_999.5)
+def test_a_cached_vector_is_only_read_back_for_the_text_it_was_made_from(files: VectorFiles) -> None:
+    files.write("abc", "the office is in lisbon", E0)
+    assert files.read("abc", "the office moved to porto", 3) is None
+    assert files.read("abc", "the office is in lisbon ", 3) is None
+
+
+def test_the_age_of_a_cache_file_does_not_matter(files: VectorFiles) -> None:
+    files.write("abc", "text", E0)
+    os.utime(files.path("abc"), (1, 1))  # older than any entry: the stamp, not the clock, says what it is of
+    fresh = files.read("abc", "text", 3)
     assert fresh is not None
     assert fresh.tolist() == E0.tolist()
 
 
 @pytest.mark.parametrize("dim", [2, 4, 0])
-def test_read_fresh_returns_none_when_the_size_is_not_dim_floats(files: VectorFiles, dim: int) -> None:
-    files.write("abc", E0)
-    assert files.read_fresh("abc", dim, not_before=0.0) is None
+def test_read_returns_none_when_the_size_is_not_dim_floats(files: VectorFiles, dim: int) -> None:
+    files.write("abc", "text", E0)
+    assert files.read("abc", "text", dim) is None
 
 
-def test_read_fresh_returns_none_for_a_truncated_file(files: VectorFiles) -> None:
-    files.write("abc", E0)
+@pytest.mark.parametrize("keep", [0, 5, 8, 10, 19])
+def test_a_torn_cache_file_is_never_read_as_a_vector(files: VectorFiles, keep: int) -> None:
+    files.write("abc", "text", E0)
     with open(files.path("abc"), "r+b") as f:
-        f.truncate(10)
-    assert files.read_fresh("abc", 3, not_before=0.0) is None
+        f.truncate(keep)
+    assert files.read("abc", "text", 3) is None
 
 
-def test_read_fresh_returns_none_when_absent(files: VectorFiles) -> None:
-    assert files.read_fresh("missing", 3, not_before=0.0) is None  # not even a directory yet
-    files.write("other", E0)
-    assert files.read_fresh("missing", 3, not_before=0.0) is None
+def test_a_cache_file_of_the_right_size_with_damaged_bytes_is_not_read(files: VectorFiles) -> None:
+    files.write("abc", "text", E0)
+    data = bytearray(Path(files.path("abc")).read_bytes())
+    data[-1] ^= 0x40  # e.g. a block of another file after a crash
+    Path(files.path("abc")).write_bytes(bytes(data))
+    assert files.read("abc", "text", 3) is None
+
+
+def test_an_old_unstamped_cache_file_is_not_read(files: VectorFiles) -> None:
+    files.directory.mkdir()
+    np.asarray(E0, dtype=np.float32).tofile(files.path("abc"))  # the raw float32 files of earlier versions
+    assert files.read("abc", "text", 3) is None
+    assert files.read("abc", "text", 1) is None  # 12 bytes: not 8 + 4 of a 1-float vector either
+
+
+def test_read_returns_none_when_absent(files: VectorFiles) -> None:
+    assert files.read("missing", "text", 3) is None  # not even a directory yet
+    files.write("other", "text", E0)
+    assert files.read("missing", "text", 3) is None
 
 
 def test_remove_deletes_the_file_and_tolerates_absence(files: VectorFiles) -> None:
-    files.write("abc", E0)
+    files.write("abc", "text", E0)
     files.remove("abc")
     assert not os.path.exists(files.path("abc"))
-    assert files.read_fresh("abc", 3, not_before=0.0) is None
+    assert files.read("abc", "text", 3) is None
     files.remove("abc")  # already gone: no error
 
 
@@ -220,8 +239,8 @@ def test_write_failure_is_swallowed(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     files = VectorFiles(blocker)  # the cache directory cannot be created
-    files.write("abc", E0)
-    assert files.read_fresh("abc", 3, not_before=0.0) is None
+    files.write("abc", "text", E0)
+    assert files.read("abc", "text", 3) is None
 
 
 def test_no_record_before_adopt(files: VectorFiles) -> None:
@@ -236,17 +255,17 @@ def test_adopt_writes_the_model_record(files: VectorFiles) -> None:
 
 def test_adopt_a_new_model_removes_cached_vectors(files: VectorFiles) -> None:
     files.adopt("m1", 3)
-    files.write("a", E0)
-    files.write("b", E1)
+    files.write("a", "text", E0)
+    files.write("b", "text", E1)
     files.adopt("m2", 3)
     assert files.record() == ("m2", 3)
     assert sorted(os.listdir(files.directory)) == [MODEL_RECORD]
-    assert files.read_fresh("a", 3, not_before=0.0) is None
+    assert files.read("a", "text", 3) is None
 
 
 def test_adopt_the_same_model_with_another_dim_removes_cached_vectors(files: VectorFiles) -> None:
     files.adopt("m1", 3)
-    files.write("a", E0)
+    files.write("a", "text", E0)
     files.adopt("m1", 4)
     assert files.record() == ("m1", 4)
     assert not os.path.exists(files.path("a"))
@@ -254,15 +273,15 @@ def test_adopt_the_same_model_with_another_dim_removes_cached_vectors(files: Vec
 
 def test_adopt_the_same_model_keeps_cached_vectors(files: VectorFiles) -> None:
     files.adopt("m1", 3)
-    files.write("a", E0)
+    files.write("a", "text", E0)
     files.adopt("m1", 3)
-    read = files.read_fresh("a", 3, not_before=0.0)
+    read = files.read("a", "text", 3)
     assert read is not None
     assert read.tolist() == E0.tolist()
 
 
 def test_adopt_without_a_record_treats_existing_files_as_another_models(files: VectorFiles) -> None:
-    files.write("stray", E0)  # a cache from before records, or a lost record: origin unknown
+    files.write("stray", "text", E0)  # a cache from before records, or a lost record: origin unknown
     files.adopt("m1", 3)
     assert not os.path.exists(files.path("stray"))
     assert files.record() == ("m1", 3)
@@ -288,7 +307,7 @@ def test_a_corrupt_model_record_reads_as_none(files: VectorFiles, text: str) -> 
 
 def test_adopt_over_a_corrupt_record_empties_the_cache_and_rewrites_it(files: VectorFiles) -> None:
     files.adopt("m1", 3)
-    files.write("a", E0)
+    files.write("a", "text", E0)
     (files.directory / MODEL_RECORD).write_text("{broken")
     files.adopt("m1", 3)
     assert files.record() == ("m1", 3)

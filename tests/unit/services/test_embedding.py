@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,8 @@ from rockmem_mcp.errors import EmbeddingError, InvalidInputError
 from rockmem_mcp.search import embeddings, static_model
 from rockmem_mcp.search.embeddings import Model2VecEmbeddings, open_provider
 from rockmem_mcp.search.static_model import StaticEmbeddings
-from rockmem_mcp.services.embedding import Embedder
+from rockmem_mcp.search.vectors import STAMP_BYTES
+from rockmem_mcp.services.embedding import PROBE_TEXT, Embedder
 from rockmem_mcp.services.memory import SNAPSHOT_NAME, MemoryService
 from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
 
@@ -62,10 +63,11 @@ def test_saves_get_vectors_in_the_background_and_cached_files(services: Services
     saved = [service.save(text) for text in ("green tea in the morning", "deploys go out on fridays")]
     embedded(service)
     assert service.missing_vector_count() == 0
-    assert bin_files(services.settings) == {e.id: 32 * 4 for e in saved}
+    assert bin_files(services.settings) == {e.id: STAMP_BYTES + 32 * 4 for e in saved}
     record = (services.settings.embeddings_dir / "model.json").read_text()
     assert '"fake-a"' in record and '"dim": 32' in record
-    cached = np.fromfile(services.settings.embeddings_dir / f"{saved[0].id}.bin", dtype=np.float32)
+    cached = service.vector_files.read(saved[0].id, saved[0].document_text(), 32)
+    assert cached is not None
     slot = service.index.bm25.slot_of[saved[0].id]
     assert np.array_equal(cached, service.index.vectors.matrix.view[slot])
 
@@ -114,7 +116,6 @@ def test_an_update_makes_a_new_vector_and_a_stale_cache_is_not_reused(services: 
     embedded(service)
     bin_path = services.settings.embeddings_dir / f"{saved.id}.bin"
     old_vector = bin_path.read_bytes()
-    os.utime(bin_path, (1, 1))  # older than any entry file: must count as stale
     service.update(saved.id, content="the office moved to porto")
     embedded(service)
     assert "the office moved to porto" in provider.document_calls()
@@ -137,14 +138,14 @@ def test_a_model_change_rebuilds_every_vector(services: Services, caplog: pytest
     saved = [service.save(f"fact number {word}") for word in ("one", "two", "three")]
     embedded(service)
     services.close(service)
-    assert set(bin_files(services.settings).values()) == {16 * 4}
+    assert set(bin_files(services.settings).values()) == {STAMP_BYTES + 16 * 4}
 
     caplog.set_level(logging.WARNING)
     provider_b = FakeProvider("model-b", dim=24)
     reopened = embedded(open_with(services, provider_b))
     assert reopened.index.vectors.model_id == "model-b" and reopened.index.vectors.dim == 24
     assert sorted(provider_b.document_calls()) == sorted(e.content for e in saved)
-    assert bin_files(services.settings) == {e.id: 24 * 4 for e in saved}
+    assert bin_files(services.settings) == {e.id: STAMP_BYTES + 24 * 4 for e in saved}
     assert '"model-b"' in (services.settings.embeddings_dir / "model.json").read_text()
     assert any("embedding model changed" in r.getMessage() for r in caplog.records)
 
@@ -428,3 +429,140 @@ def test_a_stop_while_the_worker_probes_its_model_ends_the_worker(services: Serv
     gate.set()
     stopper.join(15)
     assert worker._thread is not None and not worker._thread.is_alive()
+
+
+# ---------------------------------------------------------------------- bursts of saves, the cache off the lock
+class Watched(FakeProvider):
+    """Sets `embedded_entries` once it has embedded texts of entries (the probe does not count)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded_entries = threading.Event()
+
+    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
+        vectors = super().embed(texts, interactive=interactive)
+        if not interactive and list(texts) != [PROBE_TEXT]:
+            self.embedded_entries.set()
+        return vectors
+
+
+def entry_batches(provider: FakeProvider) -> list[list[str]]:
+    return [texts for texts, interactive in provider.calls if not interactive and texts != [PROBE_TEXT]]
+
+
+def held_clock(service: MemoryService) -> Clock:
+    """The worker's clock, held still: a burst of saves is over when the test moves it on."""
+    clock = Clock()
+    service.vector_worker.clock = clock
+    service.vector_worker.quiet_s, service.vector_worker.max_delay_s = 0.05, 0.5
+    return clock
+
+
+def test_a_burst_of_saves_is_embedded_in_one_batch_once_it_is_over(services: Services) -> None:
+    provider = FakeProvider()
+    service = embedded(open_with(services, provider))
+    clock = held_clock(service)
+    saved = [service.save(f"note {i} on the boiler service") for i in range(10)]
+    assert service.missing_vector_count() == 10  # the saves returned; nothing embedded during the burst
+    clock.now += 0.05  # no save for the quiet time: the burst is over
+    embedded(service)
+    assert entry_batches(provider) == [[e.document_text() for e in saved]]
+    assert service.missing_vector_count() == 0
+
+
+def test_a_steady_stream_of_saves_still_gets_vectors_within_the_longest_delay(services: Services) -> None:
+    provider = Watched()
+    service = embedded(open_with(services, provider))
+    clock = held_clock(service)
+    start = clock.now
+    stream = []
+    for k in range(13):  # one save every 0.04 s: never quiet for 0.05 s
+        clock.now = start + k * 0.04
+        stream.append(service.save(f"reading {k} of the boiler pressure"))
+    clock.now = start + 0.5  # the longest delay after the first save, and the last one 0.02 s ago
+    assert provider.embedded_entries.wait(10), "a stream that never pauses got no vectors"
+    later = [service.save(f"reading {k} of the boiler pressure") for k in (13, 14)]
+    clock.now += 1.0
+    embedded(service)
+    assert entry_batches(provider) == [[e.document_text() for e in stream], [e.document_text() for e in later]]
+
+
+def test_a_save_never_waits_for_the_cache_file_of_a_vector(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cache files are written after the store's lock is released: a slow disk delays the cache, not saves."""
+    service = embedded(open_with(services, FakeProvider()))
+    writing, written = threading.Event(), threading.Event()
+    release = threading.Event()
+    write = service.vector_files.write
+
+    def slow_write(*args: object) -> None:
+        writing.set()
+        release.wait(5)
+        write(*args)  # type: ignore[arg-type]
+        written.set()
+
+    monkeypatch.setattr(service.vector_files, "write", slow_write)
+    first = service.save("the boiler is serviced every october")
+    assert writing.wait(10)
+    second = service.save("the chimney is swept every spring")
+    assert not written.is_set(), "the save waited for the vector cache's file write"
+    release.set()
+    embedded(service)
+    assert service.missing_vector_count() == 0
+    assert {first.id, second.id} <= set(bin_files(services.settings))
+
+
+def test_a_few_saves_vectors_do_not_rewrite_the_snapshot_and_survive_a_crash_in_the_cache(
+    services: Services,
+) -> None:
+    service = embedded(open_with(services, FakeProvider()))
+    snapshot = services.settings.index_dir / SNAPSHOT_NAME
+    written = (snapshot.stat().st_ino, snapshot.stat().st_mtime_ns)
+    for text in ("green tea in the morning", "deploys go out on fridays", "the cat is called miso"):
+        service.save(text)
+    embedded(service)
+    if service._snapshot_thread is not None:  # a background rewrite, if one was started
+        service._snapshot_thread.join()
+    assert service.missing_vector_count() == 0
+    assert (snapshot.stat().st_ino, snapshot.stat().st_mtime_ns) == written  # one rewrite per save, before
+    # A crash now (no close, no snapshot with the vectors): the next start takes them from the cache files.
+    again = FakeProvider()
+    after_crash = embedded(open_with(services, again))
+    assert after_crash.missing_vector_count() == 0
+    assert again.document_calls() == []
+
+
+def test_a_cached_vector_of_a_text_the_entry_no_longer_has_is_never_reused(services: Services) -> None:
+    """A vector cached just after an update (by a worker that embedded the text before it) is newer than
+    the entry's file but not of its text: the stamp, not the file's age, decides."""
+    service = open_with(services, FakeProvider())
+    saved = service.save("the office is in lisbon")
+    embedded(service)
+    bin_path = services.settings.embeddings_dir / f"{saved.id}.bin"
+    of_lisbon = bin_path.read_bytes()
+    service.update(saved.id, content="the office moved to porto")
+    embedded(service)
+    services.close(service)
+    bin_path.write_bytes(of_lisbon)  # written after the update
+    (services.settings.index_dir / SNAPSHOT_NAME).unlink()
+    again = FakeProvider()
+    reopened = embedded(open_with(services, again))
+    assert [t for t in again.document_calls() if "porto" in t] != []
+    assert reopened.search("porto", mode="vector", limit=1).results[0].entry.id == saved.id
+
+
+def test_torn_or_damaged_cache_files_are_embedded_again_and_never_break_a_start(services: Services) -> None:
+    service = open_with(services, FakeProvider())
+    saved = [service.save(text) for text in ("green tea in the morning", "deploys go out on fridays", "miso")]
+    embedded(service)
+    services.close(service)
+    torn, damaged, kept = (services.settings.embeddings_dir / f"{e.id}.bin" for e in saved)
+    torn.write_bytes(torn.read_bytes()[:20])  # a crash while the cache file was written
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0x55  # the right size, the wrong bytes
+    damaged.write_bytes(bytes(data))
+    (services.settings.index_dir / SNAPSHOT_NAME).unlink()
+    again = FakeProvider()
+    reopened = embedded(open_with(services, again))
+    assert sorted(again.document_calls()) == sorted(e.document_text() for e in saved[:2])
+    assert reopened.missing_vector_count() == 0
+    assert kept.exists() and len(torn.read_bytes()) == len(kept.read_bytes())  # the torn file is made again
