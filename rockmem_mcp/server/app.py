@@ -168,8 +168,9 @@ def _close_graph(opening: Deferred[GraphService]) -> None:
 
 class CompactText(FuncMetadata):
     """A tool's result as the SDK makes it (structured content, validated against the output schema), with its
-    text copy as compact JSON instead of JSON indented by 2: the same data in ~30% fewer tokens for clients that
-    show the model the text, and one serialisation of the result less per call."""
+    text copy as compact JSON instead of JSON indented by 2: the same data, for clients that show the model the
+    text, in 29% fewer characters and ~9% fewer tokens (a 20-result search at 100k: 15.1k -> 10.8k characters,
+    5,421 -> 4,947 tokens by rockmem_mcp.tokens), and one serialisation of the model less per call."""
 
     def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
         if self.output_schema is None or self.output_model is None or self.wrap_output:
