@@ -487,7 +487,11 @@ async def sdk_client(home: Path, queries: list[str], starts: int = 5) -> dict[st
 
 @contextlib.contextmanager
 def jsonrpc_server(
-    home: Path, env: dict[str, str] | None = None, python: str = sys.executable, cwd: Path | None = None
+    home: Path,
+    env: dict[str, str] | None = None,
+    python: str = sys.executable,
+    cwd: Path | None = None,
+    close_timeout: float = 60,
 ) -> Iterator[tuple[subprocess.Popen[bytes], Callable[[dict[str, Any]], dict[str, Any] | None]]]:
     """A server on `home` spoken to in plain JSON-RPC lines, initialized; yields it and `call` (a message with an
     id waits for its reply). The server is asked to stop (stdin closed) and waited for at the end. `python` and
@@ -514,7 +518,7 @@ def jsonrpc_server(
         yield proc, call
     finally:
         stdin.close()
-        proc.wait(timeout=60)
+        proc.wait(timeout=close_timeout)
 
 
 def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = None) -> dict[str, Any]:

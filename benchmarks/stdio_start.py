@@ -70,7 +70,8 @@ def server(checkout: Path, home: Path, model: str | None) -> Iterator[tuple[subp
     if model is not None:
         env["ROCKMEM_EMBEDDING_MODEL"] = model
     python = checkout / ".venv" / "bin" / "python"
-    with speed.jsonrpc_server(home, env, python=str(python), cwd=checkout) as running:
+    # A server closing a 100k home writes its snapshot: on a busy machine that took over a minute.
+    with speed.jsonrpc_server(home, env, python=str(python), cwd=checkout, close_timeout=900) as running:
         yield running
 
 
