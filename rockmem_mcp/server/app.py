@@ -173,10 +173,9 @@ class CompactText(FuncMetadata):
     5,421 -> 4,947 tokens by rockmem_mcp.tokens), and one serialisation of the model less per call."""
 
     def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
-        if self.output_schema is None or self.output_model is None or self.wrap_output:
-            return super().convert_result(result)
-        if not isinstance(result, BaseModel):
-            return super().convert_result(result)
+        plain_model = isinstance(result, BaseModel) and not isinstance(result, CallToolResult | InputRequiredResult)
+        if self.output_schema is None or self.output_model is None or self.wrap_output or not plain_model:
+            return super().convert_result(result)  # a tool's own CallToolResult (recall's text block) is kept
         validated = self._output_adapter(self.output_model).validate_python(result, by_alias=True, by_name=True)
         structured = validated.model_dump(mode="json", by_alias=True)
         text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
