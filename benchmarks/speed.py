@@ -487,15 +487,21 @@ async def sdk_client(home: Path, queries: list[str], starts: int = 5) -> dict[st
 
 @contextlib.contextmanager
 def jsonrpc_server(
-    home: Path, env: dict[str, str] | None = None
+    home: Path,
+    env: dict[str, str] | None = None,
+    python: str = sys.executable,
+    cwd: Path | None = None,
+    close_timeout: float = 60,
 ) -> Iterator[tuple[subprocess.Popen[bytes], Callable[[dict[str, Any]], dict[str, Any] | None]]]:
     """A server on `home` spoken to in plain JSON-RPC lines, initialized; yields it and `call` (a message with an
-    id waits for its reply). The server is asked to stop (stdin closed) and waited for at the end."""
+    id waits for its reply). The server is asked to stop (stdin closed) and waited for at the end. `python` and
+    `cwd` start another checkout's server (run from its folder, `-m` imports that checkout's package)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rockmem_mcp", "--home", str(home)],
+        [python, "-m", "rockmem_mcp", "--home", str(home)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,
+        cwd=cwd,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
@@ -512,7 +518,7 @@ def jsonrpc_server(
         yield proc, call
     finally:
         stdin.close()
-        proc.wait(timeout=60)
+        proc.wait(timeout=close_timeout)
 
 
 def raw_stdio(home: Path, queries: list[str], warm_up: dict[str, Any] | None = None) -> dict[str, Any]:

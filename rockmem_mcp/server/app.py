@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 import anyio.to_thread
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+from pydantic import BaseModel
 
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
@@ -53,7 +58,7 @@ from rockmem_mcp.services.reflection import pending_lines, recover_interrupted
 from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
-from rockmem_mcp.services.stores import open_stores
+from rockmem_mcp.services.stores import Deferred, open_stores
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.services.working import sweep_expired
@@ -130,13 +135,51 @@ def instructions(enabled: Sequence[str]) -> str:
     return INSTRUCTIONS_INTRO + "".join(text for name, text in INSTRUCTIONS_BY_TOOLSET.items() if name in enabled)
 
 
-def _close_graph(opening: Future[GraphService]) -> None:
+class AfterFirstAnswer:
+    """Middleware: starts `waiting` (loads that would compete with the start for the interpreter, such as a large
+    knowledge graph) once the first call (tool, resource or prompt) has been answered; a call that needs one
+    earlier starts it itself and waits for all of it."""
+
+    CALLS = frozenset({"tools/call", "resources/read", "prompts/get"})
+
+    def __init__(self) -> None:
+        self.waiting: list[Callable[[], None]] = []
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        finally:
+            if self.waiting and ctx.method in self.CALLS:
+                starts, self.waiting = self.waiting, []
+                for start in starts:
+                    start()
+
+
+def _close_graph(opening: Deferred[GraphService]) -> None:
+    if not opening.started:  # never wanted: nothing to close
+        return
     try:
         graph = opening.result()
     except Exception as exc:  # it never opened; its error was reported to the calls that needed it
         log.warning("the knowledge graph did not open (%s)", exc)
         return
     graph.close()
+
+
+class CompactText(FuncMetadata):
+    """A tool's result as the SDK makes it (structured content, validated against the output schema), with its
+    text copy as compact JSON instead of JSON indented by 2: the same data, for clients that show the model the
+    text, in 29% fewer characters and ~9% fewer tokens (a 20-result search at 100k: 15.1k -> 10.8k characters,
+    5,421 -> 4,947 tokens by rockmem_mcp.tokens), and one serialisation of the model less per call."""
+
+    def convert_result(self, result: Any) -> CallToolResult | InputRequiredResult:
+        plain_model = isinstance(result, BaseModel) and not isinstance(result, CallToolResult | InputRequiredResult)
+        if self.output_schema is None or self.output_model is None or self.wrap_output or not plain_model:
+            return super().convert_result(result)  # a tool's own CallToolResult (recall's text block) is kept
+        validated = self._output_adapter(self.output_model).validate_python(result, by_alias=True, by_name=True)
+        structured = validated.model_dump(mode="json", by_alias=True)
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
 async def sweep_working_memory(settings: Settings) -> None:
@@ -153,17 +196,19 @@ async def sweep_working_memory(settings: Settings) -> None:
 
 
 def build_server(
-    settings: Settings, opener: Callable[[], tuple[MemoryService, Future[GraphService]]] | None = None
+    settings: Settings, opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None
 ) -> MCPServer[Services]:
     """The server for `settings`, exposing the tools of `settings.toolsets`; `opener` supplies the memory and
     graph stores (the CLI starts opening them early)."""
     enabled = toolsets.selected(settings.toolsets)  # refuses unknown names before anything starts
 
     running: list[Services] = []  # the services while the server runs (for resources without a context)
+    after_first_answer = AfterFirstAnswer()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
         memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
+        after_first_answer.waiting.append(graph_opening.start)
         core = CoreMemory(settings, memory)
         learnings = Learnings(FeedbackLog(settings), memory, settings)
         workspace = Workspace(settings)
@@ -275,7 +320,7 @@ def build_server(
         instructions=instructions(enabled),
         lifespan=lifespan,
         log_level=settings.log_level,
-        middleware=[prompt_arguments],
+        middleware=[after_first_answer, prompt_arguments],
     )
     prompt_arguments.server = server
     memory_tools.register(server)
@@ -302,6 +347,7 @@ def build_server(
         server.remove_tool(name)
     for tool in server._tool_manager.list_tools():  # the SDK has no public accessor for a tool's schema
         toolsets.drop_titles(tool.parameters)
+        tool.fn_metadata = CompactText(**dict(tool.fn_metadata))
     prompts.register(server)
     resources.register(server, lambda: running[-1])
     return server

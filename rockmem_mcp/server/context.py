@@ -5,7 +5,6 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import Context
@@ -33,6 +32,7 @@ from rockmem_mcp.services.reflection import Reflector
 from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
 from rockmem_mcp.services.remembering import Remembering
 from rockmem_mcp.services.rollback import Rollback
+from rockmem_mcp.services.stores import Deferred
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.services.triggers import TriggerResponder
 from rockmem_mcp.services.working import WorkingMemory
@@ -45,7 +45,7 @@ MAX_SESSIONS = 10_000  # namespaces remembered per process (a few hundred bytes 
 @dataclass
 class Services:
     memory: MemoryService
-    graph_opening: Future[GraphService]  # the graph loads in the background; `graph` waits for it
+    graph_opening: Deferred[GraphService]  # the graph loads in the background; `graph` waits for all of it
     settings: Settings
     conversation: ConversationMemory
     recall: Recall

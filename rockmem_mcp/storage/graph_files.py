@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from sys import intern
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -200,7 +201,7 @@ def _entity(
 ) -> Entity:
     return _trusted(
         Entity,
-        id=id,
+        id=intern(id),
         name=name,
         type=type,
         aliases=aliases,
@@ -226,9 +227,9 @@ def _triple(
     return _trusted(
         Triple,
         id=id,
-        subject=subject,
-        predicate=predicate,
-        object=object,
+        subject=intern(subject),  # one string per entity id and predicate, not one per triple end
+        predicate=intern(predicate),
+        object=intern(object),
         confidence=confidence,
         source=source,
         created_at=datetime.fromisoformat(created),
@@ -237,13 +238,21 @@ def _triple(
     )
 
 
+# One fields-set per model: a set per record was ~80 MB of a 100k-triple graph. Every field is set, so what
+# pydantic adds to it later (a field assigned) is already in it; model_copy copies it before changing it.
+_ALL_FIELDS: dict[tuple[type[BaseModel], tuple[str, ...]], set[str]] = {}
+
+
 def _trusted(model: type[Record], **values: Any) -> Record:
     """A model instance from values this process's own snapshot holds (validated when first made): what
     `model_construct` does, without its per-field bookkeeping, which costs seconds at 100k records.
     tests/unit/storage/test_graph_files.py checks that the result equals the validated model."""
     record = model.__new__(model)
     object.__setattr__(record, "__dict__", values)
-    object.__setattr__(record, "__pydantic_fields_set__", set(values))
+    fields = _ALL_FIELDS.get(key := (model, tuple(values)))
+    if fields is None:
+        fields = _ALL_FIELDS[key] = set(values)
+    object.__setattr__(record, "__pydantic_fields_set__", fields)
     object.__setattr__(record, "__pydantic_extra__", None)
     object.__setattr__(record, "__pydantic_private__", None)
     return record

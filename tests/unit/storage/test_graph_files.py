@@ -151,3 +151,19 @@ def test_unknown_fields_are_ignored_and_naive_times_are_utc(files: GraphFiles) -
     read = files.entities.read("e9")
     assert read is not None and read.name == "Zed" and read.type == "concept" and read.aliases == []
     assert read.created_at == T0 and read.created_at.tzinfo is not None
+
+
+def test_snapshot_records_share_one_fields_set_without_sharing_changes(tmp_path: Path) -> None:
+    from rockmem_mcp.storage.changes import JournalPosition
+    from rockmem_mcp.storage.graph_files import read_snapshot, write_snapshot
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    triples = [Triple(id=f"t{i}", subject="a", predicate="knows", object=f"b{i}", created_at=now) for i in range(3)]
+    write_snapshot(tmp_path / "snap.jsonl", JournalPosition(1, 0), [], triples)
+    snapshot = read_snapshot(tmp_path / "snap.jsonl")
+    assert snapshot is not None and snapshot.triples == triples
+    first, second, _ = snapshot.triples
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__  # not one set per record
+    changed = first.model_copy(update={"confidence": 0.5})
+    first.confidence = 0.25  # assigning a field (pydantic adds it to the fields set: already there)
+    assert changed.confidence == 0.5 and first.confidence == 0.25 and second.confidence == 1.0

@@ -1,0 +1,175 @@
+"""The stdio server at 100k (issue 25, parts 2-3): cold start with and without a big graph, per-call search cost.
+
+    python -m benchmarks.stdio_start --build /tmp/stdio-start-100k --size 100k   # make the homes once
+    python -m benchmarks.stdio_start --work /tmp/stdio-start-100k --checkout /tmp/old --checkout .
+
+`--build` makes two homes of the same corpus: `plain` (memories, the episodes save_memory would have logged,
+the bundled model's vectors, git history begun) and `graph` (the same plus a 100,000-triple knowledge graph).
+Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_mcp`, run from CHECKOUT so its
+own package is imported), alternating checkouts within every round, and reports medians over the rounds:
+  - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home and
+    embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
+    answer and once the graph has loaded (a `traverse_graph` call answered);
+  - per-call: 300 corpus queries as raw `search_memory` calls (p50/p95), on the plain home with each setting;
+  - the size of a typical search reply's text (characters, and tokens as the tool-budget test counts them).
+Writes benchmarks/results/stdio-start-{size}.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks import search_stdio, speed
+from benchmarks.corpus import Corpus
+
+RESULTS = Path(__file__).parent / "results"
+SETTINGS = {"default": None, "off": "off"}  # ROCKMEM_EMBEDDING_MODEL: unset (the bundled model) or off
+
+
+def build(work: Path, size: int) -> None:
+    """The plain home (memories, episodes, bundled vectors, git history), then a copy of it given a graph."""
+    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.services.memory import MemoryService
+
+    search_stdio.build(work, size)
+    plain = work / "rockmem-home"
+    settings = speed.home_settings(plain, embedding_model="bundled")
+    memory = MemoryService(settings, embed_in_background=False)
+    memory.vector_worker.drain()
+    memory.close()  # the snapshot carries the vectors
+    history = GitHistory(settings, Audit(settings))
+    history.flush()  # the first commit of 100k files is made here, not during a measured start
+    graph_home = work / "graph-home"
+    shutil.copytree(plain, graph_home, symlinks=True)
+    settings = speed.home_settings(graph_home, embedding_model="bundled")
+    graph = GraphService(settings)
+    triples = speed.graph_triples(speed.GRAPH_TRIPLES)
+    for i in range(0, len(triples), 1000):
+        graph.add_triples(triples[i : i + 1000])
+    graph.close()
+    GitHistory(settings, Audit(settings)).flush()
+
+
+@contextmanager
+def server(checkout: Path, home: Path, model: str | None) -> Iterator[tuple[subprocess.Popen[bytes], Callable]]:
+    """`checkout`'s server on `home`, initialized; yields it and `call` (speed.jsonrpc_server's, from CHECKOUT)."""
+    env = {k: v for k, v in os.environ.items() if k != "ROCKMEM_EMBEDDING_MODEL"}
+    if model is not None:
+        env["ROCKMEM_EMBEDDING_MODEL"] = model
+    python = checkout / ".venv" / "bin" / "python"
+    # A server closing a 100k home writes its snapshot: on a busy machine that took over a minute.
+    with speed.jsonrpc_server(home, env, python=str(python), cwd=checkout, close_timeout=900) as running:
+        yield running
+
+
+def tool(call: Callable, name: str, arguments: dict[str, Any], ident: int = 1) -> dict[str, Any]:
+    params = {"name": name, "arguments": arguments}
+    reply = call({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+    assert reply is not None and "result" in reply and not reply["result"].get("isError"), reply
+    return reply["result"]
+
+
+def cold_start(checkout: Path, home: Path, model: str | None, query: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    with server(checkout, home, model) as (proc, call):
+        first = tool(call, "search_memory", {"query": query, "limit": 5})
+        answered = time.perf_counter() - started
+        rss_first = speed.server_rss_mb(proc.pid)
+        tool(call, "find_entities", {"query": "Quinn"}, ident=2)  # waits for the whole graph
+        graph_ready = time.perf_counter() - started
+        rss_graph = speed.server_rss_mb(proc.pid)
+    return {
+        "first_search_s": answered,
+        "graph_ready_s": graph_ready,
+        "rss_after_first_mb": rss_first,
+        "rss_graph_loaded_mb": rss_graph,
+        "first_mode": (first.get("structuredContent") or {}).get("mode"),
+    }
+
+
+def per_call(checkout: Path, home: Path, model: str | None, queries: list[str]) -> dict[str, Any]:
+    with server(checkout, home, model) as (proc, call):
+        tool(call, "search_memory", {"query": "warm", "stores": ["episodes"]})  # waits for the episode index
+        tool(call, "find_entities", {"query": "Quinn"}, ident=2)  # and for the graph
+        time.sleep(3)  # the start's background work (vault sync, integrity check, git start-up) settles
+        samples = []
+        for i, query in enumerate(queries, start=10):
+            t = time.perf_counter()
+            result = tool(call, "search_memory", {"query": query}, ident=i)
+            samples.append(time.perf_counter() - t)
+        rss = speed.server_rss_mb(proc.pid)
+    text = result["content"][0]["text"] if result.get("content") else ""
+    return {**speed.percentiles(samples), "rss_mb": rss, "last_reply_text_chars": len(text)}
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if isinstance(r[key], int | float)]
+        out[key] = round(statistics.median(values), 3) if values else runs[0][key]
+    out["runs"] = len(runs)
+    return out
+
+
+def measure(work: Path, checkouts: list[Path], rounds: int, queries: int, parts: set[str]) -> dict[str, Any]:
+    asked = Corpus(seed=speed.QUERY_SEED).queries(queries)
+    homes = {"plain": work / "rockmem-home", "graph": work / "graph-home"}
+    cold: dict[str, list[dict[str, Any]]] = {}
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for r in range(rounds):
+        for checkout in checkouts if r % 2 == 0 else checkouts[::-1]:  # alternate who goes first
+            for setting, model in SETTINGS.items():
+                if "cold" in parts:
+                    for home_name, home in homes.items():
+                        key = f"{checkout}|{home_name}|{setting}"
+                        cold.setdefault(key, []).append(cold_start(checkout, home, model, asked[r]))
+                        print(key, cold[key][-1], file=sys.stderr, flush=True)
+                if "calls" in parts:
+                    key = f"{checkout}|plain|{setting}"
+                    calls.setdefault(key, []).append(per_call(checkout, homes["plain"], model, asked))
+                    print(key, calls[key][-1], file=sys.stderr, flush=True)
+    return {
+        "benchmark": "stdio_start",
+        "date": time.strftime("%Y-%m-%d"),
+        "rounds": rounds,
+        "cold_start": {key: median_of(runs) for key, runs in cold.items()},
+        "search_raw_jsonrpc": {key: median_of(runs) for key, runs in calls.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", type=Path, help="make the two homes in this folder")
+    parser.add_argument("--size", type=speed.parse_size, default=100_000)
+    parser.add_argument("--work", type=Path, help="measure the homes made by --build here")
+    parser.add_argument("--checkout", type=Path, action="append", help="a checkout with its .venv (repeatable)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--parts", default="cold,calls", help="cold, calls or both")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default results/stdio-start-SIZE.json)")
+    args = parser.parse_args()
+    if args.build:
+        build(args.build, args.size)
+    if args.work:
+        checkouts = [c.resolve() for c in args.checkout or [Path(__file__).resolve().parents[1]]]
+        report = measure(args.work, checkouts, args.rounds, args.queries, set(args.parts.split(",")))
+        out = args.out or RESULTS / f"stdio-start-{speed.label(args.size)}.json"
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
