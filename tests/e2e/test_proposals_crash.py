@@ -22,8 +22,11 @@ KILL_AFTER = (0.1, 0.5)
 GATED = {"ROCKMEM_NAMESPACE": "subagent/researcher", "ROCKMEM_GATED_WRITES": "1"}
 
 
-async def storm(server: RawServer, round_: int, lane: int, acknowledged: dict[str, str]) -> None:
-    """Propose until the server dies; every fifth one says the shared deadline (conflicts, two records each)."""
+async def storm(
+    server: RawServer, round_: int, lane: int, acknowledged: dict[str, str], under_way: anyio.Event
+) -> None:
+    """Propose until the server dies; every fifth one says the shared deadline (conflicts, two records each).
+    `under_way` is set once the round has 2 x LANES acknowledged, so a slow start cannot leave a round empty."""
     for n in range(10_000):
         tag = f"r{round_}l{lane}n{n}"
         content = f"Storm deadline is {tag}" if n % 5 == 0 else f"Storm note {tag} is kept"
@@ -32,6 +35,8 @@ async def storm(server: RawServer, round_: int, lane: int, acknowledged: dict[st
         except ServerGone:
             return
         acknowledged[filed["id"]] = content
+        if sum(f"r{round_}l" in c for c in acknowledged.values()) >= 2 * LANES:
+            under_way.set()
 
 
 async def test_every_acknowledged_proposal_survives_a_sigkill(home: Path, tmp_path: Path) -> None:
@@ -40,9 +45,11 @@ async def test_every_acknowledged_proposal_survives_a_sigkill(home: Path, tmp_pa
     log = tmp_path / "server.stderr"
     for round_ in range(ROUNDS):
         async with raw_server(home, log, **GATED) as server, anyio.create_task_group() as lanes:
+            under_way = anyio.Event()
             for lane in range(LANES):
-                lanes.start_soon(storm, server, round_, lane, acknowledged)
-            await anyio.sleep(rng.uniform(*KILL_AFTER))  # the storm runs for a seeded while, then the kill
+                lanes.start_soon(storm, server, round_, lane, acknowledged, under_way)
+            await under_way.wait()
+            await anyio.sleep(rng.uniform(*KILL_AFTER))  # the storm runs on for a seeded while, then the kill
             await server.kill()
         assert unparsable(home) == [], f"round {round_}: torn files"
     assert len(acknowledged) > ROUNDS * LANES  # the storms did propose
