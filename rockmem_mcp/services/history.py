@@ -286,8 +286,12 @@ class GitHistory:
 
     def _first_commit(self) -> None:
         """The home as it is: every file .gitignore leaves in (the log as its whole lines)."""
-        listed = self._run(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        # The log before the listing, as in every commit: a line read here names a file written before the line,
+        # so the listing holds it; a file written meanwhile has its line after this read, and the next commit
+        # stages it by that line. (Read the other way round, a save racing the first commit could leave its
+        # line in this commit and its file in none.)
         pending = self._read_audit(None, None, 0)
+        listed = self._run(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
         block = _block(
             "CREATE", ".", "the home as it was when its history began", INIT_ACTOR, "auto", "first start with git"
         )

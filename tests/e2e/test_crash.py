@@ -193,12 +193,30 @@ class Ledger:
         return [m for m in self.memories.values() if m.tag.startswith(f"r{round_}l")]
 
 
+@dataclass
+class UnderWay:
+    """A round's storm is under way once it has 2 x LANES acknowledged writes, a permanent delete and a feedback
+    among them: only then does the seeded wait before the kill begin, so a slow start (a loaded machine) cannot
+    leave a round without the writes the final checks count."""
+
+    event: anyio.Event = field(default_factory=anyio.Event)
+    writes: int = 0
+    kinds: set[str] = field(default_factory=set)
+
+    def acknowledged(self, kind: str) -> None:
+        self.writes += 1
+        self.kinds.add(kind)
+        if self.writes >= 2 * LANES and {"erase", "feedback"} <= self.kinds:
+            self.event.set()
+
+
 class StormLane:
-    def __init__(self, server: RawServer, round_: int, lane: int, ledger: Ledger) -> None:
+    def __init__(self, server: RawServer, round_: int, lane: int, ledger: Ledger, under_way: UnderWay) -> None:
         self.server = server
         self.round = round_
         self.lane = lane
         self.ledger = ledger
+        self.under_way = under_way
         self.rng = random.Random(f"{SEED}-{round_}-{lane}")
 
     async def run(self) -> None:
@@ -206,35 +224,40 @@ class StormLane:
             for n in itertools.count():
                 roll = self.rng.random()
                 if roll < 0.55:
-                    await self.save(n)
+                    kind = await self.save(n)
                 elif roll < 0.68:
-                    await self.update(n)
+                    kind = await self.update(n)
                 elif roll < 0.73:
-                    await self.erase(n)
+                    kind = await self.erase(n)
                 elif roll < 0.76:
                     signal = await self.server.call("record_feedback", type="Correction", content=f"feedback {n}")
                     self.ledger.feedback.add(signal["id"])
+                    kind = "feedback"
                 elif roll < 0.87:
                     key = f"shared/crash/r{self.round}l{self.lane}n{n}"
                     data = f"working value {key}"
                     await self.server.call("save_to_working_memory", key=key, data=data, ttl_minutes=600)
                     self.ledger.working[key] = data
+                    kind = "working"
                 else:
                     triple = {"subject": f"Crash r{self.round} l{self.lane} n{n}", "predicate": "feeds", "object": HUB}
                     added = await self.server.call("add_triples", triples=[triple])
                     self.ledger.triples.add(added["triples"][0]["fact"]["id"])
+                    kind = "triple"
+                self.under_way.acknowledged(kind)
         except ServerGone:
             self.ledger.unanswered += 1
 
-    async def save(self, n: int) -> None:
+    async def save(self, n: int) -> str:
         word = f"cr{self.round}l{self.lane}n{n}"
         state = (f"Round {self.round} lane {self.lane} crash fact {word}", self.rng.choice(CATEGORIES))
         tag = f"r{self.round}l{self.lane}"
         saved = await self.server.call("save_memory", content=state[0], category=state[1], tags=[tag])
         self.ledger.memories[saved["id"]] = Memory(saved["id"], tag, {state}, {state: word})
         self.ledger.saved.add(saved["id"])
+        return "save"
 
-    async def update(self, n: int) -> None:
+    async def update(self, n: int) -> str:
         idle = sorted(self.ledger.memories.keys() - self.ledger.busy)
         if not idle:
             return await self.save(n)
@@ -251,8 +274,9 @@ class StormLane:
             memory.states = {state}
         finally:
             self.ledger.busy.discard(memory.id)
+        return "update"
 
-    async def erase(self, n: int) -> None:
+    async def erase(self, n: int) -> str:
         idle = sorted(self.ledger.memories.keys() - self.ledger.busy)
         if not idle:
             return await self.save(n)
@@ -263,13 +287,17 @@ class StormLane:
         del self.ledger.memories[memory.id]
         self.ledger.erased.add(memory.id)
         self.ledger.busy.discard(memory.id)
+        return "erase"
 
 
 async def storm(server: RawServer, round_: int, ledger: Ledger, kill_after: float) -> None:
+    under_way = UnderWay()
     async with anyio.create_task_group() as tg:
         for lane in range(LANES):
-            tg.start_soon(StormLane(server, round_, lane, ledger).run)
-        await anyio.sleep(kill_after)
+            tg.start_soon(StormLane(server, round_, lane, ledger, under_way).run)
+        with anyio.fail_after(120):  # the lanes stop only at the kill: a server gone early would hang here
+            await under_way.event.wait()
+        await anyio.sleep(kill_after)  # the storm runs on for a seeded while, then the kill
         await server.kill()
 
 
