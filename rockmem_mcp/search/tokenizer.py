@@ -10,6 +10,7 @@ dev (BENCHMARKS.md): stopwords and stemming lift turn-level recall@5 from 0.486 
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 import snowballstemmer
@@ -40,13 +41,23 @@ STOPWORDS = frozenset(
     """.split()
 )
 
-_STEMMER = snowballstemmer.stemmer("english")
+
+class _ThreadStemmers(threading.local):
+    """One Snowball stemmer per thread: a stemmer keeps the word it works on in its own attributes, so two
+    threads sharing one (a tool call and the graph loading in the background) garble each other's stems or
+    fail with IndexError, and the cache below would keep a garbled stem for good."""
+
+    def __init__(self) -> None:
+        self.english = snowballstemmer.stemmer("english")
+
+
+_STEMMERS = _ThreadStemmers()
 
 
 @lru_cache(maxsize=262_144)
 def _stem(word: str) -> str:
     # Stemming is the costly step; vocabularies repeat, so a bounded cache makes it a dict lookup.
-    return _STEMMER.stemWord(word)
+    return _STEMMERS.english.stemWord(word)
 
 
 def tokenize(text: str) -> list[str]:

@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import sys
+import threading
 import unicodedata
+from collections.abc import Iterator
 
 import pytest
+import snowballstemmer
 
+from rockmem_mcp.search import tokenizer
 from rockmem_mcp.search.tokenizer import MIN_TOKEN_CHARS, STOPWORDS, tokenize
 
 
@@ -60,3 +65,42 @@ def test_empty_punctuation_and_stopword_only() -> None:
     assert tokenize("") == []
     assert tokenize("!!! ... --- ___") == []
     assert tokenize("it is what it was") == []
+
+
+@pytest.fixture
+def switching_often() -> Iterator[None]:
+    """Threads handed the interpreter every microsecond, so a stem shared between them would be cut mid-word."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_threads_stemming_at_once_get_the_stems_one_thread_gets(switching_often: None) -> None:
+    # Seen at 100k: find_entities building the graph's word index while another thread tokenized failed with
+    # IndexError inside the stemmer; a garbled stem would also have stayed in the cache for good.
+    endings = ("ing", "ed", "ations", "ational", "fulness", "ively", "ers", "izing")
+    stems = ("paint", "connect", "generaliz", "relat", "hope")
+    lanes = [[f"{stem}{'x' * n}{'q' * lane}{ending}" for n in range(15) for stem in stems for ending in endings]
+             for lane in range(4)]  # fmt: skip
+    own = snowballstemmer.stemmer("english")  # nobody else's
+    expected = [[own.stemWord(word) for word in words] for words in lanes]
+    tokenizer._stem.cache_clear()  # every word stemmed now, by the threads at once
+    results: dict[int, list[str]] = {}
+    errors: list[BaseException] = []
+
+    def stem_all(lane: int) -> None:
+        try:
+            results[lane] = [tokenizer._stem(word) for word in lanes[lane]]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stem_all, args=(lane,)) for lane in range(len(lanes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert [results[lane] for lane in range(len(lanes))] == expected
