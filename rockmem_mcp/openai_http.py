@@ -4,8 +4,10 @@ backoff and how failures are told apart."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -26,10 +28,21 @@ def endpoint_url(endpoint: str, path: str) -> str:
     return f"{url}/{path}" if url.endswith("/v1") else f"{url}/v1/{path}"
 
 
+def http_client(timeout_s: float, api_key: str | None) -> httpx.Client:
+    """A client for one endpoint. httpx is imported here, not at start: it costs ~65 ms of a stdio server's
+    start (its command-line module imports pygments), and most servers never call an endpoint."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(timeout=timeout_s, headers=headers)
+
+
 def post_json(
     client: httpx.Client, url: str, payload: dict[str, object], *, attempts: int, timeout: float, backoff_s: float
 ) -> dict:
     """POST with retries (backoff doubling) on connection errors, timeouts and 408/409/429/5xx."""
+    import httpx  # loaded by http_client already: a dictionary lookup
+
     problem = ""
     for attempt in range(attempts):
         if attempt:

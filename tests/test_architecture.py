@@ -158,6 +158,15 @@ def test_the_cli_imports_the_server_only_to_serve() -> None:
     assert eager == set()
 
 
+def test_starting_the_server_imports_no_http_client() -> None:
+    """httpx (with its command-line module's pygments) is imported when an endpoint is first called, not by every
+    start of a stdio server that never calls one."""
+    imports = f"import sys, {PACKAGE}.cli, {PACKAGE}.server.app"
+    probe = f"{imports}; print(sorted({{'httpx', 'pygments'}} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_server_process_runs_blas_single_threaded_unless_told_otherwise() -> None:
     """OpenBLAS threads fighting over 2 busy cores made a hybrid search 3-4x slower (BENCHMARKS.md, issue 24)."""
     probe = "import os, rockmem_mcp, numpy; print(os.environ['OPENBLAS_NUM_THREADS'])"

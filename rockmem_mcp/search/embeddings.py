@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import httpx
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
-from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
+from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, http_client, post_json
 from rockmem_mcp.search.static_model import BUNDLED, StaticEmbeddings, bundled_path
 
 if TYPE_CHECKING:
@@ -72,8 +71,7 @@ class OpenAIEmbeddings:
         self.backoff_s = backoff_s
         self.max_input_chars = max_input_chars
         self.query_timeout_s = query_timeout_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+        self._client = http_client(timeout_s, api_key)
 
     def close(self) -> None:
         self._client.close()

@@ -13,12 +13,11 @@ import json
 import re
 from typing import TypeVar
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import LLMError
-from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, post_json
+from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, http_client, post_json
 from rockmem_mcp.tokens import estimate_tokens
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -35,8 +34,7 @@ class ChatLLM:
         self.backoff_s = backoff_s
         self.tokens_used = 0
         self.output_tokens = 0
-        headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
-        self._client = httpx.Client(timeout=settings.llm_timeout_s, headers=headers)
+        self._client = http_client(settings.llm_timeout_s, settings.llm_api_key)
 
     def close(self) -> None:
         self._client.close()
