@@ -289,8 +289,12 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
     transport = getattr(args, "transport", "stdio")
     if transport == "stdio":
+        import anyio
+
+        from rockmem_mcp.server.stdio import serve_stdio
+
         with _reporting_start_errors():
-            build_server(settings, open_stores).run("stdio")
+            anyio.run(serve_stdio, build_server(settings, open_stores))
     else:
         import uvicorn
 
