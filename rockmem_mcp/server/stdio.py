@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 16
+CLOSE_FLUSH_S = 10.0
 
 
 class PipeLines:
@@ -100,8 +101,11 @@ def claimed_std_fds() -> Iterator[tuple[int, int]]:
 class LoopPipes:
     """fd `read_fd` and `write_fd` driven by the event loop, as the SDK transport's text streams."""
 
-    def __init__(self, lines: PipeLines, out: PipeWriter, transports: list[asyncio.BaseTransport]) -> None:
-        self.lines, self.out, self._transports = lines, out, transports
+    def __init__(
+        self, lines: PipeLines, out: PipeWriter, reading: asyncio.ReadTransport, writing: asyncio.WriteTransport
+    ) -> None:
+        self.lines, self.out = lines, out
+        self._reading, self._writing = reading, writing
 
     @classmethod
     async def open(cls, read_fd: int, write_fd: int) -> LoopPipes:
@@ -120,13 +124,17 @@ class LoopPipes:
             read_transport.close()
             raise
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        return cls(PipeLines(reader), PipeWriter(writer), [read_transport, write_transport])
+        return cls(PipeLines(reader), PipeWriter(writer), read_transport, write_transport)
 
     async def close(self) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.out.flush()  # what the last reply left in the transport's buffer
-        for transport in self._transports:
-            transport.close()
+        """Send what the last replies left in the write buffer (the loop ends with this process: a reply still
+        buffered then would be lost), for up to CLOSE_FLUSH_S if the client stopped reading; then close."""
+        if self._writing.get_write_buffer_size():
+            self._writing.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                await asyncio.wait_for(self.out.flush(), CLOSE_FLUSH_S)
+        self._writing.close()
+        self._reading.close()
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
