@@ -8,8 +8,8 @@ parsing and session handling are unchanged.
 
 As the SDK does, the server keeps private copies of fd 0 and 1 and points fd 0 at the null device and fd 1 at
 stderr while it serves: a stray `print` or a child process can neither read the client's requests nor write
-into the protocol. Where the event loop cannot drive the descriptors (a regular file as stdin, Windows, a
-loop without pipe support), the SDK's own transport serves instead.
+into the protocol. Where the event loop cannot drive the descriptors (a terminal or regular file, Windows,
+one socket as both ends, stderr merged into stdout), the SDK's own transport serves instead.
 """
 
 from __future__ import annotations
@@ -78,24 +78,39 @@ class PipeWriter:
 @contextlib.contextmanager
 def claimed_std_fds() -> Iterator[tuple[int, int]]:
     """Private duplicates of fd 0 and 1 (close-on-exec, above 2); meanwhile fd 0 reads the null device and fd 1
-    writes to stderr. Both are put back on exit."""
+    writes to stderr (or the null device when stderr is closed). Both are put back on exit, blocking as they
+    were: asyncio makes the pipes non-blocking, and the next program on them must not inherit that."""
     import fcntl
 
     private_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    private_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
+    private_out = -1
+    blocking: list[tuple[int, bool]] = []
     try:
-        os.dup2(null, 0)
-        os.dup2(2, 1)
-    finally:
-        os.close(null)
-    try:
+        private_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        blocking = [(private_in, os.get_blocking(private_in)), (private_out, os.get_blocking(private_out))]
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null, 0)
+        finally:
+            os.close(null)
+        try:
+            os.dup2(2, 1)
+        except OSError:  # stderr closed
+            sink = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(sink, 1)
+            finally:
+                os.close(sink)
         yield private_in, private_out
     finally:
+        for fd, was_blocking in blocking:
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, was_blocking)
         os.dup2(private_in, 0)
-        os.dup2(private_out, 1)
         os.close(private_in)
-        os.close(private_out)
+        if private_out >= 0:
+            os.dup2(private_out, 1)
+            os.close(private_out)
 
 
 class LoopPipes:
@@ -129,20 +144,23 @@ class LoopPipes:
     async def close(self) -> None:
         """Send what the last replies left in the write buffer (the loop ends with this process: a reply still
         buffered then would be lost), for up to CLOSE_FLUSH_S if the client stopped reading; then close."""
-        if self._writing.get_write_buffer_size():
-            self._writing.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
-            with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-                await asyncio.wait_for(self.out.flush(), CLOSE_FLUSH_S)
-        self._writing.close()
-        self._reading.close()
+        try:
+            if self._writing.get_write_buffer_size():
+                self._writing.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+                with contextlib.suppress(ConnectionError, OSError, TimeoutError):
+                    await asyncio.wait_for(self.out.flush(), CLOSE_FLUSH_S)
+        finally:
+            if self._writing.get_write_buffer_size():
+                self._writing.abort()  # nothing may stay registered on a descriptor the claim closes
+            else:
+                self._writing.close()
+            self._reading.close()
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
     """Serve `server` over this process's stdin and stdout until stdin ends."""
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does exactly this with its transport
-    why_not = "Windows" if sys.platform == "win32" else None
-    if why_not is None and not (_pipe_like(0) and _pipe_like(1)):
-        why_not = "stdin or stdout is not a pipe, socket or terminal"
+    why_not = "Windows" if sys.platform == "win32" else _loop_can_serve()
     if why_not is None:
         with claimed_std_fds() as (read_fd, write_fd):
             try:
@@ -160,12 +178,22 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     await server.run_stdio_async()
 
 
-def _pipe_like(fd: int) -> bool:
-    """A pipe, socket or terminal: what asyncio's pipe transports accept (a regular file is not)."""
+def _loop_can_serve() -> str | None:
+    """Why the event loop should not drive fd 0 and 1 (None: it can). Pipes and sockets only: epoll refuses
+    /dev/null and regular files; a terminal would be left non-blocking for the shell; one socket as both ends
+    reads as "peer closed" to asyncio's write side; and stderr sharing stdout's pipe (a client's `2>&1`) would
+    become non-blocking too, so a log line into a full pipe could fail."""
     import stat
 
     try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+        ends = [os.fstat(fd) for fd in (0, 1)]
+    except OSError as exc:
+        return f"stdin or stdout is not open ({exc.strerror})"
+    if not all(stat.S_ISFIFO(end.st_mode) or stat.S_ISSOCK(end.st_mode) for end in ends):
+        return "stdin or stdout is not a pipe or socket"
+    if os.path.samestat(ends[0], ends[1]):
+        return "stdin and stdout are one socket"
+    with contextlib.suppress(OSError):
+        if os.path.samestat(ends[1], os.fstat(2)):
+            return "stderr is stdout's pipe"
+    return None

@@ -64,6 +64,9 @@ def test_while_claimed_fd_0_reads_nothing_and_fd_1_writes_to_stderr_then_both_co
             assert os.read(0, 100) == b""  # the client's requests are not theirs to read
             os.write(write_fd, b"protocol\\n")
             assert os.read(read_fd, 100) == b"request\\n"
+            os.set_blocking(read_fd, False)  # as asyncio's pipe transports leave them
+            os.set_blocking(write_fd, False)
+        assert os.get_blocking(0) and os.get_blocking(1)  # the next program on these pipes gets them as they were
         os.write(1, b"after\\n")
         """,
         input=b"request\n",
@@ -73,19 +76,27 @@ def test_while_claimed_fd_0_reads_nothing_and_fd_1_writes_to_stderr_then_both_co
     assert done.stderr == b"stray output\n"
 
 
-@pytest.mark.parametrize("stdin_kind", ["pipe", "regular file"])
-def test_the_server_answers_over_a_pipe_and_from_a_regular_file(stdin_kind: str, tmp_path: Path) -> None:
-    """A pipe is driven by the event loop; a regular file (which epoll refuses) falls back to the SDK's reader."""
+@pytest.mark.parametrize("ends", ["pipes", "stdin a regular file", "stdin the null device", "stderr into stdout"])
+def test_the_server_answers_on_the_loop_over_pipes_and_falls_back_where_it_cannot(ends: str, tmp_path: Path) -> None:
+    """Pipes are driven by the event loop; a regular file or /dev/null (which epoll refuses) and a stderr merged into
+    stdout (which would turn non-blocking with it) go through the SDK's reader and writer threads instead."""
     requests = (json.dumps(INITIALIZE) + "\n").encode()
     command = [sys.executable, "-m", "rockmem_mcp", "--home", str(tmp_path / "home"), "-v"]
-    if stdin_kind == "pipe":
-        done = subprocess.run(command, input=requests, capture_output=True, timeout=120)
-    else:
-        (tmp_path / "requests").write_bytes(requests)
-        with (tmp_path / "requests").open("rb") as stdin:
-            done = subprocess.run(command, stdin=stdin, capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()
-    reply = json.loads(done.stdout.decode().splitlines()[0])
-    assert reply["id"] == 0 and reply["result"]["serverInfo"]["name"]
-    fell_back = b"stdio served through the SDK's reader and writer threads" in done.stderr
-    assert fell_back == (stdin_kind == "regular file"), done.stderr.decode()
+    (tmp_path / "requests").write_bytes(requests)
+    with (tmp_path / "requests").open("rb") as file:
+        if ends == "pipes":
+            done = subprocess.run(command, input=requests, capture_output=True, timeout=120)
+        elif ends == "stdin a regular file":
+            done = subprocess.run(command, stdin=file, capture_output=True, timeout=120)
+        elif ends == "stdin the null device":
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+        else:
+            done = subprocess.run(
+                command, input=requests, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120
+            )
+    assert done.returncode == 0, done
+    fell_back = b"stdio served through the SDK's reader and writer threads" in done.stdout + (done.stderr or b"")
+    assert fell_back == (ends != "pipes"), done
+    if ends != "stdin the null device":  # which ends at once, with nothing asked
+        reply = json.loads(next(line for line in done.stdout.decode().splitlines() if line.startswith("{")))
+        assert reply["id"] == 0 and reply["result"]["serverInfo"]["name"]
