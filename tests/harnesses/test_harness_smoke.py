@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,11 @@ def test_save_embeddings_harness_finds_every_vector_in_the_index_and_on_disk(tmp
     assert arrived["max"] is not None  # every save's vector reached the index over stdio
     assert summary["bundled"]["cached_on_disk_after_close"] == [30]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stdio_overhead_harness_times_calls_on_this_checkout() -> None:
+    from benchmarks import stdio_overhead
+
+    checkout = Path(stdio_overhead.__file__).resolve().parents[1]
+    report = stdio_overhead.measure([checkout], rounds=1, calls=20, python=sys.executable)
+    assert list(report["p50_ms"]) == [str(checkout)] and report["p50_ms"][str(checkout)] > 0
