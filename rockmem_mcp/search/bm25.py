@@ -65,6 +65,27 @@ def bm25_norm_tf(tf: np.ndarray, length_norm: np.ndarray, k1: float = K1) -> np.
     return tf * (k1 + 1.0) / (tf + length_norm)
 
 
+SAMPLED_CUT_FROM = 50_000  # values; below this a partition of all of them costs under ~0.3 ms
+CUT_SAMPLE = 4096  # values looked at to choose the cut
+CUT_MARGIN = 8  # the cut lets about this many times `limit` values through
+
+
+def kth_largest(values: np.ndarray, k: int) -> np.generic:
+    """The k-th largest of `values` (1 <= k < len). For many values and a small k, a cut-off chosen from an
+    evenly spaced sample first keeps only the ~CUT_MARGIN x k largest, and only those are partitioned (at 1M
+    memories a common word matches ~300,000: a partition of all of them took 2.8 ms of a 8 ms search). Exact
+    whatever the sample: if fewer than k values pass the cut, all of them are partitioned instead."""
+    n = len(values)
+    if n >= SAMPLED_CUT_FROM and 2 * k * CUT_MARGIN < n:  # the cut falls within the sample's top half
+        sample = values[:: n // CUT_SAMPLE]
+        rank = max(1, len(sample) * k * CUT_MARGIN // n)  # the cut's place among the sample's largest
+        cut = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+        passed = values[values >= cut]
+        if len(passed) >= k:  # the k largest all pass: the k-th largest of those is the answer
+            return np.partition(passed, len(passed) - k)[len(passed) - k]
+    return np.partition(values, n - k)[n - k]  # in the values' own type: int64 times stay exact
+
+
 def top_k(slots: np.ndarray, values: np.ndarray, limit: int) -> np.ndarray:
     """Positions of the `limit` best: highest value first, ties to the highest (newest) slot.
 
@@ -72,7 +93,7 @@ def top_k(slots: np.ndarray, values: np.ndarray, limit: int) -> np.ndarray:
     sorted, so a cut from 90,000 matches costs a partition, not a sort.
     """
     if len(values) > limit:
-        kth = np.partition(values, len(values) - limit)[len(values) - limit]
+        kth = kth_largest(values, limit)
         better = np.flatnonzero(values > kth)
         tied = np.flatnonzero(values == kth)[::-1][: limit - len(better)]  # newest slots first
         candidates = np.concatenate((better, tied))

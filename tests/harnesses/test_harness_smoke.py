@@ -249,3 +249,13 @@ def test_stdio_overhead_harness_times_calls_on_this_checkout() -> None:
     checkout = Path(stdio_overhead.__file__).resolve().parents[1]
     report = stdio_overhead.measure([checkout], rounds=1, calls=20, python=sys.executable)
     assert list(report["p50_ms"]) == [str(checkout)] and report["p50_ms"][str(checkout)] > 0
+
+
+def test_top_k_cut_harness_times_both_ways_and_restores_the_shipped_one() -> None:
+    from benchmarks import top_k_cut
+    from rockmem_mcp.search import bm25
+
+    shipped = bm25.kth_largest
+    report = top_k_cut.measure(300, queries=5, rounds=2)
+    assert bm25.kth_largest is shipped
+    assert {k: len(v) for k, v in report["p50_ms_per_round"].items()} == {"sampled_cut": 2, "partition_all": 2}

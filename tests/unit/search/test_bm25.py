@@ -381,3 +381,31 @@ def test_a_filtered_search_after_an_unfiltered_one_reuses_its_scores_and_a_write
         fresh = index.scores(tokens)
         index._last_scores = None
         assert np.array_equal(fresh, index.scores(tokens))
+
+
+def _shapes(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Score arrays a sampled cut could misjudge: ties, order, one value, huge integers, the largest values
+    sitting exactly where the sample looks."""
+    strided = rng.random(n)
+    strided[:: n // bm25.CUT_SAMPLE] += 10.0  # the sample sees only the largest: its cut lets few through
+    return {
+        "random": rng.random(n),
+        "few distinct": rng.integers(0, 4, n).astype(np.float64),
+        "ascending": np.arange(n, dtype=np.float64),
+        "descending": np.arange(n, 0, -1, dtype=np.float64),
+        "all equal": np.full(n, 0.5),
+        "nanosecond times": 1_764_000_000_000_000_000 + rng.integers(0, 1000, n).astype(np.int64),
+        "largest in the sample": strided,
+        "one huge": np.where(np.arange(n) == n // 3, 1e9, rng.random(n)),
+    }
+
+
+@pytest.mark.parametrize("n", [bm25.SAMPLED_CUT_FROM - 1, bm25.SAMPLED_CUT_FROM, 120_001])
+@pytest.mark.parametrize("limit", [1, 10, 20, 200])
+def test_top_k_with_a_sampled_cut_equals_a_full_sort(n: int, limit: int) -> None:
+    rng = np.random.default_rng(n + limit)
+    slots = np.arange(n) * 3  # ascending, as top_k's callers pass them
+    for shape, values in _shapes(n, rng).items():
+        expected = np.lexsort((-slots, -values))[:limit]  # best first, ties to the newest slot
+        assert bm25.kth_largest(values, limit) == np.sort(values)[n - limit], shape
+        assert bm25.top_k(slots, values, limit).tolist() == expected.tolist(), shape
