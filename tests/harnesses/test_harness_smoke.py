@@ -259,3 +259,15 @@ def test_top_k_cut_harness_times_both_ways_and_restores_the_shipped_one() -> Non
     report = top_k_cut.measure(300, queries=5, rounds=2)
     assert bm25.kth_largest is shipped
     assert {k: len(v) for k, v in report["p50_ms_per_round"].items()} == {"sampled_cut": 2, "partition_all": 2}
+
+
+def test_floors_harness_times_imports_and_file_creation(tmp_path: Path) -> None:
+    from benchmarks import floors
+
+    report = floors.measure(tmp_path, files=50, rounds=2, runs=1)
+    assert set(report["import_s_p50"]) == set(floors.IMPORTS)
+    assert all(seconds > 0 for seconds in report["import_s_p50"].values())
+    for threads in ("1_thread", "2_threads"):
+        assert report["file_creation"][threads]["us_per_file_p50"] > 0
+    made = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert len(made) == 2 * 2 * 50 and not any(name.endswith(".tmp") for name in made)  # renamed into place

@@ -383,6 +383,23 @@ def test_a_filtered_search_after_an_unfiltered_one_reuses_its_scores_and_a_write
         assert np.array_equal(fresh, index.scores(tokens))
 
 
+def test_kept_scores_cannot_be_changed_by_a_caller() -> None:
+    """The kept score array is handed out as it is, not copied: it is read-only, so a caller that changed
+    what it was given would fail loudly rather than change what the next search of the same words sees."""
+    index = BM25Index()
+    for i, text in enumerate(["deploy staging friday", "deploy review", "tea cat"]):
+        index.add(f"d{i}", text.split())
+    first = index.scores(["deploy"])
+    expected = first.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 99.0
+    with pytest.raises(ValueError, match="read-only"):
+        first *= 2
+    again = index.scores(["deploy"])
+    assert np.array_equal(again, expected)
+    assert not again.flags.writeable and not index.scores(["deploy"], np.array([True, False, True])).flags.writeable
+
+
 def _shapes(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Score arrays a sampled cut could misjudge: ties, order, one value, huge integers, the largest values
     sitting exactly where the sample looks."""
