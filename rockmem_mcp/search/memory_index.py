@@ -46,7 +46,8 @@ from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 6  # 5: salience columns; 6: conversation sessions
+SNAPSHOT_FORMAT = 7  # 5: salience columns; 6: conversation sessions; 7: int8 vectors with a scale per row
+READABLE_FORMATS = (6, SNAPSHOT_FORMAT)  # 6 differs only in float32 vectors, quantized when loaded
 _NO_CATEGORY = -1
 _NO_SESSION = -1
 SESSION_KEY = "session"  # metadata naming the conversation session a memory was saved or imported from
@@ -518,10 +519,10 @@ class MemoryIndex:
             return None
         try:
             with snapshot, np.load(snapshot, allow_pickle=False) as data:
-                skipped = set() if with_vectors else {"vectors", "vector_present", "vector_model"}
+                skipped = set() if with_vectors else {"vectors", "vector_scale", "vector_present", "vector_model"}
                 arrays = {name: data[name] for name in data.files if name not in skipped}
             fmt, tok_version, generation, offset, count = (int(x) for x in arrays["header"])
-            if fmt != SNAPSHOT_FORMAT or tok_version != TOKENIZER_VERSION:
+            if fmt not in READABLE_FORMATS or tok_version != TOKENIZER_VERSION:
                 log.info("index snapshot %s is from another version; rebuilding", path)
                 return None
             keys = _unpack(arrays["keys"])

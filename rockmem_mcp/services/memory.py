@@ -975,7 +975,7 @@ class MemoryService:
             slots = [(i, slot_of[i]) for i in entry_ids if i in slot_of and table.present.view[slot_of[i]]]
             if not slots:
                 return None
-            return [i for i, _ in slots], table.matrix.view[[s for _, s in slots]].copy()
+            return [i for i, _ in slots], table.rows([s for _, s in slots])
 
     # ------------------------------------------------------------------ vectors (the worker's side)
     def adopt_vectors(self, model_id: str, dim: int) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
-from rockmem_mcp.storage.no_follow import check_folders, read_bytes, real_folders, writing
-from rockmem_mcp.storage.records import parse_record
+from rockmem_mcp.storage.no_follow import check_folders, real_folders, writing
+from rockmem_mcp.storage.records import ParsedFiles
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class MemoryFiles:
         self._root_text = str(root)
         self._warned: set[str] = set()
         self._real_categories: set[str] = set()  # category folders checked: not links
+        self._parsed = ParsedFiles(MemoryEntry, "memory", "entry")
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return Path(self._path_text(entry_id, category))
@@ -54,8 +55,7 @@ class MemoryFiles:
         """
         path = self._path_text(location.entry_id, location.category)
         self.check_folder(location.category)  # a linked folder is never listed, but a journal line can name it
-        data = read_bytes(path)  # a link there: LinkRefusedError, which readers skip like a broken file
-        entry = parse_record(MemoryEntry, data, path, "memory", "entry")
+        entry = self._parsed.read(path)  # a link there: LinkRefusedError, which readers skip like a broken file
         if entry.id != location.entry_id or entry.category != location.category:
             category = self.true_category(location, entry.category)
             entry = entry.model_copy(update={"id": location.entry_id, "category": category})

@@ -331,3 +331,31 @@ def test_load_rejects_a_snapshot_missing_an_array(tmp_path: Path) -> None:
         arrays = {name: data[name] for name in data.files if name != "created"}
     np.savez(path, **arrays)
     assert MemoryIndex.load(path) is None
+
+
+def test_a_format_6_snapshot_with_float32_vectors_loads_without_a_rebuild(tmp_path: Path) -> None:
+    """Format 7 only changed the vectors to int8 rows with a scale; a format-6 snapshot (float32 rows, no
+    scales) written before the upgrade is still loaded, vectors included, rather than rebuilt from 100k files."""
+    index = sample_index()
+    index.vectors.adopt("m1", 3)
+    index.vectors.match_slots(index.bm25.slot_count)
+    unit = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    index.vectors.put(np.array([0]), unit[None, :])
+    path = tmp_path / "snap.npz"
+    index.save(path, JournalPosition(1, 0))
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files if name != "vector_scale"}
+    live_rows = len(arrays["vectors"])
+    arrays["vectors"] = np.zeros((live_rows, 3), dtype=np.float32)
+    arrays["vectors"][0] = unit
+    arrays["header"] = arrays["header"].copy()
+    arrays["header"][0] = 6
+    np.savez(path, **arrays)
+    loaded = MemoryIndex.load(path)
+    assert loaded is not None
+    restored = loaded[0]
+    assert_same(index, restored)
+    assert restored.vectors.matrix.view.dtype == np.int8
+    assert restored.vectors.similarities(np.array([0.0, 1.0, 0.0], dtype=np.float32))[0] == pytest.approx(
+        0.8, abs=0.005
+    )

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rockmem_mcp.search.vectors import MODEL_RECORD, VectorFiles, VectorTable
+from rockmem_mcp.search.vectors import MODEL_RECORD, SCAN_BLOCK, VectorFiles, VectorTable, quantize
 
 E0 = np.array([1.0, 0.0, 0.0], dtype=np.float32)
 E1 = np.array([0.0, 1.0, 0.0], dtype=np.float32)
 DIAG = np.array([0.6, 0.8, 0.0], dtype=np.float32)  # a unit vector: cos with E0 is 0.6, with E1 0.8
+QUANT = 0.005  # rows are held as int8: a cosine moves by a few thousandths
 
 
 def table_with(rows: int, vectors: dict[int, np.ndarray], model: str = "m1") -> VectorTable:
@@ -38,7 +39,7 @@ def test_match_slots_adds_absent_rows_and_keeps_existing_vectors() -> None:
     table.match_slots(40)  # well past the initial capacity, so the matrix is reallocated
     assert len(table) == 40
     assert table.present.view.tolist() == [True, True] + [False] * 38
-    assert table.similarities(DIAG)[:3].tolist() == pytest.approx([0.6, 0.8, 0.0])
+    assert table.similarities(DIAG)[:3].tolist() == pytest.approx([0.6, 0.8, 0.0], abs=QUANT)
     table.match_slots(40)
     assert len(table) == 40
 
@@ -48,7 +49,7 @@ def test_grow_adds_rows_after_the_existing_ones() -> None:
     table.grow(2)
     table.put(np.array([2]), E0[None, :])
     assert table.present.view.tolist() == [True, False, True]
-    assert table.similarities(E1).tolist() == pytest.approx([1.0, 0.0, 0.0])
+    assert table.similarities(E1).tolist() == pytest.approx([1.0, 0.0, 0.0], abs=QUANT)
 
 
 def test_adopt_a_first_model_sets_model_and_dim_and_keeps_rows() -> None:
@@ -62,7 +63,7 @@ def test_adopt_the_same_model_keeps_vectors() -> None:
     table = table_with(2, {0: E0})
     assert table.adopt("m1", 3) is False
     assert table.present.view.tolist() == [True, False]
-    assert table.similarities(E0).tolist() == pytest.approx([1.0, 0.0])
+    assert table.similarities(E0).tolist() == pytest.approx([1.0, 0.0], abs=QUANT)
 
 
 @pytest.mark.parametrize(("model", "dim"), [("m2", 3), ("m1", 4)])
@@ -80,15 +81,15 @@ def test_put_sets_several_rows_and_similarities_are_dot_products() -> None:
     table = table_with(4, {})
     table.put(np.array([3, 1]), np.stack([E0, DIAG]))
     assert table.present.view.tolist() == [False, True, False, True]
-    assert table.matrix.view.dtype == np.float32
-    assert table.similarities(E0).tolist() == pytest.approx([0.0, 0.6, 0.0, 1.0])
-    assert table.similarities(E1).tolist() == pytest.approx([0.0, 0.8, 0.0, 0.0])
+    assert table.matrix.view.dtype == np.int8  # a quarter of float32's memory; the scale restores the size
+    assert table.similarities(E0).tolist() == pytest.approx([0.0, 0.6, 0.0, 1.0], abs=QUANT)
+    assert table.similarities(E1).tolist() == pytest.approx([0.0, 0.8, 0.0, 0.0], abs=QUANT)
 
 
 def test_put_replaces_a_row() -> None:
     table = table_with(1, {0: E0})
     table.put(np.array([0]), E1[None, :])
-    assert table.similarities(E1).tolist() == pytest.approx([1.0])
+    assert table.similarities(E1).tolist() == pytest.approx([1.0], abs=QUANT)
 
 
 def test_export_keeps_live_rows_only() -> None:
@@ -105,7 +106,7 @@ def test_export_from_arrays_round_trip() -> None:
     restored = VectorTable.from_arrays(table.export(live), rows=3)
     assert (restored.model_id, restored.dim, len(restored)) == ("minilm-ü", 3, 3)
     assert restored.present.view.tolist() == [True, False, True]
-    assert restored.similarities(E0).tolist() == pytest.approx([1.0, 0.0, 0.6])
+    assert restored.similarities(E0).tolist() == pytest.approx([1.0, 0.0, 0.6], abs=QUANT)
     assert restored.adopt("minilm-ü", 3) is False  # the reloaded vectors are kept
 
 
@@ -118,7 +119,7 @@ def test_a_restored_table_accepts_writes_and_growth_from_read_only_arrays() -> N
     restored.match_slots(10)
     restored.put(np.array([9]), DIAG[None, :])
     assert restored.present.view.tolist() == [True, True] + [False] * 7 + [True]
-    assert restored.similarities(E1)[[0, 1, 9]].tolist() == pytest.approx([0.0, 1.0, 0.8])
+    assert restored.similarities(E1)[[0, 1, 9]].tolist() == pytest.approx([0.0, 1.0, 0.8], abs=QUANT)
 
 
 def test_a_table_without_vectors_round_trips_as_empty_rows() -> None:
@@ -139,7 +140,7 @@ def test_a_model_without_vectors_yet_survives_a_round_trip_as_usable_rows() -> N
     assert not restored.present.view.any()
     restored.adopt("m1", 3)
     restored.put(np.array([1]), E1[None, :])
-    assert restored.similarities(E1).tolist() == pytest.approx([0.0, 1.0])
+    assert restored.similarities(E1).tolist() == pytest.approx([0.0, 1.0], abs=QUANT)
 
 
 @pytest.mark.parametrize("rows", [2, 4])
@@ -152,6 +153,55 @@ def test_from_arrays_rejects_a_row_count_other_than_the_index(rows: int) -> None
 def test_from_arrays_rejects_a_present_column_of_another_length() -> None:
     arrays = table_with(3, {0: E0}).export(np.ones(3, dtype=bool))
     arrays["vector_present"] = arrays["vector_present"][:2]
+    with pytest.raises(ValueError, match="disagree"):
+        VectorTable.from_arrays(arrays, rows=3)
+
+
+def _unit_rows(count: int, dim: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((count, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_quantized_rows_score_within_a_few_thousandths_of_float32_across_scan_blocks() -> None:
+    """Rows are kept as int8 with a scale each; the scan widens them a block at a time. Over more rows than
+    one block (so the block edges are crossed, the last one partial) every cosine stays within 0.005 of the
+    float32 product, and the best rows come out in the same order."""
+    count = SCAN_BLOCK * 2 + 37
+    rows = _unit_rows(count, 64)
+    table = VectorTable(rows=count)
+    table.adopt("m1", 64)
+    table.put(np.arange(count), rows)
+    query = _unit_rows(1, 64, seed=9)[0]
+    exact = rows @ query
+    got = table.similarities(query)
+    assert got.dtype == np.float32 and got.shape == (count,)
+    assert np.abs(got - exact).max() < 0.005
+    assert np.argsort(-got)[:5].tolist() == np.argsort(-exact)[:5].tolist()
+    assert table.matrix.view.nbytes == count * 64  # one byte a component
+    assert np.abs(table.rows([0, count - 1]) - rows[[0, count - 1]]).max() <= np.abs(rows).max() / 254 + 1e-7
+
+
+def test_quantize_keeps_each_rows_largest_component_and_zero_rows() -> None:
+    rows, scale = quantize(np.array([[0.6, -0.8, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32))
+    assert rows.dtype == np.int8 and rows[0].tolist() == [95, -127, 0] and rows[1].tolist() == [0, 0, 0]
+    assert scale[0] * -127 == pytest.approx(-0.8) and scale[1] == 0.0
+
+
+def test_a_format_6_snapshot_of_float32_rows_is_quantized_when_loaded() -> None:
+    """Snapshots written before int8 rows hold the float32 matrix and no scales: they load (no rebuild of
+    100k entries after an upgrade) and score as before."""
+    arrays = table_with(3, {0: E0, 2: DIAG}).export(np.ones(3, dtype=bool))
+    arrays["vectors"] = table_with(3, {0: E0, 2: DIAG}).rows(np.arange(3))
+    del arrays["vector_scale"]
+    restored = VectorTable.from_arrays(arrays, rows=3)
+    assert restored.matrix.view.dtype == np.int8
+    assert restored.similarities(E1).tolist() == pytest.approx([0.0, 0.0, 0.8], abs=0.005)
+
+
+def test_from_arrays_rejects_a_scale_column_of_another_length() -> None:
+    arrays = table_with(3, {0: E0}).export(np.ones(3, dtype=bool))
+    arrays["vector_scale"] = arrays["vector_scale"][:2]
     with pytest.raises(ValueError, match="disagree"):
         VectorTable.from_arrays(arrays, rows=3)
 
