@@ -20,10 +20,11 @@ class Column:
         capacity: int = 4,
         data: np.ndarray | None = None,
         growth: float = 2.0,  # below 2 for big rows (vectors): less slack memory, a few more copies
+        take: bool = False,  # the caller hands `data` over (a snapshot's freshly loaded arrays): kept uncopied
     ):
         self._growth = growth
         if data is not None:
-            self._data = np.array(data, dtype=dtype)  # own a writable copy (snapshots may be read-only)
+            self._data = _taken(data, np.dtype(dtype)) if take else np.array(data, dtype=dtype)
             self._n = len(self._data)
             return
         shape: tuple[int, ...] = (capacity, width) if width else (capacity,)
@@ -60,6 +61,15 @@ class Column:
         if not 0 <= index < self._n:
             raise IndexError(index)
         self._data[index] = value
+
+
+def _taken(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A handed-over array itself when it can serve as the column's storage (writable, contiguous, of the
+    column's type: a snapshot's arrays once loaded, which then need no second copy at start); otherwise a
+    writable copy (a read-only or memory-mapped array, another type)."""
+    if data.dtype == dtype and data.flags.writeable and data.flags.c_contiguous:
+        return data
+    return np.array(data, dtype=dtype)
 
 
 def concat_segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -138,9 +138,9 @@ class VectorTable:
                     raise ValueError("vector rows disagree with the index")
             else:  # a snapshot of format 6 held float32 rows
                 matrix, scale = quantize(matrix)
-            table.matrix = Column(np.int8, data=matrix, growth=MATRIX_GROWTH)
-            table.scale = Column(np.float32, data=scale, growth=MATRIX_GROWTH)
-            table.present = Column(np.bool_, data=present)
+            table.matrix = Column(np.int8, data=matrix, growth=MATRIX_GROWTH, take=True)
+            table.scale = Column(np.float32, data=scale, growth=MATRIX_GROWTH, take=True)
+            table.present = Column(np.bool_, data=present, take=True)
         else:
             table.grow(rows)
         return table

@@ -271,3 +271,19 @@ def test_floors_harness_times_imports_and_file_creation(tmp_path: Path) -> None:
         assert report["file_creation"][threads]["us_per_file_p50"] > 0
     made = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert len(made) == 2 * 2 * 50 and not any(name.endswith(".tmp") for name in made)  # renamed into place
+
+
+def test_index_memory_harness_reports_open_search_and_snapshot_figures(tmp_path: Path) -> None:
+    from benchmarks import index_memory
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.memory import MemoryService
+
+    home = tmp_path / "home"
+    memory = MemoryService(Settings(home=home, embedding_model="off"))
+    memory.save("deploys go out on fridays after the review")
+    memory.close()
+    report = index_memory.run([(home, Path("."))], rounds=1, queries=["deploy friday", "review"])
+    figures = report["medians"]["."]
+    assert figures["entries"] == 1
+    assert figures["peak_snapshot_mb"] >= figures["rss_open_mb"] > 0
+    assert figures["search_p50_ms"] > 0 and figures["open_s"] >= 0

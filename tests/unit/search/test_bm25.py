@@ -426,3 +426,30 @@ def test_top_k_with_a_sampled_cut_equals_a_full_sort(n: int, limit: int) -> None
         expected = np.lexsort((-slots, -values))[:limit]  # best first, ties to the newest slot
         assert bm25.kth_largest(values, limit) == np.sort(values)[n - limit], shape
         assert bm25.top_k(slots, values, limit).tolist() == expected.tolist(), shape
+
+
+def test_a_snapshot_without_dead_slots_shares_the_append_only_arrays_and_is_unchanged_by_later_writes() -> None:
+    """With nothing dead, the per-document arrays are exported as views, not copies (the snapshot's share of the
+    server's peak memory at 1M). A snapshot is written after the lock is released, so writes that land while
+    it is written (appends that regrow the columns, a delete, an archive) must not change what it holds."""
+    rng = random.Random(11)
+    vocab = [f"w{i}" for i in range(40)]
+    index = BM25Index()
+    for i in range(30):
+        index.add(f"d{i}", [*random_tokens(rng, vocab), "common", "words"])
+    live = index.live_slots()
+    assert len(live) == index.slot_count
+    keys = [index.keys[s] for s in live]
+    expected = BM25Index.from_arrays(index.export_arrays(live), keys, list(index.terms))
+    arrays = index.export_arrays(live)
+    for name in ("pair_keys", "pair_tf", "pair_len", "pair_start", "doc_len", "pair_signature"):
+        assert np.shares_memory(arrays[name], getattr(index, name).view), name
+    assert not np.shares_memory(arrays["state"], index.state.view)  # changed in place by deletes: copied
+    for i in range(30, 200):  # past every column's capacity: each is regrown
+        index.add(f"d{i}", [*random_tokens(rng, vocab), "common", "words"])
+    index.remove("d3")
+    index.set_archived("d5", True)
+    restored = BM25Index.from_arrays(arrays, keys, list(index.terms)[: len(expected.terms)])
+    queries = [["common"], ["common", "words"], *([rng.choice(vocab), rng.choice(vocab)] for _ in range(20))]
+    assert_same_results(expected, restored, queries)
+    assert restored.search(["common"], limit=100).total == 30
