@@ -469,7 +469,8 @@ class MemoryIndex:
         atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
 
     def snapshot_arrays(self, journal: JournalPosition) -> dict[str, np.ndarray]:
-        """Compact copies of the index (dead slots dropped) as of `journal`; safe to write unlocked."""
+        """Compact arrays of the index (dead slots dropped) as of `journal`; safe to write unlocked: copies,
+        or views of arrays that are only ever appended to (BM25Index.export_arrays)."""
         live = self.bm25.live_slots()
         arrays = self.bm25.export_arrays(live)
         owners = self.tag_owner.view

@@ -2,7 +2,8 @@
 
 `VectorTable` keeps a row per index slot (rows of slots without a vector yet are zero and flagged absent),
 so a query is one matrix-vector product. Rows are held as int8 with a float32 scale each (a quarter of the
-float32 matrix: 100k x 256 is 26 MB, not 102 MB; a cosine moves by at most ~0.003, see `quantize`) and
+float32 matrix: 100k x 256 is 26 MB, not 102 MB; a cosine typically moves by a few thousandths, see
+`quantize`) and
 are widened to float32 a block at a time while a query is scored, so the scan costs what the float32 scan
 cost. `VectorFiles` is the cache on disk (full float32): `{dir}/{id}.bin` holds an
 8-byte stamp and the raw float32 vector, plus `model.json` naming the model and dimension that made them;
@@ -37,8 +38,10 @@ INT8_MAX = 127
 
 def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows as int8 and a float32 scale each (row = int8 x scale): symmetric, per row, so a row's largest
-    component is exact and every other is off by at most half a step (max/254)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
+    component is exact and every other is off by at most half a step (max/254). Over the bundled model's
+    vectors a cosine moved by at most 0.004; a vector dominated by one component loses more of the rest
+    (up to ~0.05). A NaN or infinite component (a broken model) is stored as 0."""
+    vectors = np.nan_to_num(np.asarray(vectors, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
     if vectors.ndim == 1:
         vectors = vectors[None, :]
     peak = np.abs(vectors).max(axis=1) if vectors.shape[1] else np.zeros(len(vectors), dtype=np.float32)
@@ -136,14 +139,23 @@ class VectorTable:
                 scale = arrays["vector_scale"]
                 if len(scale) != rows:
                     raise ValueError("vector rows disagree with the index")
-            else:  # a snapshot of format 6 held float32 rows
-                matrix, scale = quantize(matrix)
+            else:  # a snapshot of format 6 held float32 rows: quantized a block at a time (no 3x peak at 1M)
+                matrix, scale = _quantized_by_blocks(matrix)
             table.matrix = Column(np.int8, data=matrix, growth=MATRIX_GROWTH, take=True)
             table.scale = Column(np.float32, data=scale, growth=MATRIX_GROWTH, take=True)
             table.present = Column(np.bool_, data=present, take=True)
         else:
             table.grow(rows)
         return table
+
+
+def _quantized_by_blocks(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.empty(matrix.shape, dtype=np.int8)
+    scale = np.empty(len(matrix), dtype=np.float32)
+    for start in range(0, len(matrix), SCAN_BLOCK):
+        stop = min(start + SCAN_BLOCK, len(matrix))
+        rows[start:stop], scale[start:stop] = quantize(matrix[start:stop])
+    return rows, scale
 
 
 class VectorFiles:

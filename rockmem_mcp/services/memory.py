@@ -195,7 +195,7 @@ class MemoryService:
         last_change: dict[str, datetime] = {}
         for location in locations:
             try:
-                entry = self.files.read(location)
+                entry = self.files.read(location, fresh=True)  # a rebuild: every file once, nothing kept
             except FileNotFoundError:
                 continue
             except (CorruptEntryError, OSError) as exc:
@@ -302,7 +302,7 @@ class MemoryService:
         found: list[MemoryEntry] = []
         for location in locations:
             try:
-                found.append(self.files.read(location))
+                found.append(self.files.read(location, fresh=True))  # changed by another process
                 continue
             except FileNotFoundError:
                 pass
@@ -383,8 +383,8 @@ class MemoryService:
     def write_snapshot(self) -> None:
         """Persist the index so the next start skips reading every file; rotates a long journal.
 
-        Arrays are gathered under the lock (copies, ~0.3 s at 100k entries); the file is written after
-        releasing it, so tool calls wait only for the gathering.
+        Arrays are gathered under the lock (copies, or views of append-only arrays; ~0.3 s at 100k entries);
+        the file is written after releasing it, so tool calls wait only for the gathering.
         """
         if self.read_only:
             return
@@ -545,7 +545,7 @@ class MemoryService:
                 if old is not None:
                     replacing.add(entry.id)
                     with contextlib.suppress(OSError, CorruptEntryError):
-                        previous[entry.id] = self.files.read(old)
+                        previous[entry.id] = self.files.read(old, fresh=True)
                     if old.category != entry.category:
                         moved.append(old)
             self.files.write_many(unique.values())
@@ -662,7 +662,7 @@ class MemoryService:
         location = self.index.location(entry_id)
         if location is not None:
             try:
-                return self.files.read(location), location
+                return self.files.read(location, fresh=True), location  # read to be written back
             except FileNotFoundError:
                 self.index.remove(entry_id)
         raise NotFoundError(

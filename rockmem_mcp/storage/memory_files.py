@@ -45,8 +45,10 @@ class MemoryFiles:
     def encode(entry: MemoryEntry) -> bytes:
         return entry.model_dump_json(indent=2, exclude_none=False).encode() + b"\n"
 
-    def read(self, location: EntryLocation) -> MemoryEntry:
-        """Parse one entry; FileNotFoundError if absent, CorruptEntryError if unreadable.
+    def read(self, location: EntryLocation, fresh: bool = False) -> MemoryEntry:
+        """Parse one entry; FileNotFoundError if absent, CorruptEntryError if unreadable. An unchanged file's
+        entry is parsed once (`ParsedFiles`); `fresh` reads the file itself (a read that will be written back,
+        a rebuild, another process's change).
 
         The path is the truth about where an entry lives: a file moved by hand into another folder takes
         that folder as its category. The one exception is case: on a case-insensitive filesystem (macOS,
@@ -55,7 +57,7 @@ class MemoryFiles:
         """
         path = self._path_text(location.entry_id, location.category)
         self.check_folder(location.category)  # a linked folder is never listed, but a journal line can name it
-        entry = self._parsed.read(path)  # a link there: LinkRefusedError, which readers skip like a broken file
+        entry = self._parsed.read(path, fresh)  # a link there: LinkRefusedError, which readers skip as broken
         if entry.id != location.entry_id or entry.category != location.category:
             category = self.true_category(location, entry.category)
             entry = entry.model_copy(update={"id": location.entry_id, "category": category})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -42,18 +44,38 @@ class ParsedFiles(Generic[M]):
     file it was parsed from (device, inode, size, mtime and ctime in ns): an atomic replace makes a new inode,
     an edit in place a new ctime, and a link or special file put there fails the comparison and is read (and
     refused) as before. The stat is the fstat of the file that was read, taken before reading, so a change
-    during the read is never kept. Bounded (oldest dropped first); shared by threads. Callers must not change
-    a record they are given (they make changed copies)."""
+    during the read is never kept.
 
-    def __init__(self, model: type[M], kind: str, noun: str, capacity: int = 4096) -> None:
-        self.model, self.kind, self.noun, self.capacity = model, kind, noun, capacity
+    Timestamps move in ticks (1-4 ms on older Linux kernels and on ZFS, FUSE and NFS; 2 s on FAT), so two
+    same-size writes within one tick look alike ("racy clean", as git calls it). A file changed less than
+    `RACY_SECONDS` before it was read is therefore not kept: any later change to a kept file moves its ctime
+    to a tick it cannot have had. Bounded by count and by bytes (oldest dropped first; a file over
+    `KEPT_FILE_BYTES` is never kept); shared by threads. Callers must not change a record they are given
+    (they make changed copies), and a read that will be written back reads `fresh`."""
+
+    RACY_SECONDS = 3.0
+    KEPT_FILE_BYTES = 64 * 1024
+
+    def __init__(
+        self,
+        model: type[M],
+        kind: str,
+        noun: str,
+        capacity: int = 4096,
+        max_bytes: int = 16 << 20,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.model, self.kind, self.noun = model, kind, noun
+        self.capacity, self.max_bytes, self.clock = capacity, max_bytes, clock
         self._kept: dict[str, tuple[FileKey, M]] = {}
+        self._kept_bytes = 0
         self._lock = threading.Lock()
 
-    def read(self, path: str) -> M:
+    def read(self, path: str, fresh: bool = False) -> M:
         """The record in `path` (FileNotFoundError, LinkRefusedError, SpecialFileError, CorruptEntryError as
-        reading and parsing it raise)."""
-        kept = self._kept.get(path)
+        reading and parsing it raise). `fresh`: read and parse the file whatever is kept (and keep nothing),
+        for a read-modify-write or a bulk read that would only evict what searches use."""
+        kept = None if fresh else self._kept.get(path)
         if kept is not None:
             try:
                 info = os.lstat(path)
@@ -63,9 +85,19 @@ class ParsedFiles(Generic[M]):
                 return kept[1]
         data, info = read_bytes_and_stat(path)
         record = parse_record(self.model, data, path, self.kind, self.noun)
-        with self._lock:
-            self._kept.pop(path, None)  # re-inserted last: the dict's order is the age of its entries
-            self._kept[path] = (file_key(info), record)
-            while len(self._kept) > self.capacity:
-                del self._kept[next(iter(self._kept))]
+        if not fresh:
+            self._keep(path, info, record)
         return record
+
+    def _keep(self, path: str, info: os.stat_result, record: M) -> None:
+        settled = self.clock() - max(info.st_mtime_ns, info.st_ctime_ns) > self.RACY_SECONDS * 1e9
+        with self._lock:
+            old = self._kept.pop(path, None)  # re-inserted last: the dict's order is the age of its entries
+            if old is not None:
+                self._kept_bytes -= old[0][2]
+            if not settled or info.st_size > self.KEPT_FILE_BYTES:
+                return
+            self._kept[path] = (file_key(info), record)
+            self._kept_bytes += info.st_size
+            while len(self._kept) > self.capacity or self._kept_bytes > self.max_bytes:
+                self._kept_bytes -= self._kept.pop(next(iter(self._kept)))[0][2]

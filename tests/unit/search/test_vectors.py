@@ -362,3 +362,10 @@ def test_adopt_over_a_corrupt_record_empties_the_cache_and_rewrites_it(files: Ve
     files.adopt("m1", 3)
     assert files.record() == ("m1", 3)
     assert not os.path.exists(files.path("a"))
+
+
+def test_a_broken_vector_with_nan_or_inf_is_stored_as_zeros_without_harming_other_rows() -> None:
+    table = table_with(2, {0: E0})
+    with np.errstate(all="raise"):  # no invalid-cast warning either
+        table.put(np.array([1]), np.array([[np.nan, np.inf, -np.inf]], dtype=np.float32))
+    assert table.similarities(E0).tolist() == pytest.approx([1.0, 0.0], abs=QUANT)

@@ -53,8 +53,8 @@ def after_first_read(service: MemoryService, other_write: Callable[[], Any]) -> 
         finally:
             progressed.set()
 
-    def read_then_interleave(location: Any) -> Any:
-        entry = read(location)
+    def read_then_interleave(location: Any, fresh: bool = False) -> Any:
+        entry = read(location, fresh)
         if not threads:
             threads.append(threading.Thread(target=run_other))
             threads[0].start()
