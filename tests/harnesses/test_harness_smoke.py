@@ -287,3 +287,24 @@ def test_index_memory_harness_reports_open_search_and_snapshot_figures(tmp_path:
     assert figures["entries"] == 1
     assert figures["peak_snapshot_mb"] >= figures["rss_open_mb"] > 0
     assert figures["search_p50_ms"] > 0 and figures["open_s"] >= 0
+
+
+def test_read_back_harness_times_fresh_and_kept_reads_the_scan_and_the_episode_index(tmp_path: Path) -> None:
+    from benchmarks import read_back
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.services.memory import MemoryService
+
+    home = tmp_path / "home"
+    settings = Settings(home=home, embedding_model="off")
+    memory = MemoryService(settings)
+    episodes = Episodes(settings)
+    for text in ("the deploy runs on friday", "review the deploy notes", "boiler pressure reading"):
+        episodes.log_save(memory.save(text))
+    memory.close()
+    report = read_back.measure(home, questions=4, scan_rows=3000)
+    assert report["episode_index"]["episodes"] == 3
+    assert set(report["read_back_ms_per_20"]) == {"fresh", "kept", "searches"}
+    scan = report["vector_scan"]
+    assert scan["max_cosine_difference"] < 0.01
+    assert scan["matrix_mb"]["int8"] == pytest.approx(scan["matrix_mb"]["float32"] / 4, abs=0.1)
