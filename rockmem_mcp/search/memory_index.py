@@ -128,6 +128,8 @@ class MemoryIndex:
 
     def upsert_many(self, entries: Sequence[MemoryEntry]) -> None:
         """Index entries in order (a later version of an id replaces an earlier one)."""
+        if not entries:  # every search catches up with the journal, mostly finding nothing: ~0.2 ms saved
+            return
         entries = last_versions(entries, key=lambda e: e.id)
         # Every column is built before any is extended: a value that cannot be stored must not leave the
         # columns out of step with the BM25 slots.

@@ -202,6 +202,7 @@ class VectorWorker:
         self.max_delay_s = MAX_DELAY_S
         self.clock = clock  # seconds, for letting a burst pass (tests hold it still)
         self._last_wake = 0.0  # clock() at the latest wake()
+        self._burst_began: float | None = None  # clock() at the first wake() since the worker last took entries
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.embedded = 0  # vectors made by the provider, and taken from the cache, since start
@@ -223,6 +224,8 @@ class VectorWorker:
         pass it waits on a timer, not on this event, so a save in a burst wakes no thread."""
         if self._running:
             self._last_wake = self.clock()
+            if self._burst_began is None:
+                self._burst_began = self._last_wake
             self.idle.clear()
             self._wake.set()
 
@@ -243,6 +246,7 @@ class VectorWorker:
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
                 self._wake.clear()
+                self._burst_began = None  # a wake() from here on starts the next burst
                 try:
                     done = self.step()
                 except EmbeddingError as exc:
@@ -261,8 +265,11 @@ class VectorWorker:
             self.idle.set()
 
     def _let_burst_pass(self) -> None:
-        """Sleep until no wake() came for `quiet_s`, or `max_delay_s` after the first (a stop ends it)."""
-        give_up = self.clock() + self.max_delay_s
+        """Sleep until no wake() came for `quiet_s`, or `max_delay_s` after the first (a stop ends it). The first
+        wake()'s own time, not the moment this thread got to run after it: on a busy machine that can be much
+        later, and a steady stream of saves would then wait longer than `max_delay_s` for its vectors."""
+        began = self._burst_began
+        give_up = (self.clock() if began is None else began) + self.max_delay_s
         while not self._stop.is_set():
             wait = min(self._last_wake + self.quiet_s, give_up) - self.clock()
             if wait <= 0:

@@ -566,3 +566,29 @@ def test_torn_or_damaged_cache_files_are_embedded_again_and_never_break_a_start(
     assert sorted(again.document_calls()) == sorted(e.document_text() for e in saved[:2])
     assert reopened.missing_vector_count() == 0
     assert kept.exists() and len(torn.read_bytes()) == len(kept.read_bytes())  # the torn file is made again
+
+
+def test_the_longest_delay_counts_from_the_first_save_not_from_when_the_worker_got_to_run(
+    services: Services,
+) -> None:
+    """On a busy machine the worker may run well after the save that woke it. A stream of saves must still get
+    its vectors `max_delay_s` after its first save: the worker counts from that save's time (a held clock here,
+    so a deadline counted from when the worker ran would never come)."""
+    service = embedded(open_with(services, FakeProvider()))
+    worker = service.vector_worker
+    clock = held_clock(service)
+    start = clock.now
+    worker.wake()  # the first save of a stream, at `start`
+    for k in range(1, 6):
+        clock.now = start + k * 0.04
+        worker.wake()
+    passed = threading.Event()
+    late = threading.Thread(target=lambda: (worker._let_burst_pass(), passed.set()), daemon=True)
+    late.start()  # the worker gets to run only now, 0.2 s into the stream
+    for k in range(6, 13):
+        clock.now = start + k * 0.04
+        worker.wake()
+    clock.now = start + 0.5  # max_delay_s after the first save; the last one 0.02 s ago
+    assert passed.wait(5), "the burst was still being waited for max_delay_s after its first save"
+    worker.stop()
+    late.join(1)
