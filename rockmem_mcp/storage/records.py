@@ -6,6 +6,7 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -67,7 +68,8 @@ class ParsedFiles(Generic[M]):
     ) -> None:
         self.model, self.kind, self.noun = model, kind, noun
         self.capacity, self.max_bytes, self.clock = capacity, max_bytes, clock
-        self._kept: dict[str, tuple[FileKey, M]] = {}
+        self._kept: OrderedDict[str, tuple[FileKey, M]] = OrderedDict()  # oldest first; popitem(last=False) is
+        # O(1), where next(iter(dict)) after many deletions walks the dict's dead slots (~8 us a read at 4,096)
         self._kept_bytes = 0
         self._lock = threading.Lock()
 
@@ -92,7 +94,7 @@ class ParsedFiles(Generic[M]):
     def _keep(self, path: str, info: os.stat_result, record: M) -> None:
         settled = self.clock() - max(info.st_mtime_ns, info.st_ctime_ns) > self.RACY_SECONDS * 1e9
         with self._lock:
-            old = self._kept.pop(path, None)  # re-inserted last: the dict's order is the age of its entries
+            old = self._kept.pop(path, None)  # re-inserted last: the order is the age of the entries
             if old is not None:
                 self._kept_bytes -= old[0][2]
             if not settled or info.st_size > self.KEPT_FILE_BYTES:
@@ -100,4 +102,4 @@ class ParsedFiles(Generic[M]):
             self._kept[path] = (file_key(info), record)
             self._kept_bytes += info.st_size
             while len(self._kept) > self.capacity or self._kept_bytes > self.max_bytes:
-                self._kept_bytes -= self._kept.pop(next(iter(self._kept)))[0][2]
+                self._kept_bytes -= self._kept.popitem(last=False)[1][0][2]
