@@ -7,8 +7,10 @@
   (`storage/records.ParsedFiles`), alternating per question after one untimed pass; milliseconds per 20, median.
 - **vector scan**: one query against a 100,000 x 256 matrix of random unit rows, as float32 (`matrix @ query`)
   and as the int8 rows of `search/vectors.VectorTable`; median of 30, and the largest difference of a cosine.
-- **episode index**: VmRSS before and after the home's episode index is built (`Episodes.warm`, which a server
-  runs in the background after its start), and the seconds it took.
+- **episode index**: VmRSS before and after the home's episode index is made ready (`Episodes.warm`, which a
+  server runs in the background after its start), and the seconds it took: `build` parses every day file (no
+  snapshot), `restore` starts from the snapshot the build wrote (to a temp file) and checks each day file
+  against it. Each in a fresh interpreter.
 Writes benchmarks/results/read-back.json (or --out).
 """
 
@@ -16,7 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,10 +33,10 @@ from benchmarks.corpus import Corpus
 from benchmarks.speed import QUERY_SEED
 from rockmem_mcp.config import Settings
 from rockmem_mcp.search.vectors import VectorTable
-from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.memory import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).resolve().parent.parent  # this checkout, for the workers' imports
 
 
 def rss_mb() -> int:
@@ -80,23 +86,45 @@ def vector_scan(rows: int = 100_000, dim: int = 256, runs: int = 30) -> dict[str
     }
 
 
-def episode_index(settings: Settings) -> dict[str, Any]:
-    episodes = Episodes(settings)
-    before = rss_mb()
-    started = time.perf_counter()
-    episodes.warm()
-    return {
-        "episodes": len(episodes.index.live()),
-        "build_s": round(time.perf_counter() - started, 2),
-        "rss_before_mb": before,
-        "rss_after_mb": rss_mb(),
-    }
+EPISODE_WORKER = r"""
+import json, sys, time
+from pathlib import Path
+from benchmarks.read_back import rss_mb
+from rockmem_mcp.config import Settings
+from rockmem_mcp.services.episodes import Episodes
+
+home, snapshot, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+episodes = Episodes(Settings(home=home, embedding_model="off"))
+episodes.index.snapshot = snapshot if mode == "restore" else None
+before = rss_mb()
+started = time.perf_counter()
+with episodes.index.lock:
+    episodes.index.sync()
+seconds = time.perf_counter() - started
+report = {"episodes": int(episodes.index.live().sum()), "s": round(seconds, 2), "rss_added_mb": rss_mb() - before}
+if mode == "build":
+    episodes.index.save(snapshot)
+print(json.dumps(report))
+"""
+
+
+def episode_index(home: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as work:
+        snapshot = Path(work) / "episode-index.npz"
+        report = {}
+        for mode in ("build", "restore"):
+            out = subprocess.run(
+                [sys.executable, "-c", EPISODE_WORKER, str(home), str(snapshot), mode],
+                check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )  # fmt: skip
+            report[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
 
 
 def measure(home: Path, questions: int = 200, scan_rows: int = 100_000) -> dict[str, Any]:
     settings = Settings(home=home, embedding_model="off")
     report: dict[str, Any] = {"benchmark": "read_back", "date": time.strftime("%Y-%m-%d"), "home": str(home)}
-    report["episode_index"] = episode_index(settings)  # first: its RSS is measured before the memory store's
+    report["episode_index"] = episode_index(home)
     memory = MemoryService(settings)
     try:
         report["read_back_ms_per_20"] = read_back(memory, Corpus(seed=QUERY_SEED).queries(questions))

@@ -13,6 +13,7 @@ numbers each) and follows the files, so another process's episodes are found by 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -25,9 +26,13 @@ import numpy as np
 from rockmem_mcp.models import CONFIDENCES, EPISODE_TYPES, Episode
 from rockmem_mcp.search.bm25 import ACTIVE, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
-from rockmem_mcp.search.tokenizer import tokenize
+from rockmem_mcp.search.strings import pack_strings, unpack_strings
+from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
+from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import open_fd
+
+log = logging.getLogger(__name__)
 
 FOLLOWED_DAYS = 2  # the newest day files are checked on every search; older ones when the directory changes
 TAIL_BYTES = 64
@@ -44,11 +49,29 @@ class _Day:
     upto: int = 0  # offset just past the last line indexed
     tail: bytes = b""  # the bytes just before `upto`: a rewrite that got the old inode back differs there
     keys: list[str] = field(default_factory=list)
+    checked: bool = True  # False when restored from a snapshot: the tail is compared before the size is trusted
+
+
+SNAPSHOT_FORMAT = 1  # bump when a column's meaning changes (EPISODE_TYPES or CONFIDENCES reordered, say)
+SNAPSHOT_AFTER_LINES = 1_000  # lines read from the day files since the last snapshot that make warm() write one
+COLUMNS = {  # name -> dtype of the per-slot columns a snapshot keeps
+    "at": np.float64,
+    "day": np.int32,
+    "start": np.int64,
+    "end": np.int64,
+    "type_code": np.int8,
+    "confidence_code": np.int8,
+    "logs_memory": np.bool_,
+    "uses": np.int32,
+    "last_use": np.float64,
+}
 
 
 class EpisodeIndex:
-    def __init__(self, log: DailyLog[Episode]) -> None:
+    def __init__(self, log: DailyLog[Episode], snapshot: Path | None = None) -> None:
+        """`snapshot`: where the index is saved between starts (restored by the first sync, if it is there)."""
         self.log = log
+        self.snapshot = snapshot
         self.bm25 = BM25Index()
         self.at = Column(np.float64)  # per slot: seconds since the epoch
         self.day = Column(np.int32)  # date ordinal
@@ -63,6 +86,7 @@ class EpisodeIndex:
         self._listing_stamp: tuple[int, int] | None = None
         self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
         self.lock = threading.RLock()  # held by a search around sync and reads
+        self.lines_since_snapshot = 0  # lines read from day files (or days dropped) since a snapshot was written
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -72,6 +96,8 @@ class EpisodeIndex:
         """Catch up with the day files: one stat of the directory, and of today's, yesterday's and the newest
         two days' logs, when nothing changed."""
         with self.lock:
+            if self._listing_stamp is None and not self.built and self.snapshot is not None and not len(self.bm25):
+                self.restore(self.snapshot)  # once: the first sync lists and checks every day against it
             stamp = _stamp(self.log.directory)
             if stamp != self._listing_stamp:
                 self._listing_stamp = stamp
@@ -95,7 +121,7 @@ class EpisodeIndex:
             if known is not None:
                 self._drop_day(day)
             return
-        if known is not None and st.st_ino == known.inode and st.st_size == known.upto:
+        if known is not None and known.checked and st.st_ino == known.inode and st.st_size == known.upto:
             return
         if known is None:
             known = self._days[day] = _Day()
@@ -103,7 +129,7 @@ class EpisodeIndex:
         if start != known.upto:  # not the file it was: a delete rewrote it (same inode or not); from the start
             self._drop_day(day)
             known = self._days[day] = _Day()
-        known.inode = inode
+        known.inode, known.checked = inode, True
         rows = []
         for episode, end in records:
             rows.append((episode, start, end))
@@ -118,6 +144,7 @@ class EpisodeIndex:
         rows = last_versions(rows, key=lambda row: row[0].id)  # an id twice (a copied line): its last line
         if not rows:
             return
+        self.lines_since_snapshot += len(rows)
         self.bm25.add_many([(episode.id, episode_tokens(episode), False) for episode, _, _ in rows])
         at = np.array([episode.at.timestamp() for episode, _, _ in rows], dtype=np.float64)
         self.at.extend(at)
@@ -133,8 +160,70 @@ class EpisodeIndex:
 
     def _drop_day(self, day: date) -> None:
         known = self._days.pop(day, None)
+        self.lines_since_snapshot += 1
         for key in known.keys if known else ():
             self.bm25.remove(key)
+
+    # ------------------------------------------------------------------ snapshots
+    def save(self, path: Path) -> None:
+        """Write what the index knows (derived data: atomic, not fsynced), so the next start follows the day files
+        from where this one stopped instead of parsing every line again (100k episodes: ~4.4 s of CPU and the
+        slack of columns grown line by line)."""
+        with self.lock:
+            live = self.bm25.live_slots()
+            arrays = self.bm25.export_arrays(live)
+            arrays.update({name: getattr(self, name).view[live] for name in COLUMNS})
+            days = sorted(self._days.items())
+            arrays.update(
+                keys=pack_strings([self.bm25.keys[s] for s in live]),
+                terms=pack_strings(self.bm25.terms),
+                day_ordinal=np.array([day.toordinal() for day, _ in days], dtype=np.int64),
+                day_inode=np.array([known.inode for _, known in days], dtype=np.uint64),
+                day_upto=np.array([known.upto for _, known in days], dtype=np.int64),
+                day_tail_len=np.array([len(known.tail) for _, known in days], dtype=np.int64),
+                day_tails=np.frombuffer(b"".join(known.tail for _, known in days), dtype=np.uint8),
+                header=np.array([SNAPSHOT_FORMAT, TOKENIZER_VERSION, len(live)], dtype=np.int64),
+            )
+            self.lines_since_snapshot = 0
+        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
+
+    def restore(self, path: Path) -> bool:
+        """Take the state a snapshot holds (before the first sync); False, with the index left empty, when there
+        is none or it is of another version or damaged. The first sync then checks every day file against it:
+        the bytes before where it stopped must be the same (a day rewritten meanwhile is read again from its
+        start), a grown day is read from there, and days added or removed are read or dropped."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+            fmt, tokenizer, count = (int(x) for x in arrays["header"])
+            if fmt != SNAPSHOT_FORMAT or tokenizer != TOKENIZER_VERSION:
+                log.info("episode index snapshot %s is from another version; rebuilding", path)
+                return False
+            keys = unpack_strings(arrays["keys"])
+            bm25 = BM25Index.from_arrays(arrays, keys, unpack_strings(arrays["terms"]))
+            columns = {name: Column(dtype, data=arrays[name], take=True) for name, dtype in COLUMNS.items()}
+            tails, offsets = arrays["day_tails"].tobytes(), np.cumsum(arrays["day_tail_len"])
+            if not all(len(column) == count == len(keys) for column in columns.values()) or (
+                len(offsets) and offsets[-1] != len(tails)
+            ):
+                raise ValueError("columns disagree")
+            days: dict[date, _Day] = {}
+            for ordinal, inode, upto, end, length in zip(
+                arrays["day_ordinal"].tolist(), arrays["day_inode"].tolist(), arrays["day_upto"].tolist(),
+                offsets.tolist(), arrays["day_tail_len"].tolist(), strict=True,
+            ):  # fmt: skip
+                days[date.fromordinal(ordinal)] = _Day(inode, upto, tails[end - length : end], checked=False)
+            for slot, ordinal in enumerate(columns["day"].view.tolist()):
+                days[date.fromordinal(ordinal)].keys.append(keys[slot])
+        except FileNotFoundError:
+            return False
+        except Exception as exc:  # derived data: whatever is wrong with it (a torn zip raises many kinds), rebuild
+            log.warning("episode index snapshot %s is damaged (%s); rebuilding from the day files", path, exc)
+            return False
+        self.bm25, self._days = bm25, days
+        for name, column in columns.items():
+            setattr(self, name, column)
+        return True
 
     # ------------------------------------------------------------------ reading
     def live(self) -> np.ndarray:

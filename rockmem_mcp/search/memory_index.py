@@ -35,6 +35,7 @@ from rockmem_mcp.search.rank import (
 )
 from rockmem_mcp.search.salience import FADING_MIN, ranking_factor
 from rockmem_mcp.search.salience import salience as salience_values
+from rockmem_mcp.search.strings import pack_strings, unpack_strings
 from rockmem_mcp.search.tiers import Members, Tiers, tiered
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
@@ -491,16 +492,16 @@ class MemoryIndex:
             session_code=self.session_code.view[live],
             speaker_code=self.speaker_code.view[live],
             month_code=self.month_code.view[live],
-            speakers=_pack(self.speakers),
+            speakers=pack_strings(self.speakers),
             turn=self.turn.view[live],
             tag_owner=new_owner[order].astype(np.int32),
             tag_codes=self.tag_codes.view[tag_keep][order],
             **self.vectors.export(live),
-            keys=_pack([self.bm25.keys[s] for s in live]),
-            terms=_pack(self.bm25.terms),
-            categories=_pack(self.categories),
-            tags=_pack(self.tags),
-            sessions=_pack(self.sessions),
+            keys=pack_strings([self.bm25.keys[s] for s in live]),
+            terms=pack_strings(self.bm25.terms),
+            categories=pack_strings(self.categories),
+            tags=pack_strings(self.tags),
+            sessions=pack_strings(self.sessions),
             header=np.array(
                 [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
             ),
@@ -528,8 +529,8 @@ class MemoryIndex:
             if fmt not in READABLE_FORMATS or tok_version != TOKENIZER_VERSION:
                 log.info("index snapshot %s is from another version; rebuilding", path)
                 return None
-            keys = _unpack(arrays["keys"])
-            bm25 = BM25Index.from_arrays(arrays, keys, _unpack(arrays["terms"]))
+            keys = unpack_strings(arrays["keys"])
+            bm25 = BM25Index.from_arrays(arrays, keys, unpack_strings(arrays["terms"]))
             index = cls(bm25)
             index.category_code = Column(np.int32, data=arrays["category_code"], take=True)
             index.created = Column(np.float64, data=arrays["created"], take=True)
@@ -539,20 +540,20 @@ class MemoryIndex:
             index.last_access = Column(np.float64, data=arrays["last_access"], take=True)
             index.session_code = Column(np.int32, data=arrays["session_code"], take=True)
             index.turn = Column(np.float64, data=arrays["turn"], take=True)
-            index.sessions = _unpack(arrays["sessions"])
+            index.sessions = unpack_strings(arrays["sessions"])
             index._session_ids = {name: i for i, name in enumerate(index.sessions)}
             index._session_slots = int(np.count_nonzero(arrays["session_code"] != _NO_SESSION))
             index.speaker_code = Column(np.int32, data=arrays["speaker_code"], take=True)
             index.month_code = Column(np.int32, data=arrays["month_code"], take=True)
-            index.speakers = _unpack(arrays["speakers"])
+            index.speakers = unpack_strings(arrays["speakers"])
             index._speaker_ids = {name: i for i, name in enumerate(index.speakers)}
             index._dated_slots = int(np.count_nonzero(arrays["month_code"] != facets.NO_CODE))
             index.tag_owner = Column(np.int32, data=arrays["tag_owner"], take=True)
             index.tag_codes = Column(np.int32, data=arrays["tag_codes"], take=True)
             index.vectors = VectorTable.from_arrays(arrays, count)
-            index.categories = _unpack(arrays["categories"])
+            index.categories = unpack_strings(arrays["categories"])
             index._category_ids = {c: i for i, c in enumerate(index.categories)}
-            index.tags = _unpack(arrays["tags"])
+            index.tags = unpack_strings(arrays["tags"])
             index._tag_ids = {t: i for i, t in enumerate(index.tags)}
             columns = (index.category_code, index.created, index.base, index.pinned, index.access_count,
                        index.last_access, index.session_code, index.turn, index.speaker_code,
@@ -573,13 +574,3 @@ def turn_number(turn_id: str | None) -> float:
     """The last number in a turn id ("D3:12" -> 12), which orders turns saved at the same instant; 0 without."""
     numbers = re.findall(r"\d+", turn_id or "")
     return float(numbers[-1]) if numbers else 0.0
-
-
-def _pack(strings: list[str]) -> np.ndarray:
-    # Ids, words, categories and tags never contain a newline (validated or tokenized), so it separates.
-    return np.frombuffer("\n".join(strings).encode(), dtype=np.uint8)
-
-
-def _unpack(blob: np.ndarray) -> list[str]:
-    text = blob.tobytes().decode()
-    return text.split("\n") if text else []

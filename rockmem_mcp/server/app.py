@@ -307,6 +307,8 @@ def build_server(
                 await anyio.to_thread.run_sync(opened.enricher.close)
             if opened.reflection_triggers is not None:
                 await anyio.to_thread.run_sync(opened.reflection_triggers.close)
+            if memory.read_only is None:
+                await anyio.to_thread.run_sync(episodes.close)  # its index, for the next start
             if opened.history is not None:
                 await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
             await anyio.to_thread.run_sync(_close_graph, graph_opening)

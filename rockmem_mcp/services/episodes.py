@@ -36,7 +36,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
-from rockmem_mcp.search.episode_index import EpisodeIndex, touch_directory
+from rockmem_mcp.search.episode_index import SNAPSHOT_AFTER_LINES, EpisodeIndex, touch_directory
 from rockmem_mcp.search.salience import (
     BASE_AGENT,
     BASE_DERIVED,
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 # Salience's base per confidence (seed 004 §9: what the user stated counts most, what was inferred least).
 CONFIDENCE_BASE = np.array([BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED])  # high, medium, low
 EPISODE = "episode"  # the access log's kind
+EPISODE_SNAPSHOT = "episode-index.npz"  # in the index folder, beside the memory index's snapshot
 REFINED = 3  # a search weighs this many × limit candidates with every process's uses, not only this one's
 
 
@@ -71,7 +72,7 @@ class Episodes:
         """`reinforcer`: the memory store's (one per process), so episodes' uses reach the access log."""
         self.settings = settings
         self.log = DailyLog(settings.episodes_dir, Episode)
-        self.index = EpisodeIndex(self.log)
+        self.index = EpisodeIndex(self.log, settings.index_dir / EPISODE_SNAPSHOT)
         self.reinforcer = reinforcer
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
@@ -115,12 +116,29 @@ class Episodes:
         return episode
 
     def warm(self) -> None:
-        """Build the search index now (a server does it in the background at start)."""
+        """Build the search index now (a server does it in the background at start): from its snapshot and what
+        the day files gained since, or from every line; a build that read many lines is saved for the next start."""
         try:
             with self.index.lock:
                 self.index.sync()
         except OSError as exc:
             log.warning("episode index not built yet (%s); the first search tries again", exc)
+            return
+        if self.index.lines_since_snapshot >= SNAPSHOT_AFTER_LINES:
+            self._save_index()
+
+    def close(self) -> None:
+        """Save the index if it changed since it was saved (the next start then reads only what is new)."""
+        if self.index.built and self.index.lines_since_snapshot:
+            self._save_index()
+
+    def _save_index(self) -> None:
+        if self.index.snapshot is None:
+            return
+        try:
+            self.index.save(self.index.snapshot)
+        except OSError as exc:  # derived data: without it the next start reads every day file again
+            log.debug("episode index snapshot not written (%s)", exc)
 
     def log_save(self, entry: MemoryEntry) -> Episode:
         """The line save_memory adds to the day's log (seed 003: "saves to daily log + structured DB"): the

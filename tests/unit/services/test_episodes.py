@@ -11,6 +11,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.services.episodes import Episodes
+from rockmem_mcp.storage.daily_log import DailyLog
 
 from .helpers import FakeClock
 
@@ -222,3 +223,66 @@ def test_a_days_markdown_reads_the_same_through_plain_json_and_through_the_model
     checked = episodes.markdown(DAY.date())
     assert checked.split("\n")[2] == "## 14:25 | event | confidence:medium | tags:[]"  # 19:25+05:00, first
     assert checked.replace("## 14:25 | event | confidence:medium | tags:[]\nearly\n\n", "") == plain
+
+
+def _found(episodes: Episodes, query: str) -> list[str]:
+    return sorted(hit.episode.id for hit in episodes.search(query, limit=100).hits)
+
+
+def test_a_restart_restores_the_index_and_reads_only_what_the_day_files_gained(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is saved at close and restored by the next start, which checks each day file against it: an
+    unchanged day is not parsed again, a grown one is read from where it stopped, a rewritten one (a delete)
+    from its start, a removed one dropped and a new one read; the answers are those of a full rebuild."""
+    clock = lambda: DAY  # noqa: E731
+    first = Episodes(settings, clock=clock)
+    days = [DAY - timedelta(days=d) for d in (40, 30, 20, 10)]
+    made = {d: [first.record(f"otter sighting {n} on day {i}", at=d) for n in range(3)] for i, d in enumerate(days)}
+    first.warm()
+    first.close()
+    assert (settings.index_dir / "episode-index.npz").is_file()
+
+    writer = Episodes(settings, clock=clock)  # what happens while no server runs
+    grown = writer.record("otter sighting late on day 1", at=days[1])
+    assert writer.delete(made[days[2]][0].id, days[2].date())  # the day is rewritten
+    (settings.episodes_dir / f"{days[3].date().isoformat()}.jsonl").unlink()
+    new_day = writer.record("otter sighting on a new day", at=DAY - timedelta(days=5))
+
+    parsed: list[tuple[date, int]] = []
+    read_from = DailyLog.read_from
+
+    def counting(self: DailyLog, day: date, offset: int, *args: object) -> object:
+        result = read_from(self, day, offset, *args)  # type: ignore[arg-type]
+        parsed.append((day, len(result[0])))
+        return result
+
+    monkeypatch.setattr(DailyLog, "read_from", counting)
+    restarted = Episodes(settings, clock=clock)
+    restarted.warm()
+    expected = sorted(
+        [*(e.id for e in made[days[0]]), *(e.id for e in made[days[1]]), grown.id, *(e.id for e in made[days[2]][1:]),
+         new_day.id]
+    )  # fmt: skip
+    assert _found(restarted, "otter") == expected
+    lines_read = dict(parsed)
+    assert lines_read[days[0].date()] == 0  # unchanged: checked, not parsed
+    assert lines_read[days[1].date()] == 1  # grown: only the new line
+    assert lines_read[days[2].date()] == 2  # rewritten: read again from its start
+    monkeypatch.undo()
+    (settings.index_dir / "episode-index.npz").unlink()
+    assert _found(Episodes(settings, clock=clock), "otter") == expected  # a full rebuild agrees
+
+
+@pytest.mark.parametrize("damage", [b"", b"not a snapshot", None], ids=["empty", "garbage", "truncated"])
+def test_a_damaged_episode_index_snapshot_is_rebuilt_from_the_day_files(
+    settings: Settings, damage: bytes | None
+) -> None:
+    clock = lambda: DAY  # noqa: E731
+    first = Episodes(settings, clock=clock)
+    saved = [first.record(f"heron nest {n}", at=DAY - timedelta(days=n)) for n in range(4)]
+    first.warm()
+    first.close()
+    path = settings.index_dir / "episode-index.npz"
+    path.write_bytes(path.read_bytes()[:-20] if damage is None else damage)
+    assert _found(Episodes(settings, clock=clock), "heron") == sorted(e.id for e in saved)
