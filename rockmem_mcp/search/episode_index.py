@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -49,10 +50,14 @@ class _Day:
     upto: int = 0  # offset just past the last line indexed
     tail: bytes = b""  # the bytes just before `upto`: a rewrite that got the old inode back differs there
     keys: list[str] = field(default_factory=list)
-    checked: bool = True  # False when restored from a snapshot: the tail is compared before the size is trusted
+    mtime_ns: int = 0  # the file's times when it was last followed: what a restored snapshot compares
+    ctime_ns: int = 0
+    restored: bool = False  # from a snapshot: trusted only if the file is exactly as it was, else read again
 
 
 SNAPSHOT_FORMAT = 1  # bump when a column's meaning changes (EPISODE_TYPES or CONFIDENCES reordered, say)
+SETTLED_NS = 3_000_000_000  # a day file changed this close to a snapshot may change again within one timestamp tick
+_NEVER_LISTED = (-1, -1)  # the listing stamp before the first listing: no directory (None) has it either
 SNAPSHOT_AFTER_LINES = 1_000  # lines read from the day files since the last snapshot that make warm() write one
 COLUMNS = {  # name -> dtype of the per-slot columns a snapshot keeps
     "at": np.float64,
@@ -83,10 +88,11 @@ class EpisodeIndex:
         self.uses = Column(np.int32)  # salience's inputs as this process knows them (its own uses at once)
         self.last_use = Column(np.float64)
         self._days: dict[date, _Day] = {}
-        self._listing_stamp: tuple[int, int] | None = None
+        self._listing_stamp: tuple[int, int] | None = _NEVER_LISTED
         self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
         self.lock = threading.RLock()  # held by a search around sync and reads
         self.lines_since_snapshot = 0  # lines read from day files (or days dropped) since a snapshot was written
+        self.clock = time.time_ns  # what "a day changed just now" is measured by (tests move it on)
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -96,16 +102,17 @@ class EpisodeIndex:
         """Catch up with the day files: one stat of the directory, and of today's, yesterday's and the newest
         two days' logs, when nothing changed."""
         with self.lock:
-            if self._listing_stamp is None and not self.built and self.snapshot is not None and not len(self.bm25):
-                self.restore(self.snapshot)  # once: the first sync lists and checks every day against it
+            first = self._listing_stamp == _NEVER_LISTED
+            if first and not self.built and self.snapshot is not None and not len(self.bm25):
+                self.restore(self.snapshot)  # once: the first listing then checks every day against it
             stamp = _stamp(self.log.directory)
             if stamp != self._listing_stamp:
-                self._listing_stamp = stamp
                 days = self.log.days()
                 for gone in set(self._days) - set(days):
                     self._drop_day(gone)
                 for day in days:
                     self._follow(day)
+                self._listing_stamp = stamp  # only once every day was followed: an error lists them all again
                 self.built = True
                 return
             today = datetime.now(UTC).date()
@@ -121,15 +128,26 @@ class EpisodeIndex:
             if known is not None:
                 self._drop_day(day)
             return
-        if known is not None and known.checked and st.st_ino == known.inode and st.st_size == known.upto:
+        if known is not None and known.restored:
+            # Between two runs anything may have happened to the file, and a rewrite can end in the same bytes:
+            # the saved state stands only if the file is exactly as it was (times included), else from the start.
+            if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) == (
+                known.inode, known.upto, known.mtime_ns, known.ctime_ns
+            ):  # fmt: skip
+                known.restored = False
+                return
+            self._drop_day(day)
+            known = None
+        elif known is not None and st.st_ino == known.inode and st.st_size == known.upto:
             return
         if known is None:
             known = self._days[day] = _Day()
+        known.mtime_ns, known.ctime_ns = st.st_mtime_ns, st.st_ctime_ns  # before reading: a later change differs
         records, inode, start, data = self.log.read_from(day, known.upto, known.inode or None, known.tail)
         if start != known.upto:  # not the file it was: a delete rewrote it (same inode or not); from the start
             self._drop_day(day)
             known = self._days[day] = _Day()
-        known.inode, known.checked = inode, True
+        known.inode = inode
         rows = []
         for episode, end in records:
             rows.append((episode, start, end))
@@ -173,15 +191,25 @@ class EpisodeIndex:
             live = self.bm25.live_slots()
             arrays = self.bm25.export_arrays(live)
             arrays.update({name: getattr(self, name).view[live] for name in COLUMNS})
-            days = sorted(self._days.items())
+            # A day changed within SETTLED_NS of now is left out: it is read again at the next start.
+            settled = self.clock() - SETTLED_NS
+            days = sorted(
+                (day, known)
+                for day, known in self._days.items()
+                if not known.restored and max(known.mtime_ns, known.ctime_ns) < settled
+            )
             arrays.update(
                 keys=pack_strings([self.bm25.keys[s] for s in live]),
                 terms=pack_strings(self.bm25.terms),
                 day_ordinal=np.array([day.toordinal() for day, _ in days], dtype=np.int64),
                 day_inode=np.array([known.inode for _, known in days], dtype=np.uint64),
                 day_upto=np.array([known.upto for _, known in days], dtype=np.int64),
+                day_mtime=np.array([known.mtime_ns for _, known in days], dtype=np.int64),
+                day_ctime=np.array([known.ctime_ns for _, known in days], dtype=np.int64),
                 day_tail_len=np.array([len(known.tail) for _, known in days], dtype=np.int64),
                 day_tails=np.frombuffer(b"".join(known.tail for _, known in days), dtype=np.uint8),
+                day_key_count=np.array([len(known.keys) for _, known in days], dtype=np.int64),
+                day_keys=pack_strings([key for _, known in days for key in known.keys]),
                 header=np.array([SNAPSHOT_FORMAT, TOKENIZER_VERSION, len(live)], dtype=np.int64),
             )
             self.lines_since_snapshot = 0
@@ -207,14 +235,31 @@ class EpisodeIndex:
                 len(offsets) and offsets[-1] != len(tails)
             ):
                 raise ValueError("columns disagree")
+            day_keys, key_ends = unpack_strings(arrays["day_keys"]), np.cumsum(arrays["day_key_count"]).tolist()
+            if key_ends and key_ends[-1] != len(day_keys):
+                raise ValueError("day keys disagree")
             days: dict[date, _Day] = {}
-            for ordinal, inode, upto, end, length in zip(
+            for ordinal, inode, upto, mtime, ctime, end, length, key_end, key_count in zip(
                 arrays["day_ordinal"].tolist(), arrays["day_inode"].tolist(), arrays["day_upto"].tolist(),
-                offsets.tolist(), arrays["day_tail_len"].tolist(), strict=True,
+                arrays["day_mtime"].tolist(), arrays["day_ctime"].tolist(), offsets.tolist(),
+                arrays["day_tail_len"].tolist(), key_ends, arrays["day_key_count"].tolist(), strict=True,
             ):  # fmt: skip
-                days[date.fromordinal(ordinal)] = _Day(inode, upto, tails[end - length : end], checked=False)
-            for slot, ordinal in enumerate(columns["day"].view.tolist()):
-                days[date.fromordinal(ordinal)].keys.append(keys[slot])
+                days[date.fromordinal(ordinal)] = _Day(
+                    inode,
+                    upto,
+                    tails[end - length : end],
+                    day_keys[key_end - key_count : key_end],
+                    mtime,
+                    ctime,
+                    restored=True,
+                )
+            saved_days = set(days)
+            if any(date.fromordinal(o) not in saved_days for o in set(columns["day"].view.tolist())):
+                # A day left out (changed just before the save) still has slots: drop them with a day of their own.
+                for slot, ordinal in enumerate(columns["day"].view.tolist()):
+                    day = date.fromordinal(ordinal)
+                    if day not in saved_days:
+                        days.setdefault(day, _Day(restored=True)).keys.append(keys[slot])
         except FileNotFoundError:
             return False
         except Exception as exc:  # derived data: whatever is wrong with it (a torn zip raises many kinds), rebuild

@@ -3,7 +3,9 @@ queries, and a user's explicit delete."""
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -233,10 +235,11 @@ def test_a_restart_restores_the_index_and_reads_only_what_the_day_files_gained(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The index is saved at close and restored by the next start, which checks each day file against it: an
-    unchanged day is not parsed again, a grown one is read from where it stopped, a rewritten one (a delete)
-    from its start, a removed one dropped and a new one read; the answers are those of a full rebuild."""
+    unchanged day is not parsed again, a changed one (grown, or rewritten by a delete) is read again from its
+    start, a removed one dropped and a new one read; the answers are those of a full rebuild."""
     clock = lambda: DAY  # noqa: E731
     first = Episodes(settings, clock=clock)
+    first.index.clock = _later
     days = [DAY - timedelta(days=d) for d in (40, 30, 20, 10)]
     made = {d: [first.record(f"otter sighting {n} on day {i}", at=d) for n in range(3)] for i, d in enumerate(days)}
     first.warm()
@@ -266,12 +269,52 @@ def test_a_restart_restores_the_index_and_reads_only_what_the_day_files_gained(
     )  # fmt: skip
     assert _found(restarted, "otter") == expected
     lines_read = dict(parsed)
-    assert lines_read[days[0].date()] == 0  # unchanged: checked, not parsed
-    assert lines_read[days[1].date()] == 1  # grown: only the new line
-    assert lines_read[days[2].date()] == 2  # rewritten: read again from its start
+    assert days[0].date() not in lines_read  # unchanged: compared, not read
+    assert lines_read[days[1].date()] == 4  # grown: read again from its start
+    assert lines_read[days[2].date()] == 2  # rewritten
     monkeypatch.undo()
     (settings.index_dir / "episode-index.npz").unlink()
     assert _found(Episodes(settings, clock=clock), "otter") == expected  # a full rebuild agrees
+
+
+def _later() -> int:
+    """The index's clock 10 s on: the days the test just wrote count as settled, so the snapshot keeps them."""
+    return time.time_ns() + 10_000_000_000
+
+
+def test_a_day_rewritten_in_place_to_the_same_size_and_ending_is_read_again_after_a_restart(
+    settings: Settings,
+) -> None:
+    """A rewrite that keeps the inode, the size and the last bytes (a delete, then an append of a line of the
+    same length and ending) passes a tail check; across a restart the file's times tell it changed."""
+    clock = lambda: DAY  # noqa: E731
+    first = Episodes(settings, clock=clock)
+    first.index.clock = _later
+    made = [first.record(f"weather forecast {n} for tomorrow morning", at=DAY) for n in range(3)]
+    first.warm()
+    first.close()
+    path = settings.episodes_dir / f"{DAY.date().isoformat()}.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    replacement = lines[1].replace(made[1].id.encode(), b"0123456789ab")
+    with path.open("r+b") as f:  # same inode, same size, same last bytes; the middle episode is another one
+        f.write(lines[0] + replacement + lines[2])
+    found = _found(Episodes(settings, clock=clock), "weather")
+    assert found == sorted([made[0].id, "0123456789ab", made[2].id])
+
+
+def test_restored_days_whose_folder_is_gone_are_dropped(settings: Settings) -> None:
+    clock = lambda: DAY  # noqa: E731
+    first = Episodes(settings, clock=clock)
+    first.index.clock = _later
+    for d in range(5):
+        first.record(f"otter sighting {d}", at=DAY - timedelta(days=10 * d))
+    first.warm()
+    first.close()
+    shutil.rmtree(settings.episodes_dir)
+    restarted = Episodes(settings, clock=clock)
+    found = restarted.search("otter")
+    assert (found.total_matches, found.hits) == (0, [])
+    assert restarted.days() == []
 
 
 @pytest.mark.parametrize("damage", [b"", b"not a snapshot", None], ids=["empty", "garbage", "truncated"])
@@ -280,6 +323,7 @@ def test_a_damaged_episode_index_snapshot_is_rebuilt_from_the_day_files(
 ) -> None:
     clock = lambda: DAY  # noqa: E731
     first = Episodes(settings, clock=clock)
+    first.index.clock = _later
     saved = [first.record(f"heron nest {n}", at=DAY - timedelta(days=n)) for n in range(4)]
     first.warm()
     first.close()
