@@ -235,7 +235,9 @@ class EpisodeIndex:
                 len(offsets) and offsets[-1] != len(tails)
             ):
                 raise ValueError("columns disagree")
-            day_keys, key_ends = unpack_strings(arrays["day_keys"]), np.cumsum(arrays["day_key_count"]).tolist()
+            same = {key: key for key in keys}  # one string object per id, shared with the BM25 index's key list
+            day_keys = [same.get(key, key) for key in unpack_strings(arrays["day_keys"])]
+            key_ends = np.cumsum(arrays["day_key_count"]).tolist()
             if key_ends and key_ends[-1] != len(day_keys):
                 raise ValueError("day keys disagree")
             days: dict[date, _Day] = {}
