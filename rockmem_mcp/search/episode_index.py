@@ -179,8 +179,11 @@ class EpisodeIndex:
     def _drop_day(self, day: date) -> None:
         known = self._days.pop(day, None)
         self.lines_since_snapshot += 1
+        ordinal, slot_of, days = day.toordinal(), self.bm25.slot_of, self.day.view
         for key in known.keys if known else ():
-            self.bm25.remove(key)
+            slot = slot_of.get(key)
+            if slot is not None and days[slot] == ordinal:  # an id copied into a later day lives on there
+                self.bm25.remove(key)
 
     # ------------------------------------------------------------------ snapshots
     def save(self, path: Path) -> None:

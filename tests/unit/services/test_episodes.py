@@ -330,3 +330,19 @@ def test_a_damaged_episode_index_snapshot_is_rebuilt_from_the_day_files(
     path = settings.index_dir / "episode-index.npz"
     path.write_bytes(path.read_bytes()[:-20] if damage is None else damage)
     assert _found(Episodes(settings, clock=clock), "heron") == sorted(e.id for e in saved)
+
+
+def test_removing_a_day_keeps_an_episode_whose_line_was_copied_into_another_day(settings: Settings) -> None:
+    """An id in two day files (a line copied by hand) is indexed once, from the later file; dropping the other
+    day must not take it out of the index."""
+    clock = lambda: DAY  # noqa: E731
+    writer = Episodes(settings, clock=clock)
+    early = writer.record("badger sett found", at=DAY - timedelta(days=3))
+    writer.record("badger tracks", at=DAY - timedelta(days=3))
+    early_file = settings.episodes_dir / f"{(DAY - timedelta(days=3)).date().isoformat()}.jsonl"
+    later_file = settings.episodes_dir / f"{(DAY - timedelta(days=1)).date().isoformat()}.jsonl"
+    later_file.write_bytes(early_file.read_bytes().splitlines(keepends=True)[0])  # the copy, in a later day
+    reader = Episodes(settings, clock=clock)
+    assert early.id in _found(reader, "badger")
+    early_file.unlink()
+    assert _found(reader, "badger") == [early.id]  # still found, from the later day's copy
