@@ -32,6 +32,7 @@ from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import open_fd
+from rockmem_mcp.storage.records import RACY_NS
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,6 @@ class _Day:
 
 
 SNAPSHOT_FORMAT = 1  # bump when a column's meaning changes (EPISODE_TYPES or CONFIDENCES reordered, say)
-SETTLED_NS = 3_000_000_000  # a day file changed this close to a snapshot may change again within one timestamp tick
 _NEVER_LISTED = (-1, -1)  # the listing stamp before the first listing: no directory (None) has it either
 SNAPSHOT_AFTER_LINES = 1_000  # lines read from the day files since the last snapshot that make warm() write one
 COLUMNS = {  # name -> dtype of the per-slot columns a snapshot keeps
@@ -194,12 +194,12 @@ class EpisodeIndex:
             live = self.bm25.live_slots()
             arrays = self.bm25.export_arrays(live)
             arrays.update({name: getattr(self, name).view[live] for name in COLUMNS})
-            # A day changed within SETTLED_NS of now is left out: it is read again at the next start.
-            settled = self.clock() - SETTLED_NS
+            # A day changed within RACY_NS of now is left out: it is read again at the next start.
+            recent = self.clock() - RACY_NS
             days = sorted(
                 (day, known)
                 for day, known in self._days.items()
-                if not known.restored and max(known.mtime_ns, known.ctime_ns) < settled
+                if not known.restored and max(known.mtime_ns, known.ctime_ns) < recent
             )
             arrays.update(
                 keys=pack_strings([self.bm25.keys[s] for s in live]),
@@ -221,8 +221,8 @@ class EpisodeIndex:
     def restore(self, path: Path) -> bool:
         """Take the state a snapshot holds (before the first sync); False, with the index left empty, when there
         is none or it is of another version or damaged. The first sync then checks every day file against it:
-        the bytes before where it stopped must be the same (a day rewritten meanwhile is read again from its
-        start), a grown day is read from there, and days added or removed are read or dropped."""
+        a day stands only if its file is exactly as it was (inode, size, mtime, ctime), else it is read again
+        from its start; days added or removed are read or dropped."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {name: data[name] for name in data.files}

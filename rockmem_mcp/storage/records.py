@@ -31,6 +31,15 @@ def parse_record(model: type[M], data: bytes, path: str | Path, kind: str, noun:
 
 
 FileKey = tuple[int, int, int, int, int]  # device, inode, size, mtime_ns, ctime_ns
+# Timestamps move in ticks (1-4 ms on older Linux kernels and on ZFS, FUSE and NFS; 2 s on FAT), so two same-size
+# writes within one tick look alike ("racy clean", as git calls it): a file changed less than this before its
+# stat was taken may change again without its stat showing it, and is never trusted to be unchanged later.
+RACY_NS = 3_000_000_000
+
+
+def settled(info: os.stat_result, now_ns: int) -> bool:
+    """Whether the file `info` describes last changed long enough before `now_ns` that a later change shows."""
+    return now_ns - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_NS
 
 
 def file_key(info: os.stat_result) -> FileKey:
@@ -47,14 +56,11 @@ class ParsedFiles(Generic[M]):
     refused) as before. The stat is the fstat of the file that was read, taken before reading, so a change
     during the read is never kept.
 
-    Timestamps move in ticks (1-4 ms on older Linux kernels and on ZFS, FUSE and NFS; 2 s on FAT), so two
-    same-size writes within one tick look alike ("racy clean", as git calls it). A file changed less than
-    `RACY_SECONDS` before it was read is therefore not kept: any later change to a kept file moves its ctime
-    to a tick it cannot have had. Bounded by count and by bytes (oldest dropped first; a file over
+    A file changed less than `RACY_NS` before it was read is not kept (`settled`): any later change to a kept
+    file moves its ctime to a tick it cannot have had. Bounded by count and by bytes (oldest dropped first; a file over
     `KEPT_FILE_BYTES` is never kept); shared by threads. Callers must not change a record they are given
     (they make changed copies), and a read that will be written back reads `fresh`."""
 
-    RACY_SECONDS = 3.0
     KEPT_FILE_BYTES = 64 * 1024
 
     def __init__(
@@ -68,8 +74,8 @@ class ParsedFiles(Generic[M]):
     ) -> None:
         self.model, self.kind, self.noun = model, kind, noun
         self.capacity, self.max_bytes, self.clock = capacity, max_bytes, clock
-        self._kept: OrderedDict[str, tuple[FileKey, M]] = OrderedDict()  # oldest first; popitem(last=False) is
-        # O(1), where next(iter(dict)) after many deletions walks the dict's dead slots (~8 us a read at 4,096)
+        # Oldest first. popitem(last=False) is O(1); next(iter(dict)) after many deletions walks dead slots.
+        self._kept: OrderedDict[str, tuple[FileKey, M]] = OrderedDict()
         self._kept_bytes = 0
         self._lock = threading.Lock()
 
@@ -92,12 +98,12 @@ class ParsedFiles(Generic[M]):
         return record
 
     def _keep(self, path: str, info: os.stat_result, record: M) -> None:
-        settled = self.clock() - max(info.st_mtime_ns, info.st_ctime_ns) > self.RACY_SECONDS * 1e9
+        keep = settled(info, self.clock())
         with self._lock:
             old = self._kept.pop(path, None)  # re-inserted last: the order is the age of the entries
             if old is not None:
                 self._kept_bytes -= old[0][2]
-            if not settled or info.st_size > self.KEPT_FILE_BYTES:
+            if not keep or info.st_size > self.KEPT_FILE_BYTES:
                 return
             self._kept[path] = (file_key(info), record)
             self._kept_bytes += info.st_size
