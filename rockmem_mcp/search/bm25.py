@@ -17,7 +17,11 @@ Layout, chosen so that a write touches only its own document:
   holding the rarer word of a pair: the signature rules most out with one mask, and a binary search in
   the pair keys of the rest gives the exact count;
 - pairs found in many documents ("and the") would make that check slow, so a snapshot lists them as
-  *hot* pairs with postings of their own, which later writes keep up to date.
+  *hot* pairs with postings of their own, which later writes keep up to date;
+- so would any pair of two *long* words (in LONG_WORD_DOCS documents or more when the snapshot was written),
+  found in few documents or none: every such pair found gets postings too, and the table of them is complete
+  (kept so by writes), so a pair of two long words that is not in it is in no document, known without a check.
+  At 1M memories this costs ~0.5M postings, and spares ~2 ms per such pair in a query.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ PAIR_WEIGHT = 2.0
 T = TypeVar("T")
 DEAD, ACTIVE, ARCHIVED = 0, 1, 2
 HOT_PAIR_DOCS = 256  # pairs in at least this many documents get their own postings at snapshot time
+LONG_WORD_DOCS = 16_384  # pairs of two words in this many documents each, too (see the module docstring)
 SIGNATURE_WORDS = 4  # 256 bits per document: ~9% false positives at 24 pairs, 32 bytes a document
 _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing spreads the structured pair keys over the signature bits
 
@@ -65,6 +70,12 @@ def bm25_norm_tf(tf: np.ndarray, length_norm: np.ndarray, k1: float = K1) -> np.
     return tf * (k1 + 1.0) / (tf + length_norm)
 
 
+# MaxScore (`BM25Index.best`) is tried from this many postings in a query (below, scoring them all costs
+# ~0.1 ms; at 100k memories it took 245 of 300 corpus questions and search went 2.0 -> 1.6 ms), and it gives up
+# (scores everything) once the lists it must score in full hold more than 1 / PRUNE_SHARE of the slots.
+PRUNE_FROM = 4_096
+PRUNE_SHARE = 8
+MARGIN = 1e-9
 SAMPLED_CUT_FROM = 50_000  # values; below this a partition of all of them costs under ~0.3 ms
 CUT_SAMPLE = 4096  # values looked at to choose the cut
 CUT_MARGIN = 8  # the cut lets about this many times `limit` values through
@@ -103,6 +114,15 @@ def top_k(slots: np.ndarray, values: np.ndarray, limit: int) -> np.ndarray:
 
 
 @dataclass
+class _Query:
+    eligible: np.ndarray  # bool per slot: may be returned
+    everything: bool  # every slot is eligible: the lists need no masking
+    length_norm: np.ndarray  # per slot
+    lists: list[tuple[np.ndarray, np.ndarray, float]]  # (slots ascending, tf, weight x idf): words, then pairs
+    words: int  # how many of `lists` are words
+
+
+@dataclass
 class Hits:
     slots: np.ndarray  # best first
     scores: np.ndarray
@@ -128,6 +148,7 @@ class BM25Index:
         self.base_tf = np.zeros(0, dtype=np.int32)
         self.delta: dict[int, Column] = {}  # term id -> (slot, tf) rows
         self.hot_pairs: dict[int, Column] = {}  # pair key -> (slot, tf) rows
+        self.long_words = np.zeros(0, dtype=bool)  # per term id: long in the snapshot loaded (module docstring)
         self._count = {ACTIVE: 0, ARCHIVED: 0}
         self._len_sum = {ACTIVE: 0, ARCHIVED: 0}
         # length_norm for every slot, reused until a write changes avgdl or adds a slot
@@ -213,9 +234,14 @@ class BM25Index:
         words, bits = pair_bits(keys)
         np.bitwise_or.at(signatures, (pair_owner - first, words), bits)
         self.pair_signature.extend(signatures)
-        if self.hot_pairs:  # dict lookups: a single save must not pay for the size of the hot-pair table
-            for key, slot, count in zip(keys.tolist(), pair_owner.tolist(), tf.tolist(), strict=True):
+        if self.hot_pairs or self.long_words.any():  # dict lookups: a save does not pay for the table's size
+            both_long = self._long(keys >> 32) & self._long(keys & 0xFFFFFFFF)
+            for key, slot, count, long in zip(
+                keys.tolist(), pair_owner.tolist(), tf.tolist(), both_long.tolist(), strict=True
+            ):
                 hot = self.hot_pairs.get(key)
+                if hot is None and long:  # the table of long words' pairs stays complete
+                    hot = self.hot_pairs[key] = Column(np.int32, width=2, capacity=2)
                 if hot is not None:
                     hot.append((slot, count))
 
@@ -251,6 +277,11 @@ class BM25Index:
             self.terms.append(term)
         return tid
 
+    def _long(self, term_ids: np.ndarray) -> np.ndarray:
+        """Whether each word was long in the snapshot loaded (words new since are not)."""
+        long = self.long_words
+        return long[np.minimum(term_ids, len(long) - 1)] & (term_ids < len(long)) if len(long) else term_ids < 0
+
     # ------------------------------------------------------------------ reads
     def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         slots, tf = self.base_slots[:0], self.base_tf[:0]
@@ -272,6 +303,8 @@ class BM25Index:
         if hot is not None:
             rows = hot.view
             return rows[:, 0], rows[:, 1]
+        if self._long(np.array([a, b])).all():  # not in the complete table of long words' pairs: in no document
+            return self.base_slots[:0], self.base_tf[:0]
         slots_a, _ = self._postings(a)
         slots_b, _ = self._postings(b)
         slots = slots_a if len(slots_a) <= len(slots_b) else slots_b
@@ -333,28 +366,20 @@ class BM25Index:
         scores.flags.writeable = False
         return scores
 
-    def _scores(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:
+    def _query(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> _Query | None:
+        """What scoring `tokens` needs: the statistics and each distinct word's and adjacent pair's postings
+        with its weight (PAIR_WEIGHT or 1, times idf), in the order they are summed. None: nothing to score."""
         state = self.state.view
         counted = state != DEAD if include_archived else state == ACTIVE
         n_docs = self._count[ACTIVE] + (self._count[ARCHIVED] if include_archived else 0)
         if n_docs == 0 or not tokens:
-            return np.zeros(len(state), dtype=np.float64)
+            return None
         length_sum = self._len_sum[ACTIVE] + (self._len_sum[ARCHIVED] if include_archived else 0)
         avgdl = length_sum / n_docs or 1.0
-        eligible = counted if allowed is None else counted & allowed
-        length_norm = self._length_norms(avgdl)
-        scores = np.zeros(len(state), dtype=np.float64)
-
-        # When every slot is searchable and nothing filters, skip masking each posting list.
+        # When every slot is searchable and nothing filters, posting lists need no masking.
         everything = allowed is None and n_docs == len(state)
-
-        def accumulate(slots: np.ndarray, tf: np.ndarray, doc_freq: int, weight: float) -> None:
-            if not everything:
-                keep = eligible[slots]
-                slots, tf = slots[keep], tf[keep]
-            norm = bm25_norm_tf(tf.astype(np.float64), length_norm[slots], self.k1)
-            scores[slots] += weight * bm25_idf(n_docs, doc_freq) * norm  # slots are unique per list
-
+        eligible = counted if allowed is None else counted & allowed
+        lists: list[tuple[np.ndarray, np.ndarray, float]] = []
         for term in dict.fromkeys(tokens):
             tid = self.vocab.get(term)
             if tid is None:
@@ -362,8 +387,8 @@ class BM25Index:
             slots, tf = self._postings(tid)
             doc_freq = len(slots) if everything else int(np.count_nonzero(counted[slots]))
             if doc_freq:
-                accumulate(slots, tf, doc_freq, 1.0)
-
+                lists.append((slots, tf, bm25_idf(n_docs, doc_freq)))
+        words = len(lists)
         for first, second in dict.fromkeys(itertools.pairwise(tokens)):
             a, b = self.vocab.get(first), self.vocab.get(second)
             if a is None or b is None:
@@ -373,9 +398,100 @@ class BM25Index:
                 keep = counted[slots]
                 slots, tf = slots[keep], tf[keep]
             if len(slots):
-                accumulate(slots, tf, len(slots), PAIR_WEIGHT)
+                lists.append((slots, tf, PAIR_WEIGHT * bm25_idf(n_docs, len(slots))))
+        return _Query(eligible, everything, self._length_norms(avgdl), lists, words)
 
+    def _scores(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:
+        scores = np.zeros(self.slot_count, dtype=np.float64)
+        query = self._query(tokens, allowed, include_archived)
+        if query is None:
+            return scores
+        for slots, tf, weight in query.lists:
+            if not query.everything:
+                keep = query.eligible[slots]
+                slots, tf = slots[keep], tf[keep]
+            scores[slots] += weight * bm25_norm_tf(tf.astype(np.float64), query.length_norm[slots], self.k1)
         return scores
+
+    def best(
+        self,
+        tokens: Sequence[str],
+        allowed: np.ndarray | None,
+        include_archived: bool,
+        limit: int,
+        factor: np.ndarray | None = None,
+        awake: np.ndarray | None = None,
+    ) -> Hits | None:
+        """The `limit` best slots by BM25 (times `factor`: per slot, in [0, 1]; `awake` = factor > 0, the slots
+        it does not leave out), exactly as ranking every slot's `scores()` would give them, scoring only what
+        can still make the cut (MaxScore). Lists (a word's or a pair's postings) are taken heaviest first and
+        scored in full until the most all the others could add together falls below the `limit`-th best
+        score so far: a slot none of the scored lists holds cannot make the cut. The other lists are only
+        looked up for the candidates, heaviest first, dropping after each the candidates that can no longer
+        make it. At 1M memories a common word's 100,000-300,000 postings are then looked up for a few
+        thousand candidates instead of scored. None when pruning cannot pay (few postings in all, or the
+        lists that must be scored in full are long): then score everything."""
+        query = self._query(tokens, allowed, include_archived)
+        if query is None or sum(len(slots) for slots, _, _ in query.lists) < PRUNE_FROM:
+            return None
+        if factor is not None and awake is None:
+            awake = factor > 0
+        k1, norm_of = self.k1, query.length_norm
+        # A list's most: its weight times norm() at its largest tf and the shortest possible document.
+        # Floats are rounded: bounds are widened and cuts lowered by MARGIN, so no rounding prunes a slot.
+        shortest = k1 * (1.0 - self.b)
+        most = [weight * bm25_norm_tf(float(tf.max()), shortest, k1) * (1 + MARGIN) for _, tf, weight in query.lists]
+        order = sorted(range(len(query.lists)), key=lambda i: -most[i])
+        budget = max(PRUNE_FROM, self.slot_count // PRUNE_SHARE)
+
+        # Scored in full, heaviest first, until the rest cannot lift an unseen slot to the cut.
+        taken, scored = 0, 0
+        cut_off, rest = 0.0, sum(most)
+        candidates, partial = np.zeros(0, dtype=np.int64), np.zeros(0)
+        while taken < len(order) and not (taken and rest < cut_off):
+            i = order[taken]
+            slots, tf, weight = query.lists[i]
+            if not query.everything:
+                keep = query.eligible[slots]
+                slots, tf = slots[keep], tf[keep]
+            if awake is not None:
+                keep = awake[slots]
+                slots, tf = slots[keep], tf[keep]
+            taken, scored, rest = taken + 1, scored + len(slots), rest - most[i]
+            if scored > budget:
+                return None
+            scores = weight * bm25_norm_tf(tf.astype(np.float64), norm_of[slots], k1)
+            candidates, partial = _merged(candidates, partial, slots, scores)
+            cut_off = max(cut_off, _cut(partial if factor is None else partial * factor[candidates], limit))
+
+        # The other lists, looked up for the candidates only; after each, those that cannot make it are dropped.
+        weights = np.ones(len(candidates)) if factor is None else factor[candidates]
+        for i in order[taken:]:
+            keep = (partial + rest) * weights >= cut_off
+            candidates, partial, weights = candidates[keep], partial[keep], weights[keep]
+            partial = partial + _looked_up(*query.lists[i], candidates, norm_of[candidates], k1)
+            rest -= most[i]
+            cut_off = max(cut_off, _cut(partial * weights, limit))
+        candidates = candidates[partial * weights >= cut_off]
+
+        # Exact scores, summed in the order scores() sums them: the same floats, so the same order and ties.
+        totals = np.zeros(len(candidates))
+        for slots, tf, weight in query.lists:
+            totals += _looked_up(slots, tf, weight, candidates, norm_of[candidates], k1)
+        values = totals if factor is None else totals * factor[candidates]
+        best = top_k(candidates, values, limit)
+        return Hits(candidates[best], values[best], self._matched(query, awake))
+
+    def _matched(self, query: _Query, awake: np.ndarray | None) -> int:
+        """How many slots the query matches (any word's postings: a pair's hold both words), eligible and
+        awake, as scoring every slot counts them."""
+        hit = np.zeros(self.slot_count, dtype=bool)
+        for slots, _, _ in query.lists[: query.words]:
+            hit[slots] = True
+        hit &= query.eligible
+        if awake is not None:
+            hit &= awake
+        return int(np.count_nonzero(hit))
 
     def _length_norms(self, avgdl: float) -> np.ndarray:
         key = (self.slot_count, avgdl)
@@ -411,8 +527,11 @@ class BM25Index:
             del pair_idx
             pair_start = (np.cumsum(pair_len) - pair_len).astype(np.int64)
             doc_len, signature = self.doc_len.view[live], self.pair_signature.view[live]
-        hot_keys, hot_slots, hot_tf = _hot_pairs(pair_keys, pair_tf, pair_len)
+        postings = self._export_postings(remap)
+        long_words = np.flatnonzero(np.diff(postings["term_offsets"]) >= LONG_WORD_DOCS).astype(np.int32)
+        hot_keys, hot_slots, hot_tf = _hot_pairs(pair_keys, pair_tf, pair_len, long_words)
         return {
+            "long_words": long_words,
             "hot_keys": hot_keys,
             "hot_slots": hot_slots,
             "hot_tf": hot_tf,
@@ -423,7 +542,7 @@ class BM25Index:
             "pair_keys": pair_keys,
             "pair_tf": pair_tf,
             "pair_signature": signature,
-            **self._export_postings(remap),
+            **postings,
         }
 
     def _export_postings(self, remap: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -480,6 +599,9 @@ class BM25Index:
         index.base_offsets = arrays["term_offsets"]
         index.base_slots = arrays["term_slots"]
         index.base_tf = arrays["term_tf"]
+        index.long_words = np.zeros(len(terms), dtype=bool)
+        if "long_words" in arrays:  # snapshots before it have no complete table of long words' pairs
+            index.long_words[arrays["long_words"]] = True
         hot_keys = arrays["hot_keys"]
         if len(hot_keys):
             starts = _run_starts(hot_keys)
@@ -493,6 +615,45 @@ class BM25Index:
             index._count[s] = int(np.count_nonzero(state == s))
             index._len_sum[s] = int(lengths[state == s].sum())
         return index
+
+
+def _merged(
+    slots_a: np.ndarray, scores_a: np.ndarray, slots_b: np.ndarray, scores_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two (ascending distinct slots, scores) lists as one, scores of a slot in both added. A stable sort of
+    two sorted runs is a merge (~1.5x faster than np.unique with its inverse, at 24,000 postings)."""
+    if not len(slots_a):
+        return slots_b, scores_b
+    slots = np.concatenate((slots_a, slots_b))
+    order = np.argsort(slots, kind="stable")
+    slots = slots[order]
+    starts = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+    return slots[starts], np.add.reduceat(np.concatenate((scores_a, scores_b))[order], starts)
+
+
+def _cut(lower: np.ndarray, limit: int) -> float:
+    """A floor under the `limit`-th best final score, from lower bounds of some slots' (0 below `limit` slots)."""
+    if len(lower) < limit:
+        return 0.0
+    kth = kth_largest(lower, limit) if len(lower) > limit else lower.min()
+    return float(kth) * (1 - MARGIN)
+
+
+def _looked_up(
+    slots: np.ndarray, tf: np.ndarray, weight: float, candidates: np.ndarray, length_norm: np.ndarray, k1: float
+) -> np.ndarray:
+    """Each candidate's score from one list (`slots` ascending): its term where the list holds it, else 0."""
+    if not len(candidates):
+        return np.zeros(0)
+    at = np.minimum(np.searchsorted(slots, candidates), len(slots) - 1)
+    held = slots[at] == candidates
+    return np.where(held, weight * bm25_norm_tf(tf[at].astype(np.float64), length_norm, k1), 0.0)
+
+
+def _member(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of `values` is in `sorted_values` (ascending, not empty)."""
+    at = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return sorted_values[at] == values
 
 
 def last_versions(items: Sequence[T], key: Callable[[T], str]) -> list[T]:
@@ -522,14 +683,23 @@ def _runs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return major[starts], minor[starts], counts
 
 
-def _hot_pairs(pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents, by key then slot."""
+def _hot_pairs(
+    pair_keys: np.ndarray, pair_tf: np.ndarray, pair_len: np.ndarray, long_words: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Postings (key, slot, tf) of the pairs found in at least HOT_PAIR_DOCS documents and of every pair of two
+    `long_words` (term ids, ascending), by key then slot."""
     ordered = np.sort(pair_keys)
     # A key equal to the key HOT_PAIR_DOCS - 1 places on is in a run that long (documents hold a key once).
     # Fewer pairs than that in all: none can be hot (and the slices below would be misaligned).
     head = ordered[: max(0, len(ordered) - HOT_PAIR_DOCS + 1)]
     hot_keys = np.unique(head[ordered[HOT_PAIR_DOCS - 1 :] == head])
-    del ordered, head
+    del head
+    if len(long_words):
+        distinct = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+        both = _member(long_words, distinct >> 32) & _member(long_words, distinct & 0xFFFFFFFF)
+        hot_keys = np.union1d(hot_keys, distinct[both])
+        del distinct
+    del ordered
     if not len(hot_keys):
         return hot_keys, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
     at = np.searchsorted(hot_keys, pair_keys)

@@ -95,6 +95,7 @@ class MemoryIndex:
         # reinforced ones are computed as they change.
         self._salience: Column | None = None
         self._factor_cache: Column | None = None  # the ranking factor, 0 for dormant: what a default search reads
+        self._awake: Column | None = None  # factor > 0, kept beside it: what a pruned search counts as matches
         self._salience_at = 0.0
         self._salience_key = (-1.0, -1.0)  # (λ, floor) the cache was computed with
         # Conversation memories: the session code per slot (-1: none) and the turn number (ties in created_at).
@@ -172,6 +173,8 @@ class MemoryIndex:
             if self._salience is not None and self._factor_cache is not None and slot < len(self._salience):
                 value, factor = self._compute_salience(np.array([slot]), self._salience_at)
                 self._salience[slot], self._factor_cache[slot] = value[0], factor[0]
+                if self._awake is not None:
+                    self._awake[slot] = factor[0] > 0
 
     def access(self, entry_id: str) -> Access | None:
         slot = self.bm25.slot_of.get(entry_id)
@@ -183,13 +186,15 @@ class MemoryIndex:
         """The salience of `slots` as of `view.now` (to within an hour: see `_salience`)."""
         return self._cached(view)[0].view[slots]
 
-    def _cached(self, view: SalienceView) -> tuple[Column, Column]:
-        """Salience and the ranking factor per slot, recomputed when an hour old or the settings differ."""
-        salience, factor = self._salience, self._factor_cache
+    def _cached(self, view: SalienceView) -> tuple[Column, Column, Column]:
+        """Salience, the ranking factor and whether it is above 0, per slot; recomputed when an hour old or the
+        settings differ."""
+        salience, factor, awake = self._salience, self._factor_cache, self._awake
         key = (view.lam, view.floor)
         if (
             salience is None
             or factor is None
+            or awake is None
             or key != self._salience_key
             or abs(view.now - self._salience_at) > SALIENCE_REFRESH_S
         ):
@@ -197,11 +202,13 @@ class MemoryIndex:
             values, factors = self._compute_salience(np.arange(self.bm25.slot_count), view.now)
             salience = self._salience = Column(np.float64, data=values)
             factor = self._factor_cache = Column(np.float64, data=factors)
+            awake = self._awake = Column(np.bool_, data=factors > 0, take=True)
         elif len(salience) < self.bm25.slot_count:
             values, factors = self._compute_salience(np.arange(len(salience), self.bm25.slot_count), self._salience_at)
             salience.extend(values)
             factor.extend(factors)
-        return salience, factor
+            awake.extend(factors > 0)
+        return salience, factor, awake
 
     def _compute_salience(self, slots: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         lam, floor = self._salience_key
@@ -352,6 +359,15 @@ class MemoryIndex:
             similarity = self.vectors.similarities(query_vector)
             return rank(ranking, lexical, similarity, with_vector, limit, weigh, neighbours, lifts)
         if tokens:
+            if neighbours is None and lifts is None and (salience is None or not salience.include_dormant):
+                # Nothing but BM25 and a factor per slot: MaxScore scores only what can make the cut.
+                factor = awake = None
+                if salience is not None:
+                    _, factor_column, awake_column = self._cached(salience)
+                    factor, awake = factor_column.view, awake_column.view
+                hits = self.bm25.best(tokens, allowed, flt.include_archived, limit, factor, awake)
+                if hits is not None:
+                    return hits
             if weigh is None and neighbours is None and lifts is None:
                 return self.bm25.search(tokens, allowed, flt.include_archived, limit)
             lexical = self.bm25.scores(tokens, allowed, flt.include_archived)
@@ -433,7 +449,7 @@ class MemoryIndex:
     def _factor(self, slots: np.ndarray, view: SalienceView) -> np.ndarray:
         """The ranking factor of candidate slots; 0 (left out) for dormant ones unless the view includes them.
         Computed for candidates only: a search pays for the entries it matched, not for the whole index."""
-        salience, factor = self._cached(view)
+        salience, factor, _ = self._cached(view)
         if view.include_dormant:
             return ranking_factor(salience.view[slots], view.floor)
         return factor.view[slots]

@@ -308,3 +308,17 @@ def test_read_back_harness_times_fresh_and_kept_reads_the_scan_and_the_episode_i
     scan = report["vector_scan"]
     assert scan["max_cosine_difference"] < 0.01
     assert scan["matrix_mb"]["int8"] == pytest.approx(scan["matrix_mb"]["float32"] / 4, abs=0.1)
+
+
+def test_max_score_harness_compares_both_ways_and_restores_the_shipped_threshold(tmp_path: Path) -> None:
+    from benchmarks import max_score, speed
+    from benchmarks.corpus import Corpus, write_jsonl
+    from rockmem_mcp.search import bm25
+
+    shipped = bm25.PRUNE_FROM, bm25.BM25Index.best
+    speed.rockmem_build(write_jsonl(tmp_path / "corpus.jsonl", 3000), tmp_path, [])
+    queries = Corpus(seed=speed.QUERY_SEED).queries(20)
+    report = max_score.measure(tmp_path / "rockmem-home", queries, rounds=1)
+    assert (bm25.PRUNE_FROM, bm25.BM25Index.best) == shipped
+    assert report["memories"] == 3000 and report["questions_answered_differently"] == 0
+    assert set(report["search_p50_ms"]) == set(max_score.WAYS)

@@ -245,12 +245,18 @@ def assert_same_results(a: BM25Index, b: BM25Index, queries: list[list[str]]) ->
             assert [s for _, s in ra] == pytest.approx([s for _, s in rb], rel=1e-12), query
 
 
-@pytest.mark.parametrize("hot_pair_docs", [None, 3], ids=["default", "many-hot-pairs"])
+@pytest.mark.parametrize(
+    ("hot_pair_docs", "long_word_docs"),
+    [(None, None), (3, None), (None, 8)],
+    ids=["default", "many-hot-pairs", "long-words"],
+)
 def test_snapshot_arrays_round_trip_through_removals_base_and_delta(
-    hot_pair_docs: int | None, monkeypatch: pytest.MonkeyPatch
+    hot_pair_docs: int | None, long_word_docs: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if hot_pair_docs is not None:  # make common pairs "hot" (own postings) so that path is exercised too
         monkeypatch.setattr(bm25, "HOT_PAIR_DOCS", hot_pair_docs)
+    if long_word_docs is not None:  # most words long: their pairs' table must stay complete through writes
+        monkeypatch.setattr(bm25, "LONG_WORD_DOCS", long_word_docs)
     rng = random.Random(7)
     vocab = [f"w{i:02d}x" for i in range(25)]
     queries = [[rng.choice(vocab) for _ in range(rng.randint(1, 4))] for _ in range(60)]
@@ -283,7 +289,8 @@ def test_snapshot_arrays_round_trip_through_removals_base_and_delta(
     # Adjacent pairs that really occur, so pair bonuses (hot or not) are part of the comparison.
     queries += [tokens[i : i + 2] for tokens, _ in list(truth.values())[::3] for i in range(0, len(tokens) - 1, 4)]
     loaded = round_trip(index)
-    assert bool(loaded.hot_pairs) == (hot_pair_docs is not None)
+    assert bool(loaded.hot_pairs) == (hot_pair_docs is not None or long_word_docs is not None)
+    assert loaded.long_words.any() == (long_word_docs is not None)
     assert loaded.slot_count == len(truth) == len(loaded)  # dead slots compacted
     assert_same_results(index, loaded, queries)
     assert_same_results(fresh(), loaded, queries)
@@ -347,7 +354,8 @@ def test_a_snapshot_of_fewer_pairs_than_make_one_hot_is_written(tmp_path) -> Non
 
     for count in (0, 1, HOT_PAIR_DOCS // 2, HOT_PAIR_DOCS - 1, HOT_PAIR_DOCS + 10):
         keys = np.arange(count, dtype=np.int64)
-        hot, slots, tf = _hot_pairs(keys, np.ones(count, dtype=np.int32), np.ones(count, dtype=np.int32))
+        ones = np.ones(count, dtype=np.int32)
+        hot, slots, tf = _hot_pairs(keys, ones, ones, np.zeros(0, dtype=np.int32))
         assert len(hot) == 0 and len(slots) == len(tf) == 0  # every key distinct: none hot
 
 
@@ -453,3 +461,139 @@ def test_a_snapshot_without_dead_slots_shares_the_append_only_arrays_and_is_unch
     queries = [["common"], ["common", "words"], *([rng.choice(vocab), rng.choice(vocab)] for _ in range(20))]
     assert_same_results(expected, restored, queries)
     assert restored.search(["common"], limit=100).total == 30
+
+
+# ---------------------------------------------------------------------------------------- MaxScore (best)
+def zipf_corpus(rng: random.Random, n_docs: int, vocab: int = 400) -> dict[str, list[str]]:
+    """Documents of 3-30 words drawn Zipf-like: a few words in most documents, a long tail in few."""
+    words = [f"w{i}" for i in range(vocab)]
+    weights = [1.0 / (i + 1) for i in range(vocab)]
+    return {f"d{i}": rng.choices(words, weights, k=rng.randint(3, 30)) for i in range(n_docs)}
+
+
+def exhaustive(
+    index: BM25Index,
+    tokens: list[str],
+    allowed: np.ndarray | None,
+    archived: bool,
+    limit: int,
+    factor: np.ndarray | None,
+) -> tuple[list[int], list[float], int]:
+    """What ranking every slot's score gives (the path `best` must equal)."""
+    scores = index.scores(tokens, allowed, archived)
+    values = scores if factor is None else scores * factor
+    slots = np.flatnonzero((scores > 0) & (values > 0) if factor is not None else scores > 0)
+    order = bm25.top_k(slots, values[slots], limit)
+    return slots[order].tolist(), values[slots][order].tolist(), len(slots)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_best_ranks_exactly_as_scoring_every_slot(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25, "PRUNE_FROM", 0)  # prune at any size
+    rng = random.Random(seed)
+    docs = zipf_corpus(rng, 600)
+    index = BM25Index()
+    for key, tokens in docs.items():
+        index.add(key, tokens)
+    for key in rng.sample(sorted(docs), 40):  # dead slots, rewrites (new slots) and archived ones
+        index.remove(key) if rng.random() < 0.5 else index.add(key, docs[key][::-1], archived=rng.random() < 0.5)
+    words = sorted({w for d in docs.values() for w in d})
+    pruned = 0
+    for _ in range(60):
+        # A rare word or two beside common ones (what MaxScore prunes), and repeated words for the pairs.
+        tokens = rng.choices(words[:8], k=rng.randint(1, 4)) + rng.sample(words[20:], rng.randint(0, 2))
+        rng.shuffle(tokens)
+        allowed = np.array([rng.random() < 0.8 for _ in range(index.slot_count)]) if rng.random() < 0.3 else None
+        factor = None
+        if rng.random() < 0.7:  # salience: a factor per slot, some 0 (dormant), many tied at 1
+            factor = np.array([rng.choice([0.0, 0.4, 0.7, 1.0, 1.0]) for _ in range(index.slot_count)])
+        archived = rng.random() < 0.3
+        limit = rng.choice([1, 3, 10, 20])
+        hits = index.best(tokens, allowed, archived, limit, factor)
+        expected = exhaustive(index, tokens, allowed, archived, limit, factor)
+        if hits is None:
+            continue
+        pruned += 1
+        assert (hits.slots.tolist(), hits.scores.tolist(), hits.total) == expected, tokens
+    assert pruned >= 40
+
+
+def test_best_looks_up_a_common_words_postings_instead_of_scoring_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of it: a word in every document is scored only for the slots a rare word leaves in the
+    running, and the result is still the exhaustive one."""
+    monkeypatch.setattr(bm25, "PRUNE_FROM", 0)
+    index = BM25Index()
+    for i in range(2000):
+        index.add(f"d{i}", ["common", "filler", f"tail{i % 500}"] + (["rare", "rare"] if i % 100 == 0 else []))
+    scored_sizes: list[int] = []
+    norm = bm25.bm25_norm_tf
+
+    def counting(tf: np.ndarray, length_norm: np.ndarray, k1: float = K1) -> np.ndarray:
+        scored_sizes.append(np.size(tf))
+        return norm(tf, length_norm, k1)
+
+    monkeypatch.setattr(bm25, "bm25_norm_tf", counting)
+    hits = index.best(["rare", "common"], None, False, 5)
+    assert hits is not None
+    assert max(scored_sizes) < 100  # 20 documents hold "rare"; none of the 2,000 "common" ones is scored in full
+    monkeypatch.setattr(bm25, "bm25_norm_tf", norm)
+    assert (hits.slots.tolist(), hits.scores.tolist(), hits.total) == exhaustive(
+        index, ["rare", "common"], None, False, 5, None
+    )
+    assert hits.total == 2000
+
+
+def test_best_gives_way_to_scoring_everything_when_it_cannot_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+    index = BM25Index()
+    for i in range(300):
+        index.add(f"d{i}", ["common", "other", f"t{i}"])
+    assert index.best(["common"], None, False, 5) is None  # fewer postings than PRUNE_FROM
+    monkeypatch.setattr(bm25, "PRUNE_FROM", 0)
+    # Only common words: the lists that must be scored in full hold more than 1 / PRUNE_SHARE of the slots.
+    assert index.best(["common", "other"], None, False, 5) is None
+    absent = index.best(["absent"], None, False, 5)  # nothing to score: nothing found, nothing counted
+    assert absent is not None and (absent.slots.tolist(), absent.total) == ([], 0)
+
+
+def test_a_pair_of_long_words_missing_from_their_table_is_known_absent_and_a_write_adds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bm25, "LONG_WORD_DOCS", 4)
+    index = BM25Index()
+    for i in range(6):
+        index.add(f"d{i}", ["alpha", "beta", "gamma", f"rare{i}"])  # alpha, beta, gamma long; "gamma alpha" never
+    loaded = round_trip(index)
+    assert sorted(loaded.terms[t] for t in np.flatnonzero(loaded.long_words)) == ["alpha", "beta", "gamma"]
+
+    def no_check(*_: object) -> np.ndarray:
+        raise AssertionError("a pair of long words was checked document by document")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BM25Index, "_pair_tf", no_check)
+        gamma, alpha = loaded.vocab["gamma"], loaded.vocab["alpha"]
+        assert len(loaded._pair_postings(gamma, alpha)[0]) == 0  # absent, known from the table
+        assert loaded._pair_postings(loaded.vocab["alpha"], loaded.vocab["beta"])[0].tolist() == list(range(6))
+        loaded.add("new", ["gamma", "alpha"])  # the pair now occurs: the table takes it
+        slots, tf = loaded._pair_postings(gamma, alpha)
+        assert (slots.tolist(), tf.tolist()) == ([loaded.slot_of["new"]], [1])
+    fresh = BM25Index()
+    for i in range(6):
+        fresh.add(f"d{i}", ["alpha", "beta", "gamma", f"rare{i}"])
+    fresh.add("new", ["gamma", "alpha"])
+    assert dict(ranked(loaded, ["gamma", "alpha"])) == pytest.approx(dict(ranked(fresh, ["gamma", "alpha"])))
+
+
+def test_a_snapshot_without_long_words_checks_every_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots written before long words carry no complete table: no pair is taken as absent."""
+    monkeypatch.setattr(bm25, "LONG_WORD_DOCS", 4)
+    index = BM25Index()
+    for i in range(6):
+        index.add(f"d{i}", ["alpha", "beta", f"rare{i}"] + (["beta", "alpha"] if i == 2 else []))
+    live = index.live_slots()
+    arrays = index.export_arrays(live)
+    del arrays["long_words"]
+    arrays["hot_keys"] = arrays["hot_keys"][:0]  # as an older snapshot: "beta alpha" (1 document) not hot
+    arrays["hot_slots"], arrays["hot_tf"] = arrays["hot_slots"][:0], arrays["hot_tf"][:0]
+    loaded = BM25Index.from_arrays(arrays, [index.keys[s] for s in live], list(index.terms))
+    assert not loaded.long_words.any()
+    assert loaded._pair_postings(loaded.vocab["beta"], loaded.vocab["alpha"])[0].tolist() == [2]

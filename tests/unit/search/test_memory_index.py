@@ -359,3 +359,46 @@ def test_a_format_6_snapshot_with_float32_vectors_loads_without_a_rebuild(tmp_pa
     assert restored.vectors.similarities(np.array([0.0, 1.0, 0.0], dtype=np.float32))[0] == pytest.approx(
         0.8, abs=0.005
     )
+
+
+# ---------------------------------------------------------------------- pruned search
+@pytest.mark.parametrize("category", [None, "work"])
+def test_a_pruned_search_ranks_as_scoring_every_memory(category: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MaxScore (`BM25Index.best`) behind `MemoryIndex.search`, with salience fading old memories out and a
+    filter: the same hits, scores and totals as scoring every slot."""
+    from rockmem_mcp.search import bm25
+    from rockmem_mcp.search.memory_index import SalienceView
+
+    rng = np.random.default_rng(3)
+    common = ["project", "meeting", "notes", "team", "update"]
+    entries = []
+    for i in range(800):
+        words = [str(w) for w in rng.choice(common, size=int(rng.integers(2, 6)))] + [f"topic{i % 97}"]
+        # Spread over 400 days: the old ones fade (a smaller factor) or go dormant (left out).
+        entries.append(entry(f"m{i}", " ".join(words), category=["work", "home"][i % 2], minutes=-int(i * 720)))
+    index = index_of(*entries)
+    view = SalienceView(now=T0.timestamp(), lam=0.01, floor=0.4)
+    flt = SearchFilter(category=category)
+
+    def searched(prune_from: int, query: str, salience: SalienceView | None) -> tuple[list[int], list[float], int]:
+        monkeypatch.setattr(bm25, "PRUNE_FROM", prune_from)
+        hits = index.search(query, flt, 7, salience=salience)
+        return hits.slots.tolist(), hits.scores.tolist(), hits.total
+
+    for query in ["topic5 project meeting", "team update topic40 notes", "meeting topic96", "project team"]:
+        for salience in (view, None):
+            assert searched(0, query, salience) == searched(10**12, query, salience), (query, salience)
+    _, _, total = searched(0, "topic5 project meeting", view)
+    assert 0 < total < searched(0, "topic5 project meeting", None)[2]  # dormant memories are not counted
+
+    # Dormant memories used again wake up: the next pruned search finds and counts them as the full one does.
+    from rockmem_mcp.storage.access_log import Access
+
+    slots, _, total_before_waking = searched(0, "topic40 team", view)
+    woken = [e.id for e in entries if "topic40" in e.content and index.bm25.slot_of[e.id] not in slots]
+    assert woken
+    for entry_id in woken:
+        index.set_access(entry_id, Access(20, T0.timestamp()))
+    after = searched(0, "topic40 team", view)
+    assert after == searched(10**12, "topic40 team", view)
+    assert {index.bm25.slot_of[i] for i in woken} & set(after[0]) and after[2] > total_before_waking
