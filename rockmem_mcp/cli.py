@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from rockmem_mcp import __version__
+from rockmem_mcp import __version__, cli_browse
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError, reporting_io_errors
 from rockmem_mcp.storage.no_follow import read_only_reason, refuse_linked_store_folders
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", parents=[common, toolsets], help="serve MCP (stdio by default)")
     serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="HTTP port (default 8765)")
+    serve.add_argument("--port", type=_port, default=None, help="HTTP port (default 8765; 0: any free one, announced)")
     serve.add_argument(
         "--namespace",
         default=None,
@@ -90,6 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=["hybrid", "bm25", "vector", "rockbot"], default=None)
     search.add_argument("--json", action="store_true", help="one JSON result per line")
 
+    cli_browse.add_parsers(sub, common)
+    install = sub.add_parser(
+        "install", parents=[common], help="add this server to an MCP client's configuration (with a backup)"
+    )
+    install.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
+    install.add_argument("--path", type=Path, default=None, help="the client's configuration file (default: its own)")
+    install.add_argument("--command", dest="server_command", default=None, help="the command the client runs "
+                         "(default: this rockmem-mcp's full path)")  # fmt: skip
+    install.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    install.add_argument("--json", action="store_true")
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
     imp.add_argument("file")
     graph_import = sub.add_parser(
@@ -195,6 +206,29 @@ def _interval(text: str) -> float:
     return seconds
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a port number from 0 to 65535, not {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port number from 0 to 65535, not {port}")
+    return port
+
+
+def _home_problem(home: Path) -> str | None:
+    """Why `home` cannot be the data home (made here when missing), or None. A read-only home is usable: reads
+    work and writes are refused one by one (README "A read-only home")."""
+    advice = "pass --home DIR or set ROCKMEM_HOME to a folder"
+    if home.exists() and not home.is_dir():
+        return f"the data home {home} is not a folder; {advice}"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the data home {home} ({exc.strerror or exc}); {advice}"
+    return None
+
+
 def _configure_logging(verbosity: int, settings_level: str) -> None:
     level = {0: settings_level, 1: "INFO"}.get(verbosity, "DEBUG")
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -257,6 +291,10 @@ def _main(args: argparse.Namespace) -> int:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 2
     _configure_logging(getattr(args, "verbose", 0), settings.log_level)
+    problem = _home_problem(settings.home)
+    if problem is not None:
+        print(f"rockmem-mcp: {problem}", file=sys.stderr)
+        return 2
     try:
         if command != "doctor":  # which reports such a home; every other command would work through the link
             refuse_linked_store_folders(settings.store_dirs)
@@ -267,7 +305,7 @@ def _main(args: argparse.Namespace) -> int:
         # A person at the command line: what a command changes is audited as `manual` (a dream run or the
         # doctor's repairs say their own actor inside); `serve` acts for its clients instead.
         with reporting_io_errors(f"running {command}"), acting_as(MANUAL):
-            return COMMANDS[command](settings, args)
+            return _until_output_closes(COMMANDS[command], settings, args)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 1
@@ -281,37 +319,101 @@ def _main(args: argparse.Namespace) -> int:
         return 130
 
 
+def _until_output_closes(command: Callable[[Settings, argparse.Namespace], int], *arguments: Any) -> int:
+    """Run `command`; a reader that stops reading (`export - | head`) ends it quietly, with the status a command
+    killed by SIGPIPE has (141), and without Python's "Exception ignored" line when stdout is flushed at exit."""
+    try:
+        return command(*arguments)
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # Open the stores first, in a thread, so loading the indexes overlaps importing the MCP SDK:
     # at 100k memories that is most of the cold start.
     open_stores = _open_in_background(settings)
+    transport = getattr(args, "transport", "stdio")
+    if transport == "stdio" and sys.stdin.isatty():
+        print(TERMINAL_HINT, file=sys.stderr)
     from rockmem_mcp.server.app import build_server  # the MCP SDK is only imported to serve
 
-    transport = getattr(args, "transport", "stdio")
     if transport == "stdio":
         import anyio
 
         from rockmem_mcp.server.stdio import serve_stdio
 
+        def announced() -> Any:
+            memory, graph = open_stores()
+            print(f"rockmem-mcp: serving MCP over stdio; {_start_summary(settings, memory)}", file=sys.stderr)
+            return memory, graph
+
         with _reporting_start_errors():
-            anyio.run(serve_stdio, build_server(settings, open_stores))
-    else:
-        import uvicorn
+            anyio.run(serve_stdio, build_server(settings, announced))
+        return 0
+    import uvicorn
 
-        from rockmem_mcp.server.http import http_app
+    from rockmem_mcp.server.http import http_app
 
-        overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
-        settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-        try:
-            app = http_app(build_server(settings, open_stores), settings)
-        except RockmemError as exc:
-            print(f"rockmem-mcp: {exc}", file=sys.stderr)
-            return 2
-        auth = "bearer token required" if settings.auth_token else "loopback only, no token"
-        log.warning("serving MCP over streamable HTTP at http://%s:%d/mcp (%s)", settings.host, settings.port, auth)
-        # No colour codes: stderr shows control characters as escapes (module docstring).
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), use_colors=False)
+    overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
+    settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    try:
+        app = http_app(build_server(settings, open_stores), settings)
+        listening = _listening_socket(settings.host, settings.port)
+    except RockmemError as exc:
+        print(f"rockmem-mcp: {exc}", file=sys.stderr)
+        return 2
+    host, port = settings.host, listening.getsockname()[1]
+    auth = "bearer token required" if settings.auth_token else "loopback only, no token"
+    where = f"[{host}]" if ":" in host else host
+    print(f"rockmem-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp ({auth}); home {settings.home}",
+          file=sys.stderr)  # fmt: skip
+    # No colour codes: stderr shows control characters as escapes (module docstring).
+    config = uvicorn.Config(app, log_level=settings.log_level.lower(), use_colors=False)
+    uvicorn.Server(config).run(sockets=[listening])
     return 0
+
+
+TERMINAL_HINT = (
+    "rockmem-mcp: this is an MCP server: a client (Claude Desktop, Claude Code, an IDE) starts it and speaks "
+    "JSON-RPC on its stdin and stdout, so typed lines are not commands. To look around by hand: "
+    "`npx @modelcontextprotocol/inspector rockmem-mcp`, or the CLI (`rockmem-mcp search WORDS`, "
+    "`rockmem-mcp --help`). Ctrl-D ends it."
+)
+
+
+def _start_summary(settings: Settings, memory: Any) -> str:
+    """Home, ranking and size, for the start line."""
+    ranking = settings.search_mode if memory.embedder.configured else "bm25 (embeddings off)"
+    state = "; read-only: writes are refused" if memory.read_only is not None else ""
+    count = len(memory.index)
+    return f"home {settings.home}; {count:,} {'memory' if count == 1 else 'memories'}; ranking {ranking}{state}"
+
+
+def _listening_socket(host: str, port: int) -> Any:
+    """A socket listening on host:port (port 0: a free one), as uvicorn would bind it; a host or port that cannot
+    be had is one line (ConfigError) instead of uvicorn's traceback or its exit after the server started."""
+    import socket
+
+    from rockmem_mcp.errors import ConfigError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        listening = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host!r}: {exc.strerror or exc}; check --host") from None
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+        listening.listen(2048)
+    except OSError as exc:
+        listening.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port (0 takes a free one)"
+        ) from None
+    return listening
 
 
 @contextlib.contextmanager
@@ -357,6 +459,29 @@ def _graph(settings: Settings) -> Iterator[Any]:
         yield graph
     finally:
         graph.close()
+
+
+def _install(settings: Settings, args: argparse.Namespace) -> int:
+    """The client's configuration gets a rockmem entry; the home is written into it only when one was named
+    (--home or ROCKMEM_HOME), so the server otherwise uses its own default, as from a shell."""
+    import shutil
+
+    from rockmem_mcp.client_config import default_path, install
+
+    running = Path(sys.argv[0])  # the console script itself when run as `rockmem-mcp install …`
+    found = str(running.resolve()) if running.name == "rockmem-mcp" else shutil.which("rockmem-mcp")
+    command = args.server_command or found or "rockmem-mcp"
+    named = getattr(args, "home", None) or os.environ.get("ROCKMEM_HOME")
+    done = install(
+        args.client, args.path or default_path(args.client), command, str(settings.home) if named else None,
+        dry_run=args.dry_run,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps({"client": done.client, "path": str(done.path), "action": done.action,
+                          "backup": str(done.backup) if done.backup else None, "entry": done.entry}))  # fmt: skip
+    else:
+        print(("(dry run) " if args.dry_run else "") + done.describe())
+    return 0
 
 
 def _search(settings: Settings, args: argparse.Namespace) -> int:
@@ -1009,4 +1134,6 @@ COMMANDS = {
     "audit-prune": _audit_prune,
     "reflect": _reflect,
     "proposals": _proposals,
+    **cli_browse.COMMANDS,
+    "install": _install,
 }

@@ -42,7 +42,7 @@ class Settings(BaseModel):
     max_metadata_bytes: int = Field(16_000, ge=0, description="Largest metadata accepted (JSON bytes).")
     search_limit_max: int = Field(200, ge=1)
     host: str = "127.0.0.1"
-    port: int = Field(8765, ge=1, le=65535)
+    port: int = Field(8765, ge=0, le=65535)
     # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
     # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
     # loopback, listing names serves only those.

@@ -444,11 +444,13 @@ class BM25Index:
         shortest = k1 * (1.0 - self.b)
         most = [weight * bm25_norm_tf(float(tf.max()), shortest, k1) * (1 + MARGIN) for _, tf, weight in query.lists]
         order = sorted(range(len(query.lists)), key=lambda i: -most[i])
+        # What the lists from the n-th on could add, summed smallest first (no running subtraction to round).
+        rests = list(itertools.accumulate(reversed([most[i] for i in order]), initial=0.0))[::-1]
         budget = max(PRUNE_FROM, self.slot_count // PRUNE_SHARE)
 
         # Scored in full, heaviest first, until the rest cannot lift an unseen slot to the cut.
         taken, scored = 0, 0
-        cut_off, rest = 0.0, sum(most)
+        cut_off, rest = 0.0, rests[0]
         candidates, partial = np.zeros(0, dtype=np.int64), np.zeros(0)
         while taken < len(order) and not (taken and rest < cut_off):
             i = order[taken]
@@ -459,7 +461,7 @@ class BM25Index:
             if awake is not None:
                 keep = awake[slots]
                 slots, tf = slots[keep], tf[keep]
-            taken, scored, rest = taken + 1, scored + len(slots), rest - most[i]
+            taken, scored, rest = taken + 1, scored + len(slots), rests[taken + 1]
             if scored > budget:
                 return None
             scores = weight * bm25_norm_tf(tf.astype(np.float64), norm_of[slots], k1)
@@ -468,11 +470,11 @@ class BM25Index:
 
         # The other lists, looked up for the candidates only; after each, those that cannot make it are dropped.
         weights = np.ones(len(candidates)) if factor is None else factor[candidates]
-        for i in order[taken:]:
+        for n in range(taken, len(order)):
             keep = (partial + rest) * weights >= cut_off
             candidates, partial, weights = candidates[keep], partial[keep], weights[keep]
-            partial = partial + _looked_up(*query.lists[i], candidates, norm_of[candidates], k1)
-            rest -= most[i]
+            partial = partial + _looked_up(*query.lists[order[n]], candidates, norm_of[candidates], k1)
+            rest = rests[n + 1]
             cut_off = max(cut_off, _cut(partial * weights, limit))
         candidates = candidates[partial * weights >= cut_off]
 
@@ -482,7 +484,7 @@ class BM25Index:
             totals += _looked_up(slots, tf, weight, candidates, norm_of[candidates], k1)
         values = totals if factor is None else totals * factor[candidates]
         best = top_k(candidates, values, limit)
-        return Hits(candidates[best], values[best], self._matched(query, awake))
+        return Hits(candidates[best].astype(np.int64), values[best], self._matched(query, awake))
 
     def _matched(self, query: _Query, awake: np.ndarray | None) -> int:
         """How many slots the query matches (any word's postings: a pair's hold both words), eligible and

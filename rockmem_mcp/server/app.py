@@ -22,6 +22,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.server import prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
+from rockmem_mcp.server.requests import CheckedRequests
 from rockmem_mcp.server.tools import audit as audit_tools
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
@@ -315,6 +316,7 @@ def build_server(
             await anyio.to_thread.run_sync(memory.close)
 
     prompt_arguments = prompts.RequiredPromptArguments()
+    checked = CheckedRequests()
     server: MCPServer[Services] = MCPServer(
         "rockmem",
         title="rockmem memory",
@@ -324,7 +326,7 @@ def build_server(
         log_level=settings.log_level,
         middleware=[after_first_answer, prompt_arguments],
     )
-    prompt_arguments.server = server
+    prompt_arguments.server = checked.server = server
     memory_tools.register(server)
     working_tools.register(server)
     conversation_tools.register(server)
@@ -343,6 +345,7 @@ def build_server(
         review_tools.register_gated(server)
         refused = review_tools.gated_tools(settings, server._tool_manager.list_tools())
         server.middleware.append(review_tools.GatedWrites(settings, refused))
+    server.middleware.append(checked)  # after the gate: a gated sub-agent hears that first, whatever it passed
     # Every module registers all its tools; those outside the selection are removed again, so a client neither
     # lists nor calls them and the modules need not know about toolsets.
     for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -16,7 +15,7 @@ from rockmem_mcp.server.context import default_session_id, services, working_mem
 from rockmem_mcp.server.tools import translating
 
 # Prompts: a JSON-RPC error carrying the message (anything else reaches the client as "Error rendering prompt").
-reports_prompt_errors = translating(functools.partial(MCPError, INVALID_PARAMS))
+reports_prompt_errors = translating(lambda exc: MCPError(INVALID_PARAMS, str(exc)))
 
 
 class RequiredPromptArguments:

@@ -9,8 +9,11 @@ from collections.abc import Callable
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
 
+from rockmem_mcp.errors import NotFoundError, RockmemError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
+from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
 from rockmem_mcp.server.tools import translating
 from rockmem_mcp.services.decay import salience_listing
 from rockmem_mcp.services.entity_pages import entity_page
@@ -19,7 +22,15 @@ from rockmem_mcp.services.proposals import markdown
 from rockmem_mcp.services.relations import vocabulary_markdown
 from rockmem_mcp.text import visible
 
-reports_resource_errors = translating(ResourceError)  # resources: a read error with the message
+
+def _resource_error(exc: RockmemError) -> Exception:
+    """A read error with the message; a memory, entity, day or file that is not there is "Resource not found"."""
+    if isinstance(exc, NotFoundError):
+        return MCPError(RESOURCE_NOT_FOUND, str(exc))
+    return ResourceError(str(exc))
+
+
+reports_resource_errors = translating(_resource_error)
 
 
 def register(server: MCPServer, current: Callable[[], Services]) -> None:

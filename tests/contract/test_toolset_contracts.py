@@ -42,6 +42,13 @@ def test_every_registered_tool_belongs_to_exactly_one_toolset(every_tool: list[T
     assert [name for name, count in memberships.items() if count > 1] == []
 
 
+def test_every_tool_has_a_human_title(every_tool: list[Tool]) -> None:
+    """Clients show `title` to people (tool pickers, approval prompts); the name is for the model."""
+    titles = {tool.name: tool.title for tool in every_tool}
+    assert [name for name, title in titles.items() if not title or title == name] == []
+    assert len(set(titles.values())) == len(titles)  # no two tools look alike
+
+
 def test_all_exposes_every_toolset(every_tool: list[Tool]) -> None:
     assert {tool.name for tool in every_tool} == set(toolsets.tools_of(toolsets.TOOLSETS))
 

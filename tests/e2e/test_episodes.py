@@ -69,7 +69,7 @@ async def test_recorded_episodes_are_deleted_only_explicitly(stdio_server, home:
     async with stdio_server(home, ROCKMEM_TOOLSETS="default,episodes") as client:
         kept = await call(client, "record_episode", content="Deployed 2.4 to staging", type="task", tags=["deploy"])
         gone = await call(client, "record_episode", content="Felt rushed by the deadline", type="emotion")
-        assert "Input should be 'decision'" in await call_error(client, "record_episode", content="x", type="rumour")
+        assert "input should be 'decision'" in await call_error(client, "record_episode", content="x", type="rumour")
         assert (await call(client, "delete_episode", id=gone["id"]))["content"] == "Felt rushed by the deadline"
         assert "no episode" in await call_error(client, "delete_episode", id=gone["id"])
         listed = await call(client, "search_memory", stores=["episodes"])

@@ -257,7 +257,7 @@ async def test_conversation_window_per_session(stdio_server, home, call, call_er
         assert mine["session_id"].startswith("session:")
         other = await call(client, "get_conversation", session_id="chat-2")
         assert [t["content"] for t in other["turns"]] == ["elsewhere"]
-        assert "Input should be 'user', 'assistant'" in await call_error(
+        assert "input should be 'user', 'assistant'" in await call_error(
             client, "record_turn", role="robot", content="x"
         )
 

@@ -15,8 +15,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """The one place domain errors become MCP errors (`error(message)`: the message is what the model reads)."""
+def translating(error: Callable[[RockmemError], Exception]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """The one place domain errors become MCP errors (`error(exc)`: its message is what the model reads)."""
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
@@ -25,7 +25,7 @@ def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]],
                 with reporting_io_errors(f"running {fn.__name__}"):  # never a bare "Error executing tool"
                     return fn(*args, **kwargs)
             except RockmemError as exc:
-                raise error(str(exc)) from exc
+                raise error(exc) from exc
 
         # The docstring is the description clients show: without the source's indentation.
         wrapper.__doc__ = inspect.cleandoc(fn.__doc__) if fn.__doc__ else None
@@ -34,4 +34,4 @@ def translating(error: Callable[[str], Exception]) -> Callable[[Callable[P, R]],
     return decorate
 
 
-reports_errors = translating(ToolError)  # tools: an isError result with the message
+reports_errors = translating(lambda exc: ToolError(str(exc)))  # tools: an isError result with the message

@@ -17,7 +17,10 @@ from rockmem_mcp.services.audit_trail import parse_moment
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Read the audit trail",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def audit(
         ctx: Context,
@@ -59,7 +62,10 @@ def register(server: MCPServer) -> None:
             )
         )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Revert a change",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def revert(
         ctx: Context,

@@ -19,7 +19,10 @@ SessionId = Annotated[
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Record a conversation turn",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def record_turn(
         role: Annotated[Role, Field(description="Who spoke; summary: yours of the older turns")],
@@ -47,7 +50,7 @@ def register(server: MCPServer) -> None:
             found = svc.triggers.respond(content, sampled=sampled_text(routed))
         return TurnRecorded(**turn.model_dump(), trigger=found, compaction=compaction)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Read the conversation window", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_conversation(
         ctx: Context,

@@ -14,7 +14,10 @@ from rockmem_mcp.server.tools import reports_errors
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Read or edit core memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def core_memory(
         ctx: Context,

@@ -39,7 +39,10 @@ def client_model_plan(dream_pass: str, mode: str, offset: int, ctx: Context) -> 
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Record feedback",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def record_feedback(
         type: Annotated[FeedbackType, Field(description="What kind of signal")],
@@ -52,7 +55,10 @@ def register(server: MCPServer) -> None:
         UserThumbsDown. The dream pass reads the last week of them and turns corrections into anti-patterns."""
         return services(ctx).dreamer().feedback.record(type, content, session_id or default_session_id(ctx), metadata)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Consolidate memory (dream)",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def dream(
         ctx: Context,
@@ -115,7 +121,10 @@ def register(server: MCPServer) -> None:
             ),
         )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Apply a dream plan",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def apply_dream(
         plan: Annotated[DreamPlan, Field(description="The plan: merges, archives, updates, creates, graph changes")],
@@ -129,7 +138,7 @@ def register(server: MCPServer) -> None:
         merge sources are archived (superseded by the merged memory), never deleted."""
         return services(ctx).dreamer().apply(plan, dream_pass, mode="agent", dry_run=dry_run)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Read a dream report", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_dream_report(
         ctx: Context,

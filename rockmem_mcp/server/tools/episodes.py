@@ -18,7 +18,10 @@ from rockmem_mcp.server.tools import reports_errors
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Record an episode",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def record_episode(
         content: Annotated[str, Field(description="What happened, in a sentence or a few")],
@@ -35,7 +38,10 @@ def register(server: MCPServer) -> None:
         """
         return services(ctx).episodes.record(content, type, confidence, tags, source)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        title="Delete an episode",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
     @reports_errors
     def delete_episode(
         id: Annotated[str, Field(description="The episode's id")],

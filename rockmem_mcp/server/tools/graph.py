@@ -27,7 +27,10 @@ NameOrId = Annotated[str, Field(description="An entity's name or alias (any case
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Add entities to the graph",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def add_entities(
         entities: Annotated[list[EntityInput], Field(description="1 to 1000 entities")], ctx: Context
@@ -39,7 +42,10 @@ def register(server: MCPServer) -> None:
         """
         return services(ctx).graph.add_entities([e.model_dump(exclude_none=True) for e in entities])
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Add facts to the graph",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def add_triples(
         triples: Annotated[list[TripleInput], Field(description="1 to 1000 facts")], ctx: Context
@@ -51,7 +57,7 @@ def register(server: MCPServer) -> None:
         """
         return services(ctx).graph.add_triples([t.model_dump(exclude_none=True) for t in triples])
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Find graph entities", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def find_entities(
         ctx: Context,
@@ -63,13 +69,13 @@ def register(server: MCPServer) -> None:
         newest without a query. Each result says how many triples touch it."""
         return services(ctx).graph.find_entities(query, type, limit, reinforce=True)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Read a graph entity", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_entity(name_or_id: NameOrId, ctx: Context) -> EntityDetail:
         """One entity with every triple touching it (outgoing first), with names on both ends."""
         return services(ctx).graph.get_entity(name_or_id, reinforce=True)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Traverse the graph", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def traverse_graph(
         start: NameOrId,
@@ -82,13 +88,19 @@ def register(server: MCPServer) -> None:
         first, each triple once, cycles not followed twice. `truncated` says the limit cut it short."""
         return services(ctx).graph.traverse(start, max_hops, limit, min_confidence, reinforce=True)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Delete a graph entity",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def delete_entity(name_or_id: NameOrId, ctx: Context) -> EntityDeleted:
         """Delete an entity and every triple touching it."""
         return services(ctx).graph.delete_entity(name_or_id)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Delete a graph fact",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def delete_triple(
         id: Annotated[str, Field(description="The triple's id, from get_entity or traverse_graph")], ctx: Context
@@ -96,7 +108,10 @@ def register(server: MCPServer) -> None:
         """Delete one fact (its entities stay)."""
         return services(ctx).graph.delete_triple(id)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Merge graph entities",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def merge_entities(
         keep: Annotated[str, Field(description="The entity that stays (name, alias or id)")],

@@ -39,7 +39,10 @@ Pinned = Annotated[bool | None, Field(description="Pin (true: never fades or cha
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Save a memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def save_memory(
         content: Annotated[str, Field(description="One focused fact, preference, decision or lesson")],
@@ -66,7 +69,10 @@ def register(server: MCPServer) -> None:
             svc.enricher.submit(entry)
         return entry
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Remember what the user asked",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def remember(
         content: Annotated[str, Field(description="What the user asked you to remember")],
@@ -86,7 +92,7 @@ def register(server: MCPServer) -> None:
         assert remembering is not None
         return remembering.remember(content, route, sampled=sampled_text(sampled))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Search memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def search_memory(
         ctx: Context,
@@ -145,13 +151,16 @@ def register(server: MCPServer) -> None:
                 log.warning("procedures left out of the search: %s", exc)
         return found
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Read a memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_memory(id: EntryId, ctx: Context) -> MemoryEntry:
         """Read one memory entry in full by its id (archived and dormant entries too)."""
         return services(ctx).memory.get(id, reinforce=True)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Update a memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def update_memory(
         id: EntryId,
@@ -171,7 +180,10 @@ def register(server: MCPServer) -> None:
         """
         return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore, pinned)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        title="Delete a memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
     @reports_errors
     def delete_memory(
         id: EntryId,
@@ -192,7 +204,7 @@ def register(server: MCPServer) -> None:
             svc.episodes.forget_memory(entry)
         return result
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="List memory categories", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def list_memory_categories(ctx: Context) -> CategoryTree:
         """List every category path with entry counts (direct and including subcategories).

@@ -19,7 +19,10 @@ Name = Annotated[str, Field(description="The procedure's name, e.g. 'how-to-depl
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Save a procedure",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def save_procedure(
         name: Name,
@@ -42,7 +45,10 @@ def register(server: MCPServer) -> None:
         saved = procedures.save(name, trigger, steps, notes, learned_from, reason, version)
         return procedures.info(saved, "created" if saved.version == 1 else "updated")
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        title="Delete a procedure",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
     @reports_errors
     def delete_procedure(
         name: Name,

@@ -16,7 +16,10 @@ from rockmem_mcp.server.tools.sampling import message_route, sampled_text
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
+    @server.tool(
+        title="Recall for this turn",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+    )
     @reports_errors
     def recall(
         message: Annotated[str, Field(description="The user's message this turn")],
@@ -40,7 +43,10 @@ def register(server: MCPServer) -> None:
             structured_content=block.model_dump(mode="json"),
         )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Reset recall for a session",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def reset_recall(ctx: Context, session_id: SessionId = None) -> RecallReset:
         """Forget which memories this session was already given, so recall may inject them again."""

@@ -19,7 +19,10 @@ ASK = "Show reflections[0].summary to the user and resolve it as they decide; ne
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False))
+    @server.tool(
+        title="Reflect (with approval)",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
     @reports_errors
     def reflect(
         ctx: Context,

@@ -32,7 +32,10 @@ Namespace = Annotated[
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @server.tool(
+        title="Save to working memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
     @reports_errors
     def save_to_working_memory(
         key: Key,
@@ -50,27 +53,30 @@ def register(server: MCPServer) -> None:
         """
         return working_memory(ctx).save(key, data, ttl_minutes, category, tags)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Read from working memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_from_working_memory(key: Key, ctx: Context) -> WorkingEntry:
         """Read one working-memory entry with its full value (any namespace, by full path)."""
         return working_memory(ctx).get(key)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        title="Delete from working memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
     @reports_errors
     def delete_from_working_memory(key: Key, ctx: Context) -> WorkingDeleted:
         """Remove a working-memory entry of your own namespace (or shared/…) before it expires."""
         working = working_memory(ctx)
         return WorkingDeleted(key=working.resolve(key), deleted=working.delete(key))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="List working memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def list_working_memory(ctx: Context, namespace: Namespace = None) -> WorkingListing:
         """List live working-memory entries (keys, time left, category, tags, size; never the values)."""
         working = working_memory(ctx)
         return WorkingListing(namespace=working.namespace, entries=working.list(namespace))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(title="Search working memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def search_working_memory(
         ctx: Context,

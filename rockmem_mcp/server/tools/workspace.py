@@ -14,7 +14,10 @@ from rockmem_mcp.server.tools import reports_errors
 
 
 def register(server: MCPServer) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @server.tool(
+        title="Write a workspace file",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
     @reports_errors
     def write_workspace_file(
         name: Annotated[str, Field(description="AGENTS.md, SOUL.md, USER.md or HEARTBEAT.md")],

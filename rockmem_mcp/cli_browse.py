@@ -1,0 +1,242 @@
+"""Commands to look at and fix memory from a shell: get, list, add, delete, categories, graph, working, status.
+
+Each goes through the same services and safeguards as the tools (audited as `manual`, like every command a
+person runs), prints a short human rendering, and with `--json` one JSON document (or one per line for
+lists) for scripts. Stored text is printed through the CLI's visible filter, so it never carries terminal
+control codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.models import ROOTS
+from rockmem_mcp.services.working import WorkingMemory
+
+PREVIEW = 160  # characters of content in a listing line
+CLI_NAMESPACE = "session/cli"  # whose working memory the CLI is; it lists and reads every namespace by name
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The browse commands' parsers, on `sub` (the main parser's subcommands)."""
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="JSON for scripts instead of the human rendering")
+    parents = [common, as_json]
+
+    get = sub.add_parser("get", parents=parents, help="one memory, whole")
+    get.add_argument("id")
+
+    listing = sub.add_parser("list", parents=parents, help="the newest memories, optionally of a category or tag")
+    listing.add_argument("--category", default=None)
+    listing.add_argument("--tag", dest="tags", action="append", default=None)
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--include-archived", action="store_true")
+
+    add = sub.add_parser("add", parents=parents, help="save a memory (as save_memory does)")
+    add.add_argument("content")
+    add.add_argument("--category", default=None)
+    add.add_argument("--tag", dest="tags", action="append", default=None)
+    add.add_argument("--importance", type=float, default=None)
+    add.add_argument("--pin", action="store_true", help="pin it (never fades; a dream leaves it alone)")
+
+    delete = sub.add_parser("delete", parents=parents, help="archive a memory (--permanent removes its file)")
+    delete.add_argument("id")
+    delete.add_argument("--permanent", action="store_true")
+    delete.add_argument("--reason", default=None)
+    delete.add_argument("--confirm-pinned", action="store_true", help="needed to delete a pinned memory")
+
+    sub.add_parser("categories", parents=parents, help="the category tree with counts")
+
+    graph = sub.add_parser("graph", parents=parents, help="graph counts, or an entity and its facts")
+    graph.add_argument("entity", nargs="?", default=None)
+
+    working = sub.add_parser("working", parents=parents, help="working memory: every live entry, or one KEY")
+    working.add_argument("key", nargs="?", default=None)
+    # Not --namespace: that is the serving process's own namespace setting.
+    working.add_argument("--in", dest="scope", metavar="NS", default=None, help="only NS, e.g. session/abc or shared")
+
+    sub.add_parser("status", parents=parents, help="the home at a glance: counts, ranking, what waits for you")
+
+
+def _memory(settings: Settings) -> Any:
+    from rockmem_mcp.cli import _memory as opened
+
+    return opened(settings)
+
+
+def _emit(args: argparse.Namespace, value: BaseModel | dict[str, Any] | list[Any], human: Callable[[], None]) -> int:
+    if args.json:
+        if isinstance(value, BaseModel):
+            print(value.model_dump_json())
+        else:
+            print(json.dumps(value, default=str, ensure_ascii=False))
+    else:
+        human()
+    return 0
+
+
+def _emit_lines(args: argparse.Namespace, items: Sequence[BaseModel], human: Callable[[], None]) -> int:
+    """A listing: one JSON document per line with --json (for `jq` and streaming), else the human rendering."""
+    if not args.json:
+        human()
+    for item in items if args.json else ():
+        print(item.model_dump_json())
+    return 0
+
+
+def _line(entry: Any) -> str:
+    content = " ".join(entry.content.split())
+    if len(content) > PREVIEW:
+        content = content[: PREVIEW - 1] + "…"
+    flags = "".join(f" [{flag}]" for flag, on in (("pinned", entry.pinned), ("archived", entry.archived)) if on)
+    return f"[{entry.id}] {entry.created_at:%Y-%m-%d} ({entry.category or '-'}){flags} {content}"
+
+
+def get(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        entry = memory.get(args.id)
+
+    def human() -> None:
+        print(_line(entry))
+        if entry.tags:
+            print(f"tags: {', '.join(entry.tags)}")
+        for key, value in entry.metadata.items():
+            print(f"{key}: {value}")
+        uses = f"used {entry.reinforcement_count} time(s), last {entry.last_seen_at:%Y-%m-%d}"
+        print(f"importance {entry.importance}; {uses}")
+        print()
+        print(entry.content)
+
+    return _emit(args, entry, human)
+
+
+def list_(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        found = memory.search(None, args.category, args.tags, args.limit, include_archived=args.include_archived)
+    entries = [hit.entry for hit in found.results]
+
+    def human() -> None:
+        for entry in entries:
+            print(_line(entry))
+        print(f"{len(entries)} of {found.total_matches}, newest first")
+
+    return _emit_lines(args, entries, human)
+
+
+def add(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.services.episodes import Episodes
+
+    with _memory(settings) as memory:
+        entry = memory.save(args.content, args.category, args.tags, None, args.importance, args.pin)
+        Episodes(settings, reinforcer=memory.reinforcer).log_save(entry)  # as save_memory: the day's log has it
+    return _emit(args, entry, lambda: print(f"saved {_line(entry)}"))
+
+
+def delete(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        result = memory.delete(args.id, args.permanent, args.reason, confirm_pinned=args.confirm_pinned)
+    what = "removed permanently" if result.permanent else "archived (search_memory --include-archived finds it)"
+    return _emit(args, result, lambda: print(f"{result.id} {what}"))
+
+
+def categories(settings: Settings, args: argparse.Namespace) -> int:
+    with _memory(settings) as memory:
+        tree = memory.categories()
+
+    def human() -> None:
+        for node in tree.categories:
+            depth = node.category.count("/")
+            print(f"{'  ' * depth}{node.category.rsplit('/', 1)[-1]}  {node.total}")
+        print(f"{tree.total} memories")
+
+    return _emit(args, tree, human)
+
+
+def graph(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.cli import _graph
+
+    with _graph(settings) as opened:
+        if args.entity is None:
+            counts = opened.stats()
+            return _emit(args, counts, lambda: print(f"{counts['entities']} entities, {counts['triples']} triples"))
+        detail = opened.get_entity(args.entity)
+
+    def human() -> None:
+        entity = detail.entity
+        aliases = f" (also {', '.join(entity.aliases)})" if entity.aliases else ""
+        print(f"{entity.name} [{entity.type}]{aliases}, salience {detail.salience:.2f} ({detail.tier})")
+        for fact in detail.facts:
+            print(f"  {fact.subject} —{fact.predicate}→ {fact.object}  ({fact.confidence:.2f})")
+
+    return _emit(args, detail, human)
+
+
+def working(settings: Settings, args: argparse.Namespace) -> int:
+    memory = WorkingMemory(settings, CLI_NAMESPACE)
+    if args.key is not None:
+        entry = memory.get(args.key)
+        return _emit(
+            args, entry, lambda: print(f"{entry.key} (expires {entry.expires_at:%Y-%m-%d %H:%M}Z)\n{entry.data}")
+        )
+    scopes = [args.scope] if args.scope else list(ROOTS)
+    found = [info for scope in scopes for info in memory.list(scope)]
+
+    def human() -> None:
+        for info in found:
+            print(f"{info.key}  {info.size} B, {info.expires_in} left")
+        print(f"{len(found)} live entries")
+
+    return _emit_lines(args, found, human)
+
+
+def status(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.cli import _audit, _graph, _start_summary
+    from rockmem_mcp.services.proposals import Proposals
+    from rockmem_mcp.storage.reflection_files import ReflectionFiles
+
+    with _memory(settings) as memory:
+        summary = _start_summary(settings, memory)
+        stats = memory.stats()
+    with _graph(settings) as opened:
+        counts = opened.stats()
+    working_entries = sum(len(WorkingMemory(settings, CLI_NAMESPACE).list(root)) for root in ROOTS)
+    report = {
+        "home": str(settings.home),
+        "memories": stats.active,
+        "archived": stats.archived,
+        "graph_entities": counts["entities"],
+        "graph_triples": counts["triples"],
+        "working_entries": working_entries,
+        "pending_reflections": len(list(ReflectionFiles(settings).with_status("pending"))),
+        "open_proposals": len(Proposals(settings, _audit(settings)).pending()),
+    }
+
+    def human() -> None:
+        print(summary)
+        print(f"graph: {counts['entities']} entities, {counts['triples']} triples; working memory: {working_entries}")
+        waiting = []
+        if report["pending_reflections"]:
+            waiting.append(f"{report['pending_reflections']} reflection(s) to approve (rockmem-mcp reflect)")
+        if report["open_proposals"]:
+            waiting.append(f"{report['open_proposals']} proposal(s) to review (rockmem-mcp proposals)")
+        print("waiting for you: " + ("; ".join(waiting) if waiting else "nothing"))
+
+    return _emit(args, report, human)
+
+
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "get": get,
+    "list": list_,
+    "add": add,
+    "delete": delete,
+    "categories": categories,
+    "graph": graph,
+    "working": working,
+    "status": status,
+}

@@ -1,0 +1,103 @@
+"""`rockmem-mcp install CLIENT` (client_config.py), as a real subprocess: the entry merged into the client's file,
+idempotent, a backup before a change, a broken file refused untouched; the README's snippets are what it writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp import client_config
+from tests.test_cli import clean_env, ok, rockmem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def install(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return ok("install", *args, env=env or clean_env(), stdin="").stdout
+
+
+def test_install_merges_keeps_the_rest_is_idempotent_and_backs_up_before_a_change(tmp_path: Path) -> None:
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "theme": "dark"}))
+    said = install(tmp_path, "claude-desktop", "--path", str(config), "--command", "/opt/bin/rockmem-mcp")
+    assert said.strip().startswith(
+        f"Claude Desktop: added the rockmem entry in {config} (the previous file is kept as "
+    )
+    written = json.loads(config.read_text())
+    assert written == {
+        "mcpServers": {
+            "other": {"command": "x"},
+            "rockmem": {"command": "/opt/bin/rockmem-mcp", "args": [], "env": {}},
+        },
+        "theme": "dark",
+    }
+    backups = sorted(tmp_path.glob("claude_desktop_config.json.bak-*"))
+    assert len(backups) == 1 and json.loads(backups[0].read_text())["mcpServers"] == {"other": {"command": "x"}}
+
+    again = install(tmp_path, "claude-desktop", "--path", str(config), "--command", "/opt/bin/rockmem-mcp")
+    assert "already has this rockmem entry; nothing changed" in again
+    assert len(list(tmp_path.glob("*.bak-*"))) == 1  # nothing written, no backup
+
+    home = tmp_path / "memory"
+    moved = install(tmp_path, "claude-desktop", "--path", str(config), "--command", "/opt/bin/rockmem-mcp",
+                    "--home", str(home))  # fmt: skip
+    assert "replaced the rockmem entry" in moved
+    assert json.loads(config.read_text())["mcpServers"]["rockmem"]["env"] == {"ROCKMEM_HOME": str(home)}
+    assert len(list(tmp_path.glob("*.bak-*"))) == 2
+
+
+def test_a_broken_file_is_refused_untouched_and_dry_run_writes_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text("{not json")
+    refused = rockmem("install", "cursor", "--path", str(config), env=clean_env())
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert (
+        refused.stderr.startswith(f"rockmem-mcp: {config} is not valid JSON (")
+        and "nothing was changed" in refused.stderr
+    )
+    assert config.read_text() == "{not json" and list(tmp_path.iterdir()) == [config]
+
+    fresh = tmp_path / "new" / "mcp.json"
+    said = install(tmp_path, "cursor", "--path", str(fresh), "--dry-run")
+    assert said.startswith("(dry run) Cursor: added the rockmem entry") and not fresh.exists()
+    reported = json.loads(install(tmp_path, "vscode", "--path", str(fresh), "--json", "--command", "rockmem-mcp"))
+    assert reported["action"] == "added" and reported["backup"] is None
+    assert json.loads(fresh.read_text()) == client_config.snippet("vscode")
+
+
+def test_the_command_written_is_the_full_path_of_the_rockmem_mcp_that_ran(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    script = shutil.which("rockmem-mcp", path=str(Path(sys.executable).parent))
+    assert script is not None
+    config = tmp_path / "c.json"
+    subprocess.run([script, "install", "claude-code", "--path", str(config)], check=True, capture_output=True,
+                   env=clean_env(), timeout=60)  # fmt: skip
+    assert json.loads(config.read_text())["mcpServers"]["rockmem"]["command"] == str(Path(script).resolve())
+
+
+@pytest.mark.parametrize("client", ["claude-desktop", "claude-code", "cursor", "vscode"])
+def test_default_paths_are_the_clients_own(client: str, tmp_path: Path) -> None:
+    path = client_config.default_path(client, home=tmp_path, cwd=tmp_path / "project")
+    expected = {
+        "claude-code": tmp_path / ".claude.json",
+        "cursor": tmp_path / ".cursor" / "mcp.json",
+        "vscode": tmp_path / "project" / ".vscode" / "mcp.json",
+    }
+    if client == "claude-desktop":
+        assert path.name == "claude_desktop_config.json" and path.parent.name == "Claude"
+    else:
+        assert path == expected[client]
+
+
+def test_the_readme_snippets_are_exactly_what_install_writes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Use it from an MCP client") : readme.index("Check the server as a client sees")]
+    blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+    assert blocks == [client_config.snippet("claude-desktop"), client_config.snippet("vscode")]
+    assert client_config.snippet("claude-code") == client_config.snippet("cursor") == blocks[0]  # "and Cursor"
