@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -216,12 +217,18 @@ def _port(text: str) -> int:
     return port
 
 
-def _home_problem(home: Path) -> str | None:
-    """Why `home` cannot be the data home (made here when missing), or None. A read-only home is usable: reads
-    work and writes are refused one by one (README "A read-only home")."""
+LEAVES_HOME_ALONE = frozenset({"tools", "install", "doctor"})  # no home needed, or (doctor) it reports one
+READS_ONLY = frozenset({"log", "alerts", "history", "core", "salience", "search", "get", "list", "categories"})
+
+
+def _home_problem(home: Path, create: bool = True) -> str | None:
+    """Why `home` cannot be the data home (made here when missing and `create`), or None. A read-only home is
+    usable: reads work and writes are refused one by one (README "A read-only home")."""
     advice = "pass --home DIR or set ROCKMEM_HOME to a folder"
     if home.exists() and not home.is_dir():
         return f"the data home {home} is not a folder; {advice}"
+    if not create:
+        return None
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -291,7 +298,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
         return 2
     _configure_logging(getattr(args, "verbose", 0), settings.log_level)
-    problem = _home_problem(settings.home)
+    problem = None if command in LEAVES_HOME_ALONE else _home_problem(settings.home, create=command not in READS_ONLY)
     if problem is not None:
         print(f"rockmem-mcp: {problem}", file=sys.stderr)
         return 2
@@ -410,6 +417,8 @@ def _listening_socket(host: str, port: int) -> Any:
         listening.listen(2048)
     except OSError as exc:
         listening.close()
+        if exc.errno == errno.EADDRNOTAVAIL:  # no interface of this machine has that address
+            raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); check --host") from None
         raise ConfigError(
             f"cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port (0 takes a free one)"
         ) from None

@@ -3,8 +3,9 @@
 Each client keeps its servers in a JSON file under a key of its own (`mcpServers`, or `servers` for VS Code).
 Installing merges one entry named `rockmem` into that file and leaves everything else in it as it was: the same
 entry already there changes nothing (no write, no backup); a different one is replaced after the file is copied
-to a timestamped backup beside it; a file that is not a JSON object is refused untouched. Writes are atomic.
-"""
+to a timestamped backup beside it (readable by its owner only); a file that is not a JSON object (JSONC with
+comments included) is refused untouched. A config that is a symbolic link is written where it points. Writes
+are atomic."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def install(client: str, path: Path, command: str, data_home: str | None = None,
         raise InvalidInputError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
     spec = CLIENTS[client]
     entry = server_entry(client, command, data_home)
+    path = path.resolve()  # a config kept as a link into a dotfiles folder is written where it lives
     raw = path.read_bytes() if path.exists() else b""
     config: Any = {}
     if raw.strip():
@@ -112,6 +114,16 @@ def install(client: str, path: Path, command: str, data_home: str | None = None,
     if not dry_run:
         if raw:
             backup = path.with_name(f"{path.name}.bak-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
-            atomic_write(backup, raw)
+            _private_copy(backup, raw)
         atomic_write(path, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode())
     return Installed(client, path, action, backup, entry)
+
+
+def _private_copy(path: Path, data: bytes) -> None:
+    """A new file readable by its owner only (a client's config often holds other servers' keys), durable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

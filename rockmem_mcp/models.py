@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.text import clean, fold
@@ -628,7 +628,23 @@ def normalize_predicate(value: Any) -> str:
     return snake
 
 
-class EntityInput(BaseModel):
+class StrictInput(BaseModel):
+    """A tool's nested input: a field it does not have (`alias` for `aliases`) is refused, naming the fields,
+    rather than dropped. Checked by a validator, not `extra="forbid"`, so the published schema stays as small
+    (`additionalProperties` on every nested object cost ~70 tokens of the default tool list)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                listed = ", ".join(cls.model_fields)
+                raise ValueError(f"no field {', '.join(repr(k)[:60] for k in unknown[:5])}; the fields are {listed}")
+        return data
+
+
+class EntityInput(StrictInput):
     """An entity to add, as tools take it."""
 
     name: str = Field(description="The entity's name, e.g. 'Alice' or 'RockBot'")
@@ -637,7 +653,7 @@ class EntityInput(BaseModel):
     metadata: dict[str, str] | None = Field(None, description="Free key/value strings")
 
 
-class TripleInput(BaseModel):
+class TripleInput(StrictInput):
     """A fact to add, as tools take it: subject --predicate--> object."""
 
     subject: str = Field(description="Entity name, alias or id (created if unknown)")

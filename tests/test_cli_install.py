@@ -101,3 +101,18 @@ def test_the_readme_snippets_are_exactly_what_install_writes() -> None:
     blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
     assert blocks == [client_config.snippet("claude-desktop"), client_config.snippet("vscode")]
     assert client_config.snippet("claude-code") == client_config.snippet("cursor") == blocks[0]  # "and Cursor"
+
+
+def test_backups_are_private_and_a_linked_config_is_written_where_it_points(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "mcp.json"
+    real.write_text(json.dumps({"mcpServers": {"other": {"command": "x", "env": {"KEY": "secret"}}}}))
+    real.chmod(0o600)
+    link = tmp_path / "mcp.json"
+    link.symlink_to(real)
+    install(tmp_path, "cursor", "--path", str(link), "--command", "rockmem-mcp")
+    assert link.is_symlink() and json.loads(real.read_text())["mcpServers"]["rockmem"]["command"] == "rockmem-mcp"
+    (backup,) = dotfiles.glob("mcp.json.bak-*")
+    assert backup.stat().st_mode & 0o777 == 0o600  # it holds the other servers' keys too
+    assert real.stat().st_mode & 0o777 == 0o600

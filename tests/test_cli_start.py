@@ -140,3 +140,18 @@ def test_started_by_hand_on_a_terminal_it_says_how_it_is_meant_to_be_launched(tm
     assert "npx @modelcontextprotocol/inspector rockmem-mcp" in hint and "Ctrl-D ends it" in hint
     assert rest.startswith("rockmem-mcp: serving MCP over stdio; home ")
     assert process.returncode == 0
+
+
+def test_an_address_this_machine_does_not_have_is_one_line_naming_the_host(tmp_path: Path) -> None:
+    env = clean_env(ROCKMEM_AUTH_TOKEN="t" * 32, ROCKMEM_EMBEDDING_MODEL="off")
+    result = rockmem("--home", tmp_path / "h", "serve", "--transport", "streamable-http", "--host", "192.0.2.1",
+                     "--port", "0", env=env)  # fmt: skip
+    assert one_line_error(result).endswith("; check --host")
+
+
+@pytest.mark.parametrize("command", [["tools"], ["log"], ["install", "cursor", "--dry-run", "--path", "x.json"]])
+def test_commands_that_only_read_leave_a_missing_home_uncreated(tmp_path: Path, command: list[str]) -> None:
+    home = tmp_path / "nowhere"
+    subprocess.run([sys.executable, "-m", "rockmem_mcp", "--home", str(home), *command], cwd=tmp_path,
+                   capture_output=True, env=clean_env(), timeout=60, check=False)  # fmt: skip
+    assert not home.exists()

@@ -40,8 +40,12 @@ def test_the_wheel_and_sdist_build_pass_twine_check_and_hold_every_module(tmp_pa
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "rockmem_mcp").rglob("*.py") if "__pycache__" not in p.parts}
     assert modules - in_wheel == set(), "modules missing from the wheel (a package not listed in pyproject.toml?)"
     prompts = {f"rockmem_mcp/prompts/{p.name}" for p in (ROOT / "prompts").glob("*.md")}
-    model = {f"rockmem_mcp/data/minilm-static/{p.name}" for p in (ROOT / "rockmem_mcp/data/minilm-static").iterdir()}
-    assert prompts and model and (prompts | model | {"rockmem_mcp/py.typed"}) - in_wheel == set()
+    data = {  # every file of the package that is not code: models, the tokenizer, its notice, py.typed
+        str(p.relative_to(ROOT)) for p in (ROOT / "rockmem_mcp").rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    }  # fmt: skip
+    assert prompts and "rockmem_mcp/search/onnx_minilm/tokenizer.json" in data and "rockmem_mcp/py.typed" in data
+    assert (prompts | data) - in_wheel == set(), "data files missing from the wheel (package-data in pyproject.toml)"
     assert "rockmem-mcp = rockmem_mcp.cli:main" in scripts
 
     with tarfile.open(sdists[0]) as sdist:

@@ -37,16 +37,28 @@ class CheckedRequests:
         if self.server is None or not isinstance(params, dict):
             return await call_next(ctx)
         if ctx.method == "tools/call":
-            name = str(params.get("name"))
-            refusal = self._refused_arguments(name, params.get("arguments"))
-            if refusal is not None:  # worded as every other tool error is (the SDK's prefix), so models see one form
-                text = f"Error executing tool {name}: {refusal}"
-                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+            name, arguments = str(params.get("name")), params.get("arguments")
+            refusal = self._unknown_arguments(name, arguments)
+            if refusal is None:
+                result = await call_next(ctx)
+                # Validated once, by the SDK, on every call; only a refused call is validated again, for the words.
+                if not _failed(result) or (refusal := self._invalid_arguments(name, arguments)) is None:
+                    return result
+            # Worded as every other tool error is (the SDK's prefix), so a model sees one form.
+            text = f"Error executing tool {name}: {refusal}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         elif ctx.method == "prompts/get":
-            names = [prompt.name for prompt in await self.server.list_prompts()]
-            if params.get("name") not in names:
-                listed = ", ".join(repr(n) for n in names)
-                raise MCPError(INVALID_PARAMS, f"no prompt named {params.get('name')!r}; the prompts are {listed}")
+            prompts = {prompt.name: prompt for prompt in await self.server.list_prompts()}
+            prompt = prompts.get(str(params.get("name")))
+            if prompt is None:
+                listed = ", ".join(repr(n) for n in prompts)
+                wanted = _shown(params.get("name"))
+                raise MCPError(INVALID_PARAMS, f"no prompt named {wanted}; the prompts are {listed}")
+            given = params.get("arguments") or {}
+            valid = [argument.name for argument in prompt.arguments or []]
+            unknown = [key for key in given if key not in valid] if isinstance(given, dict) else []
+            if unknown:  # the SDK answers "Internal server error" and logs a traceback
+                raise MCPError(INVALID_PARAMS, unknown_arguments(f"the prompt {prompt.name!r}", unknown, valid))
         elif ctx.method == "resources/read":
             try:
                 return await call_next(ctx)
@@ -62,29 +74,46 @@ class CheckedRequests:
                 raise
         return await call_next(ctx)
 
-    def _refused_arguments(self, name: str, arguments: object) -> str | None:
-        """Why the arguments cannot be taken (None: they can, or the tool is unknown, which the SDK answers)."""
+    def _tool(self, name: str, arguments: object) -> Any:
+        """The tool called, or None (unknown, which the SDK answers; arguments that are not an object)."""
         assert self.server is not None
-        tool = self.server._tool_manager.get_tool(name)  # the SDK has no public accessor for a tool's model
-        if tool is None or not isinstance(arguments, dict | None):
+        if not isinstance(arguments, dict | None):
             return None
-        given = arguments or {}
+        return self.server._tool_manager.get_tool(name)  # the SDK has no public accessor for a tool's model
+
+    def _unknown_arguments(self, name: str, arguments: object) -> str | None:
+        tool = self._tool(name, arguments)
+        if tool is None:
+            return None
         valid = list(tool.parameters.get("properties", {}))
-        unknown = [key for key in given if key not in valid]
-        if unknown:
-            return unknown_arguments(name, unknown, valid)
+        unknown = [key for key in arguments or {} if key not in valid]  # type: ignore[union-attr]
+        return unknown_arguments(name, unknown, valid) if unknown else None
+
+    def _invalid_arguments(self, name: str, arguments: object) -> str | None:
+        """What the schema refuses in `arguments`, in one line (None: they are valid; the tool failed itself)."""
+        tool = self._tool(name, arguments)
+        if tool is None:
+            return None
         try:
-            tool.fn_metadata.validate_arguments(given)
+            tool.fn_metadata.validate_arguments(arguments or {})
         except ValidationError as exc:
             return invalid_arguments(name, exc)
         return None
 
 
+def _failed(result: object) -> bool:
+    if isinstance(result, CallToolResult):
+        return bool(result.is_error)
+    return isinstance(result, dict) and bool(result.get("isError") or result.get("is_error"))
+
+
 def unknown_arguments(tool: str, unknown: list[str], valid: list[str]) -> str:
     parts = []
-    for key in unknown:
+    for key in unknown[:5]:
         close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-        parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        parts.append(_shown(key) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if len(unknown) > 5:
+        parts.append(f"and {len(unknown) - 5} more")
     noun = "argument" if len(unknown) == 1 else "arguments"
     listed = ", ".join(valid) or "none"
     return f"{tool} has no {noun} {', '.join(parts)}; its arguments are: {listed}. Nothing was done."
@@ -98,10 +127,13 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
         message = str(error["msg"])
         message = message[:1].lower() + message[1:]
         if error["type"] == "missing":
-            problems.append(f"{where!r} is required")
+            problems.append(f"{_shown(where)} is required")
             continue
-        shown = repr(error.get("input"))
-        if len(shown) > _SHOWN_INPUT:
-            shown = shown[: _SHOWN_INPUT - 3] + "..."
-        problems.append(f"{where!r}: {message} (got {shown})")
+        problems.append(f"{_shown(where)}: {message} (got {_shown(error.get('input'))})")
     return f"invalid arguments for {tool}: {'; '.join(problems)}. Nothing was done."
+
+
+def _shown(value: object) -> str:
+    """`value` as repr, cut to _SHOWN_INPUT characters: a message repeats what was given, not all of it."""
+    shown = repr(value)
+    return shown if len(shown) <= _SHOWN_INPUT else shown[: _SHOWN_INPUT - 3] + "..."

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
-from rockmem_mcp.errors import NotFoundError, RockmemError
+from rockmem_mcp.errors import InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
 from rockmem_mcp.server.tools import translating
@@ -24,9 +25,12 @@ from rockmem_mcp.text import visible
 
 
 def _resource_error(exc: RockmemError) -> Exception:
-    """A read error with the message; a memory, entity, day or file that is not there is "Resource not found"."""
+    """A read error with the message; a memory, entity, day or file that is not there is "Resource not found",
+    a malformed address INVALID_PARAMS."""
     if isinstance(exc, NotFoundError):
         return MCPError(RESOURCE_NOT_FOUND, str(exc))
+    if isinstance(exc, InvalidInputError):  # the address is malformed (a bad id, not a day): the caller's to fix
+        return MCPError(INVALID_PARAMS, str(exc))
     return ResourceError(str(exc))
 
 

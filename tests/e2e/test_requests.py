@@ -60,3 +60,25 @@ async def test_requests_a_model_gets_wrong_are_answered_with_what_to_change(stdi
         with pytest.raises(MCPError) as nowhere:
             await client.read_resource("rockmem://nowhere")
         assert nowhere.value.error.code == RESOURCE_NOT_FOUND
+
+
+async def test_nested_misspelt_fields_bad_addresses_and_prompt_arguments_are_refused(client: Any) -> None:
+    bob = await client.call_tool("add_entities", {"entities": [{"name": "Bob", "alias": ["Bobby"]}]})
+    assert bob.is_error and "'entities.0': value error, no field 'alias'; the fields are name, type, aliases" in bob.content[0].text
+    fact = {"subject": "Ann", "predicate": "knows", "object": "Bo", "confidnce": 0.2}
+    refused = await client.call_tool("add_triples", {"triples": [fact]})
+    assert refused.is_error and "confidnce" in refused.content[0].text
+    assert (await client.call_tool("find_entities", {"query": "Bob"})).structured_content["total_matches"] == 0
+
+    with pytest.raises(MCPError) as bad_id:
+        await client.read_resource("rockmem://memory/bad id")
+    assert bad_id.value.error.code == INVALID_PARAMS
+
+    with pytest.raises(MCPError) as extra:
+        await client.get_prompt("recall", {"message": "hi", "bogus": "1"})
+    assert extra.value.error.code == INVALID_PARAMS
+    assert "has no argument 'bogus'" in extra.value.error.message and "message" in extra.value.error.message
+
+    long_key = "k" * 5000
+    echoed = await client.call_tool("save_memory", {"content": "x", long_key: 1})
+    assert echoed.is_error and len(echoed.content[0].text) < 400
