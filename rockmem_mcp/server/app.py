@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
-from rockmem_mcp.server import prompts, resources, toolsets
+from rockmem_mcp.server import completions, prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.requests import CheckedRequests
 from rockmem_mcp.server.tools import audit as audit_tools
@@ -355,4 +355,5 @@ def build_server(
         tool.fn_metadata = CompactText(**dict(tool.fn_metadata))
     prompts.register(server)
     resources.register(server, lambda: running[-1])
+    completions.register(server, lambda: running[-1])
     return server

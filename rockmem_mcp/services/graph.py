@@ -488,6 +488,22 @@ class GraphService:
                 found += [e for _, e in self._find_entities(label, None, limit)[0]]
             return list(dict.fromkeys(e.name for e in found))[:limit]
 
+    def names_starting(self, prefix: str, limit: int) -> tuple[list[str], int]:
+        """Entity names (and aliases) that begin with `prefix` in any case, shortest first, at most `limit`, and
+        how many there are: what a client offers as a user types a name."""
+        wanted = name_key(prefix)
+        with self._reading():
+            found = sorted(
+                {
+                    label
+                    for e in self.entities.values()
+                    for label in (e.name, *e.aliases)
+                    if name_key(label).startswith(wanted)
+                },
+                key=lambda label: (len(label), label),
+            )
+        return found[:limit], len(found)
+
     def _find_name(self, label: str) -> Entity | None:
         entity_id = self._names.get(name_key(label))
         return None if entity_id is None else self.entities[entity_id]

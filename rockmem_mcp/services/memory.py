@@ -864,6 +864,13 @@ class MemoryService:
                 unembedded=self.missing_vector_count() if self.embedder.configured else 0,
             )
 
+    def ids_starting(self, prefix: str, limit: int) -> tuple[list[str], int]:
+        """Ids of live memories that begin with `prefix`, in id order, at most `limit`, and how many there are."""
+        with self._lock:
+            self._sync()
+            found = sorted(entry_id for entry_id in self.index.bm25.slot_of if entry_id.startswith(prefix))
+        return found[:limit], len(found)
+
     # ------------------------------------------------------------------ salience
     def salience_view(self, include_dormant: bool = False) -> SalienceView | None:
         """How salience enters a search now; None when it is switched off (`ROCKMEM_SALIENCE=false`)."""
