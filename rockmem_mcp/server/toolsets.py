@@ -42,6 +42,22 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     "review": ("reflect", "review_proposals"),
 }
 
+# When a set earns its tokens: what the README's table and `rockmem-mcp tools` say beside each.
+WHEN: dict[str, str] = {
+    "memory": "always: long-term memory itself",
+    "recall": "an agent that recalls before each answer (the recall prompt or resource is the tool-free way)",
+    "core": "the agent keeps MEMORY.md current itself",
+    "working": "multi-step tasks and sub-agents sharing scratch notes",
+    "conversation": "a client that records turns for compaction and neighbours",
+    "graph": "people, projects and how they relate matter to the agent",
+    "dream": "the agent runs consolidation itself (the CLI's `dream` needs no tool)",
+    "workspace": "the agent edits AGENTS.md, SOUL.md, USER.md or HEARTBEAT.md",
+    "episodes": "the agent logs events beyond what saves log (a save logs its own)",
+    "procedures": "the agent learns and keeps workflows",
+    "audit": "the agent answers who changed what, and reverts",
+    "review": "reflection with the user's approval, and sub-agents' proposals",
+}
+
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the
 # agent needs its one tool to keep it current).
 DEFAULT: tuple[str, ...] = (
@@ -110,14 +126,14 @@ def table(tools: Sequence[Tool]) -> str:
     """The README's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
     by_name = {tool.name: tool for tool in tools}
 
-    def row(label: str, default: str, names: list[str], listed: str) -> str:
-        return f"| {label} | {default} | {listed} | {tokens(by_name[n] for n in names):,} |"
+    def row(label: str, default: str, names: list[str], listed: str, when: str) -> str:
+        return f"| {label} | {default} | {listed} | {tokens(by_name[n] for n in names):,} | {when} |"
 
-    rows = ["| toolset | on by default | tools | ≈ tokens |", "|---|---|---|---|"]
+    rows = ["| toolset | on by default | tools | ≈ tokens | turn it on when |", "|---|---|---|---|---|"]
     for toolset, names in TOOLSETS.items():
         listed = ", ".join(f"`{name}`" for name in names)
-        rows.append(row(f"`{toolset}`", "yes" if toolset in DEFAULT else "no", list(names), listed))
+        rows.append(row(f"`{toolset}`", "yes" if toolset in DEFAULT else "no", list(names), listed, WHEN[toolset]))
     for group, toolsets in GROUPS.items():
         names = tools_of(toolsets)
-        rows.append(row(f"`{group}`", "", names, f"{len(names)} tools"))
+        rows.append(row(f"`{group}`", "", names, f"{len(names)} tools", ""))
     return "\n".join(rows) + "\n"

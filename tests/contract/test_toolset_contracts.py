@@ -42,6 +42,10 @@ def test_every_registered_tool_belongs_to_exactly_one_toolset(every_tool: list[T
     assert [name for name, count in memberships.items() if count > 1] == []
 
 
+def test_every_toolset_says_when_to_turn_it_on() -> None:
+    assert set(toolsets.WHEN) == set(toolsets.TOOLSETS) and all(toolsets.WHEN.values())
+
+
 def test_every_tool_has_a_human_title(every_tool: list[Tool]) -> None:
     """Clients show `title` to people (tool pickers, approval prompts); the name is for the model."""
     titles = {tool.name: tool.title for tool in every_tool}
