@@ -23,6 +23,7 @@ from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.server import completions, prompts, resources, toolsets
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.requests import CheckedRequests
+from rockmem_mcp.server.subscriptions import ResourceSubscriptions
 from rockmem_mcp.server.tools import audit as audit_tools
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
@@ -356,4 +357,5 @@ def build_server(
     prompts.register(server)
     resources.register(server, lambda: running[-1])
     completions.register(server, lambda: running[-1])
+    ResourceSubscriptions().register(server)
     return server

@@ -1,0 +1,107 @@
+"""`resources/subscribe` and `resources/unsubscribe` (protocol versions before 2026-07-28): a client subscribed to
+a resource (`rockmem://recall`, `rockmem://core`, `rockmem://memory/{id}`, any other) is told
+(`notifications/resources/updated`) when what it reads there changes.
+
+How a change is found: after every tool call while anything is subscribed, each subscribed resource is read
+again and its digest compared with the last one sent; a resource that changed, or stopped existing, is
+notified to every session subscribed to it. Reading is what a client would do, so whatever changes a
+resource (a save, a dream, core memory edited through a tool) is caught, with no hook in the services; a
+change made by another process on the same home is seen at this server's next tool call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
+
+log = logging.getLogger(__name__)
+
+GONE = "gone"  # the digest of a resource that can no longer be read
+
+
+class ResourceSubscriptions:
+    """The subscriptions of every session of one server, and the middleware that notifies them."""
+
+    def __init__(self) -> None:
+        self.server: MCPServer[Any] | None = None
+        self._sessions: dict[str, dict[int, Any]] = {}  # uri -> {id(connection): its session}
+        self._digests: dict[str, str] = {}  # uri -> digest of what was last read there
+
+    def register(self, server: MCPServer[Any]) -> None:
+        self.server = server
+        lowlevel = server._lowlevel_server  # the SDK has no public way to add these two handlers
+        lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe)
+        server.middleware.append(self)
+
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
+        uri = str(params.uri)
+        try:
+            digest = _digest_of(await self._read(ctx, uri))
+        except MCPError:  # as reading it answers (a memory that is not there: -32002)
+            raise
+        except Exception as exc:  # no resource or template matches the address
+            raise MCPError(RESOURCE_NOT_FOUND, f"no resource at {uri!r} to subscribe to ({exc})") from None
+        self._sessions.setdefault(uri, {})[_connection_of(ctx)] = ctx.session
+        self._digests[uri] = digest
+        return EmptyResult()
+
+    async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        uri = str(params.uri)
+        sessions = self._sessions.get(uri, {})
+        sessions.pop(_connection_of(ctx), None)
+        if not sessions:
+            self._sessions.pop(uri, None)
+            self._digests.pop(uri, None)
+        return EmptyResult()
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if self._sessions and ctx.method == "tools/call":
+            await self._notify_changed(ctx)
+        return result
+
+    async def _notify_changed(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        for uri, sessions in list(self._sessions.items()):
+            digest = await self._digest(ctx, uri)
+            if digest == self._digests.get(uri):
+                continue
+            self._digests[uri] = digest
+            for key, session in list(sessions.items()):
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception as exc:  # a closed session: it hears nothing more
+                    log.info("resource update for %s not sent (%s); the session's subscription ends", uri, exc)
+                    sessions.pop(key, None)
+
+    async def _read(self, ctx: ServerRequestContext[Any, Any], uri: str) -> list[Any]:
+        assert self.server is not None
+        return list(await self.server.read_resource(uri, Context(request_context=ctx, mcp_server=self.server)))
+
+    async def _digest(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str:
+        try:
+            return _digest_of(await self._read(ctx, uri))
+        except Exception:  # not there any more, or unreadable now (MCPError included): either way it changed
+            return GONE
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> int:
+    """Which client connection a request came on: the SDK makes a session object per request, around the one
+    connection object it keeps per client (not public: a private attribute, falling back to the session)."""
+    return id(getattr(ctx.session, "_connection", ctx.session))
+
+
+def _digest_of(contents: list[Any]) -> str:
+    digest = hashlib.sha256()
+    for item in contents:
+        data = item.content
+        digest.update(data if isinstance(data, bytes) else str(data).encode())
+    return digest.hexdigest()

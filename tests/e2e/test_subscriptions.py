@@ -1,0 +1,76 @@
+"""resources/subscribe over stdio (server/subscriptions.py): a client subscribed to a memory or core memory is
+told when what it reads there changes, and not otherwise; unsubscribing ends it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import ResourceUpdatedNotification
+
+from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
+
+# The SDK marks resources/subscribe deprecated: 2026-07-28 replaced it; clients of earlier versions still use it.
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
+
+
+async def test_subscribed_clients_hear_of_changes_and_only_of_changes(home: Path, tmp_path: Path) -> None:
+    send, updates = anyio.create_memory_object_stream[str](100)
+
+    async def on_message(message: Any) -> None:
+        note = getattr(message, "root", message)
+        if isinstance(note, ResourceUpdatedNotification):
+            await send.send(str(note.params.uri))
+
+    async def next_update() -> str:
+        with anyio.fail_after(30):
+            return await updates.receive()
+
+    def nothing_pending() -> bool:
+        return updates.statistics().current_buffer_used == 0
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)],
+        env={"ROCKMEM_EMBEDDING_MODEL": "off"}, cwd=str(tmp_path),
+    )  # fmt: skip
+    with (tmp_path / "server.stderr").open("w") as errlog:
+        # The handshake-era protocol (resources/subscribe); 2026-07-28 clients use subscriptions/listen.
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message) as client:
+            assert client.server_capabilities.resources.subscribe is True
+            kept = (await client.call_tool("save_memory", {"content": "Ada drinks tea"})).structured_content["id"]
+            other = (await client.call_tool("save_memory", {"content": "Bob drinks coffee"})).structured_content["id"]
+
+            async def append_to_core(text: str) -> None:
+                version = (await client.call_tool("core_memory", {"action": "read"})).structured_content["version"]
+                edit = {"action": "append", "block": "Persona", "text": text, "version": version}
+                result = await client.call_tool("core_memory", edit)
+                assert not result.is_error, result.content[0].text
+
+            await client.subscribe_resource(f"rockmem://memory/{kept}")
+            await client.subscribe_resource("rockmem://core")
+
+            # A change elsewhere says nothing about these (the notification would come before the call's answer).
+            await client.call_tool("update_memory", {"id": other, "content": "Bob drinks green tea"})
+            await client.call_tool("search_memory", {"query": "tea"})
+            assert nothing_pending()
+
+            await client.call_tool("update_memory", {"id": kept, "content": "Ada drinks tea with lemon"})
+            assert await next_update() == f"rockmem://memory/{kept}"
+            await append_to_core("Speaks briefly.")
+            assert await next_update() == "rockmem://core"
+
+            await client.unsubscribe_resource("rockmem://core")
+            await append_to_core("Likes lists.")
+            await client.call_tool("delete_memory", {"id": kept, "permanent": True})
+            assert await next_update() == f"rockmem://memory/{kept}"  # deleted: that is a change too
+            assert nothing_pending()  # and nothing for core memory after unsubscribing
+
+            with pytest.raises(MCPError) as nowhere:
+                await client.subscribe_resource("rockmem://memory/000000000000")
+            assert nowhere.value.error.code == RESOURCE_NOT_FOUND
