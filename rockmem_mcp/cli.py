@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.add_argument("--reason", default="", help="why (required to reject)")
     proposals.add_argument("--all", action="store_true", help="list committed and rejected ones too")
     proposals.add_argument("--json", action="store_true", help="as JSON")
+    for name in ("import", "import-graph", "dream", "stats", "tools", "reindex"):  # every command that reports
+        sub.choices[name].add_argument("--json", action="store_true", help="the report as JSON on stdout")
     return parser
 
 
@@ -563,6 +565,8 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
     _report_bad_lines(report.errors)
     for reason in report.skipped[:50]:
         print(f"skipped {reason}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report) | {"seconds": round(time.monotonic() - started, 3)}, default=str))
     others = ", ".join(f"{n} {store}" for store, n in report.other_stores.items() if n)
     print(
         f"imported {report.imported} memories ({report.replaced} replaced existing ids)"
@@ -589,6 +593,8 @@ def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         graph.close()
     _report_bad_lines(report.errors)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report) | {"seconds": round(time.monotonic() - started, 3)}, default=str))
     print(
         f"imported {report.entities} entities ({report.entities_created} new), {report.triples} relations "
         f"({report.triples_created} new) and {report.observations} observations as memories; "
@@ -652,7 +658,10 @@ def _dream(settings: Settings, args: argparse.Namespace) -> int:
                     if args.force or args.dry_run or plan is not None or dreamer.due():
                         print("dreaming ...", file=sys.stderr, flush=True)
                         for report in _dream_once(dreamer, settings, plan, args):
-                            _print_report(report)
+                            if args.json:  # one report per line: a sidecar (--every) streams them
+                                print(report.model_dump_json())
+                            else:
+                                _print_report(report)
                     else:
                         last = dreamer.last_run()
                         print(
@@ -769,10 +778,20 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.server.app import build_server
 
     everything = anyio.run(build_server(settings.model_copy(update={"toolsets": ["all"]})).list_tools)
-    print(toolsets.table(everything))
     enabled = toolsets.selected(settings.toolsets)
     names = set(toolsets.tools_of(enabled))
     cost = toolsets.tokens(tool for tool in everything if tool.name in names)
+    if args.json:
+        by_name = {tool.name: tool for tool in everything}
+        sets = {
+            name: {"default": name in toolsets.DEFAULT, "tools": list(tools), "tokens":
+                   toolsets.tokens(by_name[t] for t in tools), "when": toolsets.WHEN[name]}
+            for name, tools in toolsets.TOOLSETS.items()
+        }  # fmt: skip
+        print(json.dumps({"toolsets": sets, "selected": list(enabled), "selected_tokens": cost,
+                          "budget": toolsets.TOKEN_BUDGET}))  # fmt: skip
+        return 0
+    print(toolsets.table(everything))
     print(
         f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {len(names)} tools, ≈ {cost:,} tokens "
         f"(the default must stay within {toolsets.TOKEN_BUDGET:,})"
@@ -820,8 +839,10 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
 
     (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
     (settings.index_dir / graph.SNAPSHOT_NAME).unlink(missing_ok=True)  # the graph re-reads its files next start
+    summary: dict[str, Any] = {}
     with _memory(settings) as memory:
         print(f"indexed {len(memory.index)} memories", file=sys.stderr)
+        summary["memories"] = len(memory.index)
         if getattr(args, "embeddings", False):
             started = time.monotonic()
             show = sys.stderr.isatty()
@@ -839,6 +860,9 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
                 f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
                 file=sys.stderr,
             )
+            summary |= {"vectors": done, "embedded": worker.embedded, "from_cache": worker.reused}
+    if getattr(args, "json", False):
+        print(json.dumps(summary))
     return 0
 
 

@@ -88,3 +88,25 @@ def test_categories_graph_working_and_status(tmp_path: Path) -> None:
     assert "graph: 2 entities, 1 triples" in status and "waiting for you: nothing" in status
     report = json.loads(run(home, "status", "--json"))
     assert (report["memories"], report["graph_triples"], report["open_proposals"]) == (2, 1, 0)
+
+
+def test_every_reporting_command_speaks_json(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = "".join(json.dumps({"content": f"note {i} about tea"}) + "\n" for i in range(3)) + "not json\n"
+    imported = rockmem("--home", home, "import", "-", "--json", stdin=lines, env=ENV)
+    assert imported.returncode == 1  # a bad line
+    report = json.loads(imported.stdout)
+    assert report["imported"] == 3 and [e["line"] for e in report["errors"]] == [4]
+    graph = json.dumps({"type": "entity", "name": "Ada", "entityType": "person", "observations": ["likes tea"]})
+    assert (
+        json.loads(ok("--home", home, "import-graph", "-", "--json", stdin=graph + "\n", env=ENV).stdout)[
+            "entities_created"
+        ]
+        == 1
+    )
+    assert json.loads(run(home, "reindex", "--json")) == {"memories": 4}
+    assert json.loads(run(home, "stats", "--json"))["active"] == 4
+    tools = json.loads(run(home, "tools", "--json"))
+    assert tools["selected_tokens"] <= tools["budget"] and tools["toolsets"]["memory"]["default"] is True
+    dreamt = [json.loads(line) for line in run(home, "dream", "--dry-run", "--json").splitlines()]
+    assert dreamt and all(report["dry_run"] for report in dreamt)
