@@ -21,6 +21,7 @@ from rockmem_mcp import __version__
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.server import completions, prompts, resources, toolsets
+from rockmem_mcp.server.client_logging import ClientLogging
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.requests import CheckedRequests
 from rockmem_mcp.server.subscriptions import ResourceSubscriptions
@@ -206,6 +207,7 @@ def build_server(
 
     running: list[Services] = []  # the services while the server runs (for resources without a context)
     after_first_answer = AfterFirstAnswer()
+    client_logs = ClientLogging()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
@@ -305,6 +307,7 @@ def build_server(
                     background.cancel_scope.cancel()
         finally:
             running.remove(opened)
+            client_logs.close()  # nothing more to send, before the stores say they are closing
             if opened.enricher is not None:
                 await anyio.to_thread.run_sync(opened.enricher.close)
             if opened.reflection_triggers is not None:
@@ -358,4 +361,5 @@ def build_server(
     resources.register(server, lambda: running[-1])
     completions.register(server, lambda: running[-1])
     ResourceSubscriptions().register(server)
+    client_logs.register(server)
     return server
