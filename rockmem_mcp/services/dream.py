@@ -86,6 +86,7 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
+Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what the last one did)
 
 PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes")
 DIRECTIVES = {
@@ -884,28 +885,36 @@ class Dreamer:
             run.applied("merge", left, "finished a merge that an interrupted dream left half done", merged_id)
 
     # ------------------------------------------------------------------ the deterministic pass
-    def run_deterministic(self, dry_run: bool = False) -> DreamReport:
+    def run_deterministic(self, dry_run: bool = False, progress: Progress | None = None) -> DreamReport:
         """What needs no model: exact and near-duplicate merges (cosine >= 0.88 with embeddings, word overlap
         >= 0.8 without), the decay pass (salience tiers: changes and archive candidates reported, nothing
-        changed), purge of archives older than 90 days, graph cleanup, and audit retention."""
+        changed), purge of archives older than 90 days, graph cleanup, and audit retention. `progress(done,
+        total, what)` hears of each step as it ends (a client shows it: this takes seconds at 10k memories)."""
         with self.locked():
             report = self._new_report("deterministic", "deterministic", dry_run)
             with acting_as(f"dream:{report.run_id}"):  # every change of the run, and its report, is the run's
-                return self._deterministic(report)
+                return self._deterministic(report, progress or (lambda done, total, what: None))
 
-    def _deterministic(self, report: DreamReport) -> DreamReport:
+    def _deterministic(self, report: DreamReport, progress: Progress) -> DreamReport:
+        steps = 6
         run = self._start(report)
         entries = run.entries
+        progress(1, steps, f"read {len(entries):,} memories")
         live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
         exact, near = self._duplicate_clusters(live, run)
         checkpoint("planned")
+        progress(2, steps, f"found {len(exact) + len(near):,} group(s) of duplicates")
         for merge in self._duplicate_merges(exact, near, entries, run):
             self._merge(run, merge.ids, merge.content, merge.category, None, merge.reason)
+        progress(3, steps, "merged duplicates")
         decay_pass(self.memory, self.settings, run.report)
+        progress(4, steps, "salience tiers updated")
         self._purge(run, [e for e in entries.values() if e.archived])
+        progress(5, steps, "old archives purged")
         self._graph_sweep(run)
         if not report.dry_run:  # audit lines past retention fold into monthly digests (seed 004 §12.6)
             fold_quietly(self.settings, self.memory.audit.log, self._clock())
+        progress(6, steps, "graph and audit trail tidied")
         return self._finish(run.report)
 
     def duplicate_merges(self, live: list[MemoryEntry]) -> tuple[list[PlanMerge], list[DreamAction]]:

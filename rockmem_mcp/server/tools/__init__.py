@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+import anyio.from_thread
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from rockmem_mcp.errors import RockmemError, reporting_io_errors
@@ -35,3 +37,13 @@ def translating(error: Callable[[RockmemError], Exception]) -> Callable[[Callabl
 
 
 reports_errors = translating(lambda exc: ToolError(str(exc)))  # tools: an isError result with the message
+
+
+def progress_of(ctx: Context) -> Callable[[int, int, str], None]:
+    """A service's progress callback (done, total, what) that sends `notifications/progress` to a client that
+    asked (a progress token), from the worker thread a tool runs in; for any other client it does nothing."""
+
+    def report(done: int, total: int, what: str) -> None:
+        anyio.from_thread.run(ctx.report_progress, done, total, what)
+
+    return report

@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError
 
 from rockmem_mcp.models import DreamPlan, DreamReport, DreamResult, Feedback, FeedbackType
 from rockmem_mcp.server.context import default_session_id, services
-from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.server.tools import progress_of, reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId
 from rockmem_mcp.services.llm import ChatLLM, unfenced
 
@@ -104,7 +104,7 @@ def register(server: MCPServer) -> None:
             report = dreamer.apply(plan, dream_pass, "sampling", dry_run)
             return DreamResult(mode="sampling", report=report, next_step="Read report.summary; nothing else to do.")
         if mode == "deterministic":
-            report = dreamer.run_deterministic(dry_run=dry_run)
+            report = dreamer.run_deterministic(dry_run=dry_run, progress=progress_of(ctx))
             return DreamResult(mode=mode, report=report, next_step="Read report.summary; nothing else to do.")
         material = dreamer.material(dream_pass, offset)
         more = (

@@ -1,5 +1,5 @@
-"""logging/setLevel over stdio (server/client_logging.py): a client that sets a level is sent the server's log
-records at or above it as notifications/message; above the records' level, nothing."""
+"""Notifications over stdio: log records for a client that set a level (server/client_logging.py), and a
+dream's progress for a client that gave a progress token (server/tools.progress_of)"""
 
 from __future__ import annotations
 
@@ -42,3 +42,27 @@ async def test_a_client_that_sets_a_level_gets_the_servers_log_records_from_it_u
             assert record.data["message"].startswith("dream ")
             await client.call_tool("search_memory", {"query": "tea"})  # a round trip: anything in flight is here now
             assert received.statistics().current_buffer_used == 0  # one dream at info, one message: none at error
+
+
+async def test_a_dream_reports_its_progress_to_a_client_that_asks(home: Path, tmp_path: Path) -> None:
+    """notifications/progress for a client that gives a progress token (the SDK's progress_callback)."""
+    steps: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        steps.append((done, total, message))
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)],
+        env={"ROCKMEM_EMBEDDING_MODEL": "off"}, cwd=str(tmp_path),
+    )  # fmt: skip
+    with (tmp_path / "server.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            for text in ("Ada drinks tea", "Ada drinks tea", "Bob likes maps"):
+                await client.call_tool("save_memory", {"content": text})
+            result = await client.call_tool("dream", {"mode": "deterministic"}, progress_callback=on_progress)
+            assert not result.is_error
+            assert "merge" in result.structured_content["report"]["summary"]
+            plain = await client.call_tool("dream", {"mode": "deterministic", "dry_run": True})  # no token
+            assert not plain.is_error
+    assert [(done, total) for done, total, _ in steps] == [(i, 6) for i in range(1, 7)]
+    assert steps[0][2] == "read 3 memories" and steps[1][2] == "found 1 group(s) of duplicates"
