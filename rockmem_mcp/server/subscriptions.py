@@ -4,7 +4,8 @@ a resource (`rockmem://recall`, `rockmem://core`, `rockmem://memory/{id}`, any o
 
 How a change is found: after every tool call while anything is subscribed, each subscribed resource is read
 again and its digest compared with the last one sent; a resource that changed, or stopped existing, is
-notified to every session subscribed to it. Reading is what a client would do, so whatever changes a
+notified to every session subscribed to it (an address that holds nothing yet may be subscribed to: its
+appearing is a change). Reading is what a client would do, so whatever changes a
 resource (a save, a dream, core memory edited through a tool) is caught, with no hook in the services; a
 change made by another process on the same home is seen at this server's next tool call.
 """
@@ -17,10 +18,7 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPError
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
-
-from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +42,8 @@ class ResourceSubscriptions:
 
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
         uri = str(params.uri)
-        try:
-            digest = _digest_of(await self._read(ctx, uri))
-        except MCPError:  # as reading it answers (a memory that is not there: -32002)
-            raise
-        except Exception as exc:  # no resource or template matches the address
-            raise MCPError(RESOURCE_NOT_FOUND, f"no resource at {uri!r} to subscribe to ({exc})") from None
+        # An address with nothing there yet may be subscribed to: the client is told when something appears.
+        digest = await self._digest(ctx, uri)
         self._sessions.setdefault(uri, {})[_connection_of(ctx)] = ctx.session
         self._digests[uri] = digest
         return EmptyResult()

@@ -11,10 +11,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import MCPError
 from mcp_types import ResourceUpdatedNotification
-
-from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
 
 # The SDK marks resources/subscribe deprecated: 2026-07-28 replaced it; clients of earlier versions still use it.
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")]
@@ -71,6 +68,10 @@ async def test_subscribed_clients_hear_of_changes_and_only_of_changes(home: Path
             assert await next_update() == f"rockmem://memory/{kept}"  # deleted: that is a change too
             assert nothing_pending()  # and nothing for core memory after unsubscribing
 
-            with pytest.raises(MCPError) as nowhere:
-                await client.subscribe_resource("rockmem://memory/000000000000")
-            assert nowhere.value.error.code == RESOURCE_NOT_FOUND
+            # An address that holds nothing yet can be followed: its appearing is a change.
+            await client.subscribe_resource("rockmem://workspace/SOUL.md")
+            await client.call_tool("search_memory", {"query": "tea"})
+            assert nothing_pending()
+            (home / "SOUL.md").write_text("# Soul\nCalm.\n")
+            await client.call_tool("search_memory", {"query": "tea"})  # a call: subscriptions are checked after it
+            assert await next_update() == "rockmem://workspace/SOUL.md"
