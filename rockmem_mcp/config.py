@@ -91,6 +91,9 @@ class Settings(BaseModel):
 
     conversation_window: int = Field(50, ge=1, description="Turns kept per conversation session")
     conversation_idle_minutes: float = Field(60, gt=0, description="A session idle this long is forgotten")
+    conversation_keep_windows: bool = Field(
+        True, description="Keep conversation windows in the home across restarts (conversations/windows.json)"
+    )
     # On: every recorded turn is also appended to conversations/{date}.jsonl, which the dream pass reads.
     conversation_log: bool = False
 

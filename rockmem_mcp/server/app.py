@@ -158,6 +158,14 @@ class AfterFirstAnswer:
                     start()
 
 
+def _keep_windows(conversation: ConversationMemory) -> None:
+    """The conversation windows, for the next start (stdio clients restart their servers at every launch)."""
+    try:
+        conversation.keep_windows()
+    except (RockmemError, OSError) as exc:  # a read-only home, a full disk: the next start begins without them
+        log.warning("conversation windows not kept for the next start (%s)", exc)
+
+
 def _close_graph(opening: Deferred[GraphService]) -> None:
     if not opening.started:  # never wanted: nothing to close
         return
@@ -316,6 +324,7 @@ def build_server(
                 await anyio.to_thread.run_sync(episodes.close)  # its index, for the next start
             if opened.history is not None:
                 await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
+            await anyio.to_thread.run_sync(_keep_windows, conversation)
             await anyio.to_thread.run_sync(_close_graph, graph_opening)
             await anyio.to_thread.run_sync(memory.close)
 

@@ -23,14 +23,16 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import NamedTuple, get_args
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Conversation, ConversationTurn, Role, check_text, utc_now, working_key_segments
-from rockmem_mcp.services.sessions import SessionTable
+from rockmem_mcp.services.sessions import MAX_SESSIONS, SessionTable
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import make_folders, read_bytes
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,8 @@ class ConversationMemory:
         )
         self.log = conversation_log(settings)
         self.last_turn_at: datetime | None = None  # this process's newest turn (a reflection's idle trigger)
+        if settings.conversation_keep_windows:
+            self._restore_windows()
 
     def record(self, session_id: str, role: str, content: str) -> ConversationTurn:
         session_id = check_session_id(session_id)
@@ -126,6 +130,62 @@ class ConversationMemory:
             window = list(self._sessions.peek(session_id) or ())
         return Conversation(session_id=session_id, turns=window[-last_n:], kept=len(window))
 
+    # ------------------------------------------------------------------ across restarts
+    def _windows_path(self) -> Path:
+        return self.settings.conversations_dir / WINDOWS_FILE
+
+    def _read_windows(self) -> dict[str, list[ConversationTurn]]:
+        """The windows an earlier process kept (a damaged file is skipped with a warning: they are a convenience,
+        and the turns themselves are in the conversation log when it is on)."""
+        try:
+            records = json.loads(read_bytes(self._windows_path()))
+            windows = {
+                check_session_id(r["session_id"]): [ConversationTurn.model_validate(t) for t in r["turns"]]
+                for r in records
+            }
+            return {session_id: turns for session_id, turns in windows.items() if turns}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, InvalidInputError) as exc:
+            log.warning("conversation windows in %s not restored (%s)", self._windows_path(), exc)
+            return {}
+
+    def _restore_windows(self) -> None:
+        """Sessions still within their idle time get their windows back, oldest first, as they were."""
+        cutoff = self._clock() - timedelta(minutes=self.settings.conversation_idle_minutes)
+        kept = [(sid, turns) for sid, turns in self._read_windows().items() if turns and turns[-1].at > cutoff]
+        with self._lock:
+            for session_id, turns in sorted(kept, key=lambda item: item[1][-1].at):
+                window = self._sessions.open(session_id, deque, used_at=turns[-1].at)
+                window.extend(turns)
+                self._sessions.resized(session_id)
+
+    def keep_windows(self) -> None:
+        """Write this process's windows to the home for the next start (at close), merged with those other
+        processes kept: per session the window with the later turn wins, idle ones are dropped, and the file stays
+        within the same bounds as the windows in memory (the newest sessions first)."""
+        if not self.settings.conversation_keep_windows:
+            return
+        with held(self.settings.conversations_dir / ".windows.lock"):
+            windows = self._read_windows()
+            with self._lock:
+                ours = {sid: list(window) for sid, window in self._sessions.items() if window}
+            for session_id, turns in ours.items():
+                theirs = windows.get(session_id)
+                if not theirs or theirs[-1].at <= turns[-1].at:
+                    windows[session_id] = turns
+            cutoff = self._clock() - timedelta(minutes=self.settings.conversation_idle_minutes)
+            newest = sorted((item for item in windows.items() if item[1][-1].at > cutoff), key=lambda i: i[1][-1].at)
+            records, total = [], 0
+            for session_id, turns in reversed(newest[-MAX_SESSIONS:]):
+                size = sum(len(turn.content) + TURN_OVERHEAD for turn in turns)
+                if total + size > MAX_WINDOW_BYTES:
+                    break
+                total += size
+                records.append({"session_id": session_id, "turns": [t.model_dump(mode="json") for t in turns]})
+            make_folders(self.settings.conversations_dir)
+            atomic_write(self._windows_path(), json.dumps(records, ensure_ascii=False).encode())
+
 
 def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
     """The durable conversation log the dream pass reads (written only with `conversation_log` on)."""
@@ -133,6 +193,7 @@ def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
 
 
 READ_MARK = ".read-through.json"
+WINDOWS_FILE = "windows.json"  # the conversation windows kept across restarts (conversation_keep_windows)
 
 
 class LogMark(NamedTuple):

@@ -51,15 +51,16 @@ class SessionTable(Generic[State]):
         self._release_idle()
         return self._states.get(session_id)
 
-    def open(self, session_id: str, new: Callable[[], State]) -> State:
-        """The session's state (made with `new` if it has none), marked as used now."""
+    def open(self, session_id: str, new: Callable[[], State], used_at: datetime | None = None) -> State:
+        """The session's state (made with `new` if it has none), marked as used now (or at `used_at`: a session
+        restored from an earlier process, opened oldest first, keeps its own idle time)."""
         self._release_idle()
         state = self._states.get(session_id)
         if state is None:
             state = self._states[session_id] = new()
             self._sizes[session_id] = 0
         self._states.move_to_end(session_id)
-        self._used[session_id] = self._clock()
+        self._used[session_id] = used_at or self._clock()
         self.resized(session_id)
         return state
 
@@ -75,6 +76,11 @@ class SessionTable(Generic[State]):
             order = iter(self._states)
             victim = next(order)
             self.pop(victim if victim != session_id else next(order))
+
+    def items(self) -> list[tuple[str, State]]:
+        """Every live session's id and state, least recently used first."""
+        self._release_idle()
+        return list(self._states.items())
 
     def pop(self, session_id: str) -> State | None:
         state = self._states.pop(session_id, None)

@@ -90,3 +90,55 @@ def test_windows_are_bounded_in_sessions_and_bytes(settings: Settings, monkeypat
     for n in range(10):
         small.record(f"chat-{n}", "user", "x" * 30_000)
     assert [n for n in range(10) if small.recent(f"chat-{n}").kept] == [7, 8, 9]  # ~90 KB of windows kept
+
+
+# ------------------------------------------------------------------ windows across restarts
+def test_windows_are_kept_for_the_next_start_and_restored_with_their_idle_time(settings: Settings) -> None:
+    clock = Clock()
+    first = ConversationMemory(settings, clock)
+    first.record("chat-1", "user", "hello")
+    first.record("chat-1", "assistant", "hi, Ada")
+    clock.now += timedelta(minutes=50)
+    first.record("chat-2", "user", "later")
+    first.keep_windows()
+
+    again = ConversationMemory(settings, clock)  # a new process on the same home
+    assert [t.content for t in again.recent("chat-1").turns] == ["hello", "hi, Ada"]
+    assert [t.content for t in again.recent("chat-2").turns] == ["later"]
+    clock.now += timedelta(minutes=10)  # chat-1's last turn is now 60 minutes old: idle, as it would have been
+    assert again.recent("chat-1").kept == 0 and again.recent("chat-2").kept == 1
+    assert ConversationMemory(settings, clock).recent("chat-1").kept == 0  # not restored once idle either
+
+
+def test_two_processes_keep_both_their_sessions_and_the_later_window_wins(settings: Settings) -> None:
+    clock = Clock()
+    one, two = ConversationMemory(settings, clock), ConversationMemory(settings, clock)
+    one.record("shared", "user", "from one")
+    one.record("only-one", "user", "a")
+    clock.now += timedelta(minutes=1)
+    two.record("shared", "user", "from two, later")
+    two.record("only-two", "user", "b")
+    two.keep_windows()
+    one.keep_windows()  # closes last, but its "shared" window is older
+    restored = ConversationMemory(settings, clock)
+    assert [t.content for t in restored.recent("shared").turns] == ["from two, later"]
+    assert restored.recent("only-one").kept == 1 and restored.recent("only-two").kept == 1
+
+
+def test_keeping_windows_can_be_turned_off_and_a_damaged_file_is_skipped(settings: Settings, caplog) -> None:
+    off = settings.model_copy(update={"conversation_keep_windows": False})
+    memory = ConversationMemory(off, Clock())
+    memory.record("chat", "user", "private")
+    memory.keep_windows()
+    assert not (settings.conversations_dir / conversation.WINDOWS_FILE).exists()
+
+    settings.conversations_dir.mkdir(parents=True, exist_ok=True)
+    (settings.conversations_dir / conversation.WINDOWS_FILE).write_text('[{"session_id": "empty", "turns": []}]')
+    ConversationMemory(settings, Clock()).keep_windows()  # an empty window is nothing to keep, not an error
+    (settings.conversations_dir / conversation.WINDOWS_FILE).write_text("[{not json")
+    restored = ConversationMemory(settings, Clock())
+    assert restored.recent("chat").kept == 0
+    assert "conversation windows in" in caplog.text and "not restored" in caplog.text
+    restored.record("chat", "user", "again")
+    restored.keep_windows()  # the damaged file is replaced by a good one
+    assert ConversationMemory(settings, Clock()).recent("chat").kept == 1
