@@ -101,18 +101,25 @@ def test_the_stdio_server_says_where_it_serves_from_in_one_line(tmp_path: Path) 
 
 
 def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
     home = tmp_path / "home"
     lines = "".join(json.dumps({"content": f"note number {i} about tea"}) + "\n" for i in range(3000))
     ok("--home", home, "import", "-", stdin=lines)
     for command in (["export", "-"], ["search", "tea", "--limit", "200"]):
-        # `rockmem-mcp export - | head -1`: the pipe closes after one line.
+        # `rockmem-mcp export - | head -1`: the pipe closes after one line. The pipe holds 4 KB (Linux's
+        # F_SETPIPE_SZ), less than either command writes, so it cannot finish writing before the close.
+        read_end, write_end = os.pipe()
+        fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ
         process = subprocess.Popen(
             [sys.executable, "-m", "rockmem_mcp", "--home", str(home), *command],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(ROCKMEM_EMBEDDING_MODEL="off"),
+            stdout=write_end, stderr=subprocess.PIPE, env=clean_env(ROCKMEM_EMBEDDING_MODEL="off"),
         )  # fmt: skip
-        assert process.stdout is not None and process.stderr is not None
-        assert process.stdout.readline()
-        process.stdout.close()
+        os.close(write_end)
+        assert process.stderr is not None
+        with os.fdopen(read_end, "rb") as stdout:
+            assert stdout.readline()
         stderr = process.stderr.read().decode()
         assert process.wait(timeout=60) == 141, stderr
         assert stderr == "", stderr
