@@ -275,6 +275,12 @@ def _visible_output(stdout: bool) -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
+def say(text: object = "") -> None:
+    """A command's output line on stdout (through the visible filter `main` puts there): the one place the CLI's
+    other modules (cli_browse) write, so only this module prints (over stdio, stdout is the protocol's)."""
+    print(text)
+
+
 def _progress(line: str) -> None:
     """Rewrite the progress line on stderr (a terminal): `line` is the CLI's own text, so its `\\r` goes raw."""
     stream = sys.stderr

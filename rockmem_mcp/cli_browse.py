@@ -64,6 +64,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sub.add_parser("status", parents=parents, help="the home at a glance: counts, ranking, what waits for you")
 
 
+def say(text: object = "") -> None:
+    from rockmem_mcp.cli import say as said  # the CLI's one writer (cli imports this module: no cycle at import)
+
+    said(text)
+
+
 def _memory(settings: Settings) -> Any:
     from rockmem_mcp.cli import _memory as opened
 
@@ -73,9 +79,9 @@ def _memory(settings: Settings) -> Any:
 def _emit(args: argparse.Namespace, value: BaseModel | dict[str, Any] | list[Any], human: Callable[[], None]) -> int:
     if args.json:
         if isinstance(value, BaseModel):
-            print(value.model_dump_json())
+            say(value.model_dump_json())
         else:
-            print(json.dumps(value, default=str, ensure_ascii=False))
+            say(json.dumps(value, default=str, ensure_ascii=False))
     else:
         human()
     return 0
@@ -86,7 +92,7 @@ def _emit_lines(args: argparse.Namespace, items: Sequence[BaseModel], human: Cal
     if not args.json:
         human()
     for item in items if args.json else ():
-        print(item.model_dump_json())
+        say(item.model_dump_json())
     return 0
 
 
@@ -103,15 +109,15 @@ def get(settings: Settings, args: argparse.Namespace) -> int:
         entry = memory.get(args.id)
 
     def human() -> None:
-        print(_line(entry))
+        say(_line(entry))
         if entry.tags:
-            print(f"tags: {', '.join(entry.tags)}")
+            say(f"tags: {', '.join(entry.tags)}")
         for key, value in entry.metadata.items():
-            print(f"{key}: {value}")
+            say(f"{key}: {value}")
         uses = f"used {entry.reinforcement_count} time(s), last {entry.last_seen_at:%Y-%m-%d}"
-        print(f"importance {entry.importance}; {uses}")
-        print()
-        print(entry.content)
+        say(f"importance {entry.importance}; {uses}")
+        say()
+        say(entry.content)
 
     return _emit(args, entry, human)
 
@@ -123,8 +129,8 @@ def list_(settings: Settings, args: argparse.Namespace) -> int:
 
     def human() -> None:
         for entry in entries:
-            print(_line(entry))
-        print(f"{len(entries)} of {found.total_matches}, newest first")
+            say(_line(entry))
+        say(f"{len(entries)} of {found.total_matches}, newest first")
 
     return _emit_lines(args, entries, human)
 
@@ -135,14 +141,14 @@ def add(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
         entry = memory.save(args.content, args.category, args.tags, None, args.importance, args.pin)
         Episodes(settings, reinforcer=memory.reinforcer).log_save(entry)  # as save_memory: the day's log has it
-    return _emit(args, entry, lambda: print(f"saved {_line(entry)}"))
+    return _emit(args, entry, lambda: say(f"saved {_line(entry)}"))
 
 
 def delete(settings: Settings, args: argparse.Namespace) -> int:
     with _memory(settings) as memory:
         result = memory.delete(args.id, args.permanent, args.reason, confirm_pinned=args.confirm_pinned)
     what = "removed permanently" if result.permanent else "archived (search_memory --include-archived finds it)"
-    return _emit(args, result, lambda: print(f"{result.id} {what}"))
+    return _emit(args, result, lambda: say(f"{result.id} {what}"))
 
 
 def categories(settings: Settings, args: argparse.Namespace) -> int:
@@ -152,8 +158,8 @@ def categories(settings: Settings, args: argparse.Namespace) -> int:
     def human() -> None:
         for node in tree.categories:
             depth = node.category.count("/")
-            print(f"{'  ' * depth}{node.category.rsplit('/', 1)[-1]}  {node.total}")
-        print(f"{tree.total} memories")
+            say(f"{'  ' * depth}{node.category.rsplit('/', 1)[-1]}  {node.total}")
+        say(f"{tree.total} memories")
 
     return _emit(args, tree, human)
 
@@ -164,15 +170,15 @@ def graph(settings: Settings, args: argparse.Namespace) -> int:
     with _graph(settings) as opened:
         if args.entity is None:
             counts = opened.stats()
-            return _emit(args, counts, lambda: print(f"{counts['entities']} entities, {counts['triples']} triples"))
+            return _emit(args, counts, lambda: say(f"{counts['entities']} entities, {counts['triples']} triples"))
         detail = opened.get_entity(args.entity)
 
     def human() -> None:
         entity = detail.entity
         aliases = f" (also {', '.join(entity.aliases)})" if entity.aliases else ""
-        print(f"{entity.name} [{entity.type}]{aliases}, salience {detail.salience:.2f} ({detail.tier})")
+        say(f"{entity.name} [{entity.type}]{aliases}, salience {detail.salience:.2f} ({detail.tier})")
         for fact in detail.facts:
-            print(f"  {fact.subject} —{fact.predicate}→ {fact.object}  ({fact.confidence:.2f})")
+            say(f"  {fact.subject} —{fact.predicate}→ {fact.object}  ({fact.confidence:.2f})")
 
     return _emit(args, detail, human)
 
@@ -182,15 +188,15 @@ def working(settings: Settings, args: argparse.Namespace) -> int:
     if args.key is not None:
         entry = memory.get(args.key)
         return _emit(
-            args, entry, lambda: print(f"{entry.key} (expires {entry.expires_at:%Y-%m-%d %H:%M}Z)\n{entry.data}")
+            args, entry, lambda: say(f"{entry.key} (expires {entry.expires_at:%Y-%m-%d %H:%M}Z)\n{entry.data}")
         )
     scopes = [args.scope] if args.scope else list(ROOTS)
     found = [info for scope in scopes for info in memory.list(scope)]
 
     def human() -> None:
         for info in found:
-            print(f"{info.key}  {info.size} B, {info.expires_in} left")
-        print(f"{len(found)} live entries")
+            say(f"{info.key}  {info.size} B, {info.expires_in} left")
+        say(f"{len(found)} live entries")
 
     return _emit_lines(args, found, human)
 
@@ -218,14 +224,14 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
     }
 
     def human() -> None:
-        print(summary)
-        print(f"graph: {counts['entities']} entities, {counts['triples']} triples; working memory: {working_entries}")
+        say(summary)
+        say(f"graph: {counts['entities']} entities, {counts['triples']} triples; working memory: {working_entries}")
         waiting = []
         if report["pending_reflections"]:
             waiting.append(f"{report['pending_reflections']} reflection(s) to approve (rockmem-mcp reflect)")
         if report["open_proposals"]:
             waiting.append(f"{report['open_proposals']} proposal(s) to review (rockmem-mcp proposals)")
-        print("waiting for you: " + ("; ".join(waiting) if waiting else "nothing"))
+        say("waiting for you: " + ("; ".join(waiting) if waiting else "nothing"))
 
     return _emit(args, report, human)
 
