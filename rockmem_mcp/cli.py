@@ -77,10 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=None, help="HTTP port (default 8765; 0: any free one, announced)")
     serve.add_argument(
+        "--ui", action="store_true", help="streamable-http: serve the web page beside MCP, at /ui/ (same token)"
+    )
+    serve.add_argument(
         "--namespace",
         default=None,
         help="working-memory namespace of this process, e.g. subagent/t1b2c3 (default: session/<id> per session)",
     )
+
+    ui = sub.add_parser("ui", parents=[common], help="a web page on loopback to see and steer memory")
+    ui.add_argument("--host", default=None, help="bind address (default 127.0.0.1; elsewhere a token is required)")
+    ui.add_argument("--port", type=_port, default=UI_PORT, help=f"port (default {UI_PORT}; 0: any free one, announced)")
 
     search = sub.add_parser("search", parents=[common], help="search long-term memory")
     search.add_argument("query", nargs="?", default=None, help="words to look for (omit: newest entries)")
@@ -219,6 +226,7 @@ def _port(text: str) -> int:
     return port
 
 
+UI_PORT = 8766  # beside MCP's 8765
 LEAVES_HOME_ALONE = frozenset({"tools", "install", "doctor"})  # no home needed, or (doctor) it reports one
 READS_ONLY = frozenset({"log", "alerts", "history", "core", "salience", "search", "get", "list", "categories"})
 
@@ -313,7 +321,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if command != "doctor":  # which reports such a home; every other command would work through the link
             refuse_linked_store_folders(settings.store_dirs)
-        if command == "serve":
+        if command in ("serve", "ui"):
             return _serve(settings, args)
         from rockmem_mcp.services.audit import MANUAL, acting_as
 
@@ -350,7 +358,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # Open the stores first, in a thread, so loading the indexes overlaps importing the MCP SDK:
     # at 100k memories that is most of the cold start.
     open_stores = _open_in_background(settings)
-    transport = getattr(args, "transport", "stdio")
+    transport = "streamable-http" if args.command == "ui" else getattr(args, "transport", "stdio")
     if transport == "stdio" and sys.stdin.isatty():
         print(TERMINAL_HINT, file=sys.stderr)
     from rockmem_mcp.server.app import build_server  # the MCP SDK is only imported to serve
@@ -370,12 +378,21 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     import uvicorn
 
-    from rockmem_mcp.server.http import http_app
+    from rockmem_mcp.server.http import http_app, refuse_unguarded
+    from rockmem_mcp.ui.app import WithPage, page_app, page_url, standalone_app
 
     overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
     settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    page_only = args.command == "ui"
     try:
-        app = http_app(build_server(settings, open_stores), settings)
+        if page_only:
+            refuse_unguarded(settings)
+            app: Any = standalone_app(settings, open_stores)
+        else:
+            running: list[Any] = []
+            app = http_app(build_server(settings, open_stores, running), settings)
+            if args.ui:
+                app = WithPage(app, page_app(settings, lambda: running[-1]))
         listening = _listening_socket(settings.host, settings.port)
     except RockmemError as exc:
         print(f"rockmem-mcp: {exc}", file=sys.stderr)
@@ -383,8 +400,13 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     host, port = settings.host, listening.getsockname()[1]
     auth = "bearer token required" if settings.auth_token else "loopback only, no token"
     where = f"[{host}]" if ":" in host else host
-    print(f"rockmem-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp ({auth}); home {settings.home}",
-          file=sys.stderr)  # fmt: skip
+    if page_only:
+        print(f"rockmem-mcp: web page at {page_url(settings, host, port)} ({auth}); home {settings.home}",
+              file=sys.stderr)  # fmt: skip
+    else:
+        print(f"rockmem-mcp: serving MCP over streamable HTTP at http://{where}:{port}/mcp ({auth}); home "
+              f"{settings.home}" + (f"; web page at {page_url(settings, host, port)}" if args.ui else ""),
+              file=sys.stderr)  # fmt: skip
     # No colour codes: stderr shows control characters as escapes (module docstring).
     config = uvicorn.Config(app, log_level=settings.log_level.lower(), use_colors=False)
     uvicorn.Server(config).run(sockets=[listening])

@@ -206,127 +206,155 @@ async def sweep_working_memory(settings: Settings) -> None:
         await anyio.sleep(settings.working_sweep_seconds)
 
 
+@asynccontextmanager
+async def open_services(
+    settings: Settings,
+    opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None,
+    start_later: Callable[[Callable[[], None]], None] | None = None,
+    before_close: Callable[[], None] | None = None,
+) -> AsyncIterator[Services]:
+    """Every store and service of a running server, opened for as long as the context lasts and then closed in
+    order (what is pending committed, indexes kept for the next start). The MCP server's lifespan and the web page
+    (rockmem_mcp/ui) both run on it, so a change made from either goes through the same services and safeguards.
+    `start_later` receives loads that may wait (the knowledge graph) instead of starting them now; `before_close`
+    runs first when closing."""
+    memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
+    if start_later is None:
+        graph_opening.start()
+    else:
+        start_later(graph_opening.start)
+    core = CoreMemory(settings, memory)
+    learnings = Learnings(FeedbackLog(settings), memory, settings)
+    workspace = Workspace(settings)
+    episodes = Episodes(settings, reinforcer=memory.reinforcer)
+    procedures = Procedures(settings, memory.reinforcer)
+    remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
+    forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
+    triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
+    # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
+    # filed as proposals; the main agent's first recall lists the open ones (batch review).
+    proposals = committing(settings, remembering)
+    conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
+    compactor = Compactor(conversation, memory, episodes, settings)
+    if proposals.gated:
+        remembering.propose = proposals.propose_route
+        compactor.propose_fact = proposals.propose_fact
+    # A session's first recall: core memory, then these (seed 003's layers 4 and 3), then open proposals.
+    starters = [learnings.session_lines, lambda _message: workspace.session_lines(), proposals.session_lines]
+    reflections = ReflectionFiles(settings)
+    if process_actor(settings.namespace) == "main":  # the user's session: reflections wait for their word
+        starters.insert(0, lambda _message: pending_lines(reflections))
+    # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes
+    # made meanwhile runs in the background, and a session's first recall waits for it (briefly).
+    critical = CriticalFiles(settings, memory.audit)
+    core.file.on_write.append(critical.written)
+    workspace.files_on_disk.on_write.append(critical.written)
+    if memory.read_only is None:  # a read-only home cannot record what it finds
+        critical.start_check()
+        try:
+            await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
+        except (RockmemError, OSError) as exc:  # the server serves all the same; the next start tries again
+            log.warning("proposals: conflict marks not checked (%s)", exc)
+    opened = Services(
+        memory=memory,
+        graph_opening=graph_opening,
+        settings=settings,
+        conversation=conversation,
+        recall=Recall(
+            memory,
+            graph_opening.result,
+            core=core,
+            starters=starters,
+            episodes=episodes,
+            procedures=procedures,
+            triggers=triggers,
+            alerts=critical.session_lines,
+        ),
+        templates=Templates(settings.prompts_dir),
+        core=core,
+        learnings=learnings,
+        workspace=workspace,
+        episodes=episodes,
+        procedures=procedures,
+        triggers=triggers,
+        remembering=remembering,
+        compactor=compactor,
+        working_vectors=WorkingVectors(memory.embedder),
+        forgetting=forgetting,
+        proposals=proposals,
+    )
+    if Enricher.wanted(settings):
+        opened.enricher = Enricher(memory, settings, opened.templates)
+    if memory.read_only is None:  # a home nobody may write has no history to keep
+        opened.history = GitHistory(settings, memory.audit)
+        opened.history.start()  # its own thread: the first commit of a big home never delays the start
+    opened.audit_trail = AuditTrail(memory.audit, opened.history)
+    opened.critical_files = critical
+    opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical)
+    if memory.read_only is None:
+        await anyio.to_thread.run_sync(recover_interrupted, reflections)
+        # The main agent's process only: a sub-agent's (gated or not) never consolidates the user's memory.
+        if settings.reflection_in_server and process_actor(settings.namespace) == "main":
+            opened.reflection_triggers = ReflectionTriggers(
+                settings,
+                opened.reflector,
+                last_turn=lambda: conversation.last_turn_at,
+                llm=partial(language_model, settings),
+            )
+            opened.reflection_triggers.start(settings.reflection_check_seconds)
+    try:
+        async with anyio.create_task_group() as background:
+            if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
+                background.start_soon(sweep_working_memory, settings)
+                background.start_soon(anyio.to_thread.run_sync, core.sync_vault)  # hand edits made meanwhile
+            background.start_soon(anyio.to_thread.run_sync, episodes.warm)  # the first "when" is then quick
+            try:
+                yield opened
+            finally:
+                background.cancel_scope.cancel()
+    finally:
+        if before_close is not None:
+            before_close()
+        if opened.enricher is not None:
+            await anyio.to_thread.run_sync(opened.enricher.close)
+        if opened.reflection_triggers is not None:
+            await anyio.to_thread.run_sync(opened.reflection_triggers.close)
+        if memory.read_only is None:
+            await anyio.to_thread.run_sync(episodes.close)  # its index, for the next start
+        if opened.history is not None:
+            await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
+        await anyio.to_thread.run_sync(_keep_windows, conversation)
+        await anyio.to_thread.run_sync(_close_graph, graph_opening)
+        await anyio.to_thread.run_sync(memory.close)
+
+
 def build_server(
-    settings: Settings, opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None
+    settings: Settings,
+    opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None,
+    running: list[Services] | None = None,
 ) -> MCPServer[Services]:
     """The server for `settings`, exposing the tools of `settings.toolsets`; `opener` supplies the memory and
-    graph stores (the CLI starts opening them early)."""
+    graph stores (the CLI starts opening them early); `running` holds the services while the server runs (for
+    the web page beside it)."""
     enabled = toolsets.selected(settings.toolsets)  # refuses unknown names before anything starts
 
-    running: list[Services] = []  # the services while the server runs (for resources without a context)
+    running = [] if running is None else running  # also for resources and completions, which have no context
     after_first_answer = AfterFirstAnswer()
     client_logs = ClientLogging()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
-        memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
-        after_first_answer.waiting.append(graph_opening.start)
-        core = CoreMemory(settings, memory)
-        learnings = Learnings(FeedbackLog(settings), memory, settings)
-        workspace = Workspace(settings)
-        episodes = Episodes(settings, reinforcer=memory.reinforcer)
-        procedures = Procedures(settings, memory.reinforcer)
-        remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
-        forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
-        triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
-        # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
-        # filed as proposals; the main agent's first recall lists the open ones (batch review).
-        proposals = committing(settings, remembering)
-        conversation = ConversationMemory(settings, compacted=True)  # full windows are compacted, not dropped
-        compactor = Compactor(conversation, memory, episodes, settings)
-        if proposals.gated:
-            remembering.propose = proposals.propose_route
-            compactor.propose_fact = proposals.propose_fact
-        # A session's first recall: core memory, then these (seed 003's layers 4 and 3), then open proposals.
-        starters = [learnings.session_lines, lambda _message: workspace.session_lines(), proposals.session_lines]
-        reflections = ReflectionFiles(settings)
-        if process_actor(settings.namespace) == "main":  # the user's session: reflections wait for their word
-            starters.insert(0, lambda _message: pending_lines(reflections))
-        # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes
-        # made meanwhile runs in the background, and a session's first recall waits for it (briefly).
-        critical = CriticalFiles(settings, memory.audit)
-        core.file.on_write.append(critical.written)
-        workspace.files_on_disk.on_write.append(critical.written)
-        if memory.read_only is None:  # a read-only home cannot record what it finds
-            critical.start_check()
+        async with open_services(
+            settings,
+            opener,
+            after_first_answer.waiting.append,
+            client_logs.close,  # nothing more to send then
+        ) as opened:
+            running.append(opened)
             try:
-                await anyio.to_thread.run_sync(proposals.heal)  # conflict marks a crash left one-sided
-            except (RockmemError, OSError) as exc:  # the server serves all the same; the next start tries again
-                log.warning("proposals: conflict marks not checked (%s)", exc)
-        opened = Services(
-            memory=memory,
-            graph_opening=graph_opening,
-            settings=settings,
-            conversation=conversation,
-            recall=Recall(
-                memory,
-                graph_opening.result,
-                core=core,
-                starters=starters,
-                episodes=episodes,
-                procedures=procedures,
-                triggers=triggers,
-                alerts=critical.session_lines,
-            ),
-            templates=Templates(settings.prompts_dir),
-            core=core,
-            learnings=learnings,
-            workspace=workspace,
-            episodes=episodes,
-            procedures=procedures,
-            triggers=triggers,
-            remembering=remembering,
-            compactor=compactor,
-            working_vectors=WorkingVectors(memory.embedder),
-            forgetting=forgetting,
-            proposals=proposals,
-        )
-        if Enricher.wanted(settings):
-            opened.enricher = Enricher(memory, settings, opened.templates)
-        if memory.read_only is None:  # a home nobody may write has no history to keep
-            opened.history = GitHistory(settings, memory.audit)
-            opened.history.start()  # its own thread: the first commit of a big home never delays the start
-        opened.audit_trail = AuditTrail(memory.audit, opened.history)
-        opened.critical_files = critical
-        opened.rollback = Rollback(
-            settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical
-        )
-        if memory.read_only is None:
-            await anyio.to_thread.run_sync(recover_interrupted, reflections)
-            # The main agent's process only: a sub-agent's (gated or not) never consolidates the user's memory.
-            if settings.reflection_in_server and process_actor(settings.namespace) == "main":
-                opened.reflection_triggers = ReflectionTriggers(
-                    settings,
-                    opened.reflector,
-                    last_turn=lambda: conversation.last_turn_at,
-                    llm=partial(language_model, settings),
-                )
-                opened.reflection_triggers.start(settings.reflection_check_seconds)
-        running.append(opened)
-        try:
-            async with anyio.create_task_group() as background:
-                if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
-                    background.start_soon(sweep_working_memory, settings)
-                    background.start_soon(anyio.to_thread.run_sync, core.sync_vault)  # hand edits made meanwhile
-                background.start_soon(anyio.to_thread.run_sync, episodes.warm)  # the first "when" is then quick
-                try:
-                    yield opened
-                finally:
-                    background.cancel_scope.cancel()
-        finally:
-            running.remove(opened)
-            client_logs.close()  # nothing more to send, before the stores say they are closing
-            if opened.enricher is not None:
-                await anyio.to_thread.run_sync(opened.enricher.close)
-            if opened.reflection_triggers is not None:
-                await anyio.to_thread.run_sync(opened.reflection_triggers.close)
-            if memory.read_only is None:
-                await anyio.to_thread.run_sync(episodes.close)  # its index, for the next start
-            if opened.history is not None:
-                await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
-            await anyio.to_thread.run_sync(_keep_windows, conversation)
-            await anyio.to_thread.run_sync(_close_graph, graph_opening)
-            await anyio.to_thread.run_sync(memory.close)
+                yield opened
+            finally:
+                running.remove(opened)
 
     prompt_arguments = prompts.RequiredPromptArguments()
     checked = CheckedRequests()

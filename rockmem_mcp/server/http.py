@@ -82,13 +82,18 @@ async def _refuse(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: MCPServer[Any], settings: Settings) -> ASGIApp:
-    """The ASGI app to serve: refuses to exist on a non-loopback address without a token."""
-    token = settings.auth_token
-    if not is_loopback(settings.host) and not token:
+def refuse_unguarded(settings: Settings) -> None:
+    """Nothing is served on a non-loopback address without a token (MCP or the web page)."""
+    if not is_loopback(settings.host) and not settings.auth_token:
         raise ConfigError(
             f"refusing to serve on {settings.host} without a token: anyone who can reach it could read and write "
             "this memory. Set ROCKMEM_AUTH_TOKEN (clients send Authorization: Bearer <token>), or bind 127.0.0.1"
         )
+
+
+def http_app(server: MCPServer[Any], settings: Settings) -> ASGIApp:
+    """The ASGI app to serve: refuses to exist on a non-loopback address without a token."""
+    refuse_unguarded(settings)
+    token = settings.auth_token
     app: ASGIApp = server.streamable_http_app(host=settings.host, transport_security=transport_security(settings))
     return BearerToken(app, token) if token else app

@@ -1,0 +1,456 @@
+// rockmem's web page. Everything from memory is put on the page with textContent (never innerHTML): stored
+// text is data, never markup or script. Every change goes through the server's services (ui/views.py).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value !== undefined && value !== null && value !== false) node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+class Shown extends Error {} // an error already on the page: nothing more to report
+
+window.addEventListener("unhandledrejection", (event) => { if (event.reason instanceof Shown) event.preventDefault(); });
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function api(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-rockmem-ui": "1" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch("api/" + path, options);
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) {
+    showError(data.error || `${response.status} ${response.statusText}`);
+    throw new Shown(data.error);
+  }
+  showError("");
+  return data;
+}
+
+function when(iso) {
+  return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z") : "";
+}
+
+function debounce(fn, ms) {
+  let timer;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+// ---------------------------------------------------------------------------------------------- tabs
+const loaders = {};
+function openTab(name) {
+  for (const button of document.querySelectorAll("#tabs button")) button.classList.toggle("on", button.dataset.tab === name);
+  for (const section of document.querySelectorAll(".tab")) section.classList.toggle("on", section.id === "tab-" + name);
+  if (loaders[name]) loaders[name]();
+}
+
+// ---------------------------------------------------------------------------------------------- memories
+let searchSerial = 0;
+let selected = null;
+
+async function search() {
+  const serial = ++searchSerial;
+  const params = new URLSearchParams();
+  const fields = { q: "q", store: "store", category: "category", tag: "tag", tier: "tier", after: "after", before: "before" };
+  for (const [param, id] of Object.entries(fields)) if ($(id).value) params.set(param, $(id).value);
+  if ($("archived").checked) params.set("archived", "true");
+  const started = performance.now();
+  const data = await api("memories?" + params);
+  if (serial !== searchSerial) return; // a later search is on its way
+  renderResults(data);
+  const took = performance.now() - started;
+  document.body.dataset.searchMs = took.toFixed(1);
+  document.body.dataset.searchSerial = serial;
+}
+
+function renderResults(data) {
+  const list = $("results");
+  list.replaceChildren();
+  let shown = 0;
+  if (data.store === "memories") {
+    for (const hit of data.results) {
+      const entry = hit.entry;
+      list.append(el("li", { class: "result", "data-id": entry.id, onclick: () => openMemory(entry.id) },
+        el("div", { class: "content" }, entry.content),
+        el("div", { class: "meta" },
+          hit.tier ? el("span", { class: "badge tier-" + hit.tier }, hit.tier) : null,
+          entry.pinned ? el("span", { class: "badge" }, "pinned") : null,
+          entry.archived_at ? el("span", { class: "badge" }, "archived") : null,
+          entry.category || "uncategorized", " · ", (entry.tags || []).join(", "), " · ", when(entry.created_at))));
+    }
+    shown = data.results.length;
+  } else if (data.store === "episodes") {
+    for (const hit of data.episodes) {
+      list.append(el("li", { class: "result" }, el("div", {}, hit.episode.content),
+        el("div", { class: "meta" }, el("span", { class: "badge" }, hit.episode.type), when(hit.episode.at))));
+    }
+    shown = data.episodes.length;
+  } else {
+    for (const p of data.procedures) {
+      list.append(el("li", { class: "result" }, el("div", {}, p.name + (p.archived ? " (archived)" : "")),
+        el("div", { class: "meta" }, (p.trigger || []).join(", "), " · v", p.version, " · ", when(p.updated_at))));
+    }
+    shown = data.procedures.length;
+  }
+  $("result-info").textContent = `${shown} shown of ${data.total}` + (data.mode ? ` · ranking ${data.mode}` : "");
+}
+
+async function openMemory(id) {
+  const data = await api("memories/" + encodeURIComponent(id));
+  selected = data.entry;
+  for (const item of document.querySelectorAll("#results li")) item.classList.toggle("selected", item.dataset.id === id);
+  const entry = data.entry;
+  $("detail").hidden = false;
+  $("detail-id").textContent = entry.id;
+  $("detail-state").textContent = [entry.archived_at ? "archived " + when(entry.archived_at) : "live",
+    entry.pinned ? "pinned" : "", `used ${entry.reinforcement_count}×`].filter(Boolean).join(" · ");
+  $("edit-content").value = entry.content;
+  $("edit-category").value = entry.category || "";
+  $("edit-tags").value = (entry.tags || []).join(", ");
+  $("edit-importance").value = entry.importance;
+  $("pin").textContent = entry.pinned ? "Unpin" : "Pin";
+  $("archive").hidden = Boolean(entry.archived_at);
+  $("restore").hidden = !entry.archived_at;
+  const history = $("history");
+  history.replaceChildren();
+  for (const version of data.history.versions || []) {
+    const changes = (version.changes || []).map((c) => `${c.action} by ${c.actor}: ${c.summary}`).join("; ");
+    history.append(el("li", {}, el("div", { class: "when" }, when(version.time), " ", version.commit.slice(0, 12)),
+      el("div", {}, version.deleted ? "(removed)" : version.text || ""), el("div", { class: "small muted" }, changes)));
+  }
+  if (!(data.history.versions || []).length) {
+    for (const entryLine of data.history.entries || []) {
+      history.append(el("li", {}, el("div", { class: "when" }, when(entryLine.time)),
+        `${entryLine.action} by ${entryLine.actor}: ${entryLine.summary}`));
+    }
+  }
+  if (data.history.note) history.append(el("li", { class: "muted" }, data.history.note));
+}
+
+async function changeSelected(path, body) {
+  if (!selected) return;
+  await api(path, body);
+  await openMemory(selected.id);
+  await search();
+}
+
+function wireMemories() {
+  const later = debounce(search, 120);
+  $("q").addEventListener("input", later);
+  for (const id of ["store", "category", "tag", "tier", "after", "before", "archived"]) $(id).addEventListener("change", later);
+  $("filters").addEventListener("submit", (event) => { event.preventDefault(); search(); });
+  $("save").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), {
+    content: $("edit-content").value,
+    category: $("edit-category").value,
+    tags: $("edit-tags").value,
+    importance: Number($("edit-importance").value),
+  }));
+  $("pin").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), { pinned: !selected.pinned }));
+  $("archive").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id) + "/archive",
+    { pinned: selected.pinned }));
+  $("restore").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), { restore: true }));
+}
+
+async function loadCategories() {
+  const tree = await api("categories");
+  const list = $("categories");
+  list.replaceChildren(...(tree.categories || []).map((c) => el("option", { value: c.category })));
+}
+
+// ---------------------------------------------------------------------------------------------- graph
+const graphState = { nodes: new Map(), edges: new Map(), start: null };
+
+async function showEntity(name, expand) {
+  const data = await api("graph?" + new URLSearchParams({ entity: name, hops: expand ? "1" : "2" }));
+  if (!expand) { graphState.nodes.clear(); graphState.edges.clear(); graphState.start = data.start; }
+  for (const node of data.nodes) {
+    if (!graphState.nodes.has(node.id)) {
+      const anchor = graphState.nodes.get(data.start);
+      graphState.nodes.set(node.id, { ...node, x: (anchor ? anchor.x : 450) + (Math.random() - 0.5) * 80,
+        y: (anchor ? anchor.y : 280) + (Math.random() - 0.5) * 80 });
+    }
+  }
+  for (const edge of data.edges) graphState.edges.set(edge.id, edge);
+  layout();
+  drawGraph();
+}
+
+function layout() {
+  const nodes = [...graphState.nodes.values()];
+  const edges = [...graphState.edges.values()];
+  for (let step = 0; step < 300; step++) {
+    const cool = 1 - step / 300;
+    for (const a of nodes) {
+      a.vx = (450 - a.x) * 0.01; a.vy = (280 - a.y) * 0.01;
+      for (const b of nodes) {
+        if (a === b) continue;
+        const dx = a.x - b.x, dy = a.y - b.y, d2 = Math.max(dx * dx + dy * dy, 25);
+        a.vx += dx / d2 * 900; a.vy += dy / d2 * 900;
+      }
+    }
+    for (const e of edges) {
+      const a = graphState.nodes.get(e.from), b = graphState.nodes.get(e.to);
+      if (!a || !b) continue;
+      const dx = b.x - a.x, dy = b.y - a.y, d = Math.sqrt(dx * dx + dy * dy) || 1, pull = (d - 110) * 0.05;
+      a.vx += dx / d * pull; a.vy += dy / d * pull; b.vx -= dx / d * pull; b.vy -= dy / d * pull;
+    }
+    for (const n of nodes) {
+      n.x = Math.min(880, Math.max(20, n.x + Math.max(-20, Math.min(20, n.vx)) * cool));
+      n.y = Math.min(540, Math.max(20, n.y + Math.max(-20, Math.min(20, n.vy)) * cool));
+    }
+  }
+}
+
+function drawGraph() {
+  const canvas = $("graph-svg");
+  canvas.replaceChildren();
+  const facts = $("graph-facts");
+  facts.replaceChildren();
+  for (const e of graphState.edges.values()) {
+    const a = graphState.nodes.get(e.from), b = graphState.nodes.get(e.to);
+    if (!a || !b) continue;
+    canvas.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y }));
+    canvas.append(svg("text", { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2, class: "edge-label" }, e.predicate));
+    facts.append(el("li", {}, `${a.name} —${e.predicate}→ ${b.name} (${e.confidence})`));
+  }
+  for (const n of graphState.nodes.values()) {
+    const group = svg("g", { class: "node" + (n.id === graphState.start ? " start" : ""), "data-id": n.id,
+      "data-name": n.name, transform: `translate(${n.x},${n.y})` });
+    group.append(svg("circle", { r: 9 }), svg("text", { x: 12, y: 4 }, n.name));
+    group.addEventListener("click", () => showEntity(n.name, true));
+    canvas.append(group);
+  }
+}
+
+async function loadGraph() {
+  const data = await api("graph");
+  $("entity-list").replaceChildren(...data.entities.map((hit) => {
+    const entity = hit.entity || hit;
+    return el("button", { type: "button", onclick: () => { $("entity").value = entity.name; showEntity(entity.name, false); } },
+      entity.name);
+  }));
+}
+
+// ---------------------------------------------------------------------------------------------- core
+async function loadCore() {
+  const view = await api("core");
+  renderCore(view);
+}
+
+function renderCore(view) {
+  $("core-total").textContent = `${view.tokens} of ${view.cap} tokens in all` + (view.over_cap.length ? " · " + view.over_cap.join("; ") : "");
+  const holder = $("core-blocks");
+  holder.replaceChildren();
+  for (const block of view.blocks) {
+    const count = el("span", { class: "count" + (block.tokens > block.cap ? " over" : ""), "data-block": block.name },
+      `${block.tokens} / ${block.cap} tokens`);
+    const text = el("textarea", { rows: Math.max(3, block.lines.length + 1), "data-block": block.name });
+    text.value = block.lines.join("\n");
+    const recount = debounce(async () => {
+      const measured = await api("tokens", { text: text.value });
+      count.textContent = `${measured.tokens} / ${block.cap} tokens`;
+      count.classList.toggle("over", measured.tokens > block.cap);
+      count.dataset.live = text.value.length;
+    }, 100);
+    text.addEventListener("input", recount);
+    const save = el("button", { type: "button", class: "primary", onclick: async () => {
+      renderCore(await api("core", { block: block.name, version: view.version, text: text.value }));
+    } }, "Save " + block.name);
+    holder.append(el("div", { class: "block" }, el("h3", {}, block.name, " ", count), text, save));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- working memory
+let workingEntries = [];
+function left(iso) {
+  const seconds = Math.max(0, Math.round((Date.parse(iso) - Date.now()) / 1000));
+  if (seconds === 0) return "expired";
+  const h = Math.floor(seconds / 3600), m = Math.floor(seconds % 3600 / 60), s = seconds % 60;
+  return (h ? h + "h" : "") + (h || m ? m + "m" : "") + s + "s";
+}
+
+async function loadWorking() {
+  workingEntries = (await api("working")).entries;
+  const body = document.querySelector("#working-table tbody");
+  body.replaceChildren(...workingEntries.map((entry) => el("tr", {},
+    el("td", {}, entry.key), el("td", {}, entry.category || ""), el("td", {}, entry.size + " B"),
+    el("td", { class: "left", "data-expires": entry.expires_at }, left(entry.expires_at)))));
+  $("working-empty").hidden = workingEntries.length > 0;
+}
+setInterval(() => { for (const cell of document.querySelectorAll("td.left")) cell.textContent = left(cell.dataset.expires); }, 1000);
+
+// ---------------------------------------------------------------------------------------------- review
+async function loadReview() {
+  const data = await api("review");
+  $("review-count").textContent = (data.reflections.length + data.proposals.length) || "";
+  const reflections = $("reflections");
+  reflections.replaceChildren();
+  if (!data.reflections.length) reflections.append(el("p", { class: "muted" }, "No reflection is waiting."));
+  for (const reflection of data.reflections) reflections.append(reflectionCard(reflection));
+  const proposals = $("proposals");
+  proposals.replaceChildren();
+  if (!data.proposals.length) proposals.append(el("p", { class: "muted" }, "No proposal is open."));
+  for (const proposal of data.proposals) proposals.append(proposalCard(proposal));
+}
+
+function reflectionCard(reflection) {
+  const rows = reflection.actions.map((action) => {
+    const chosen = el("input", { type: "checkbox", checked: true, "data-action": action.id });
+    const fields = el("textarea", { rows: 2, "data-action": action.id, hidden: true });
+    fields.value = JSON.stringify(action.item);
+    const change = el("button", { type: "button", onclick: () => { fields.hidden = !fields.hidden; } }, "change");
+    return { action, chosen, fields, row: el("div", { class: "action" },
+      el("label", {}, chosen, ` ${action.id} · ${action.kind}: ${action.summary}`), " ", change, fields) };
+  });
+  const reason = el("input", { placeholder: "why (to reject)", class: "reason" });
+  const resolve = async (decision) => {
+    const body = { decision };
+    if (decision === "partial") body.actions = rows.filter((r) => r.chosen.checked).map((r) => r.action.id);
+    if (decision === "approve_with_changes") {
+      body.edits = {};
+      for (const r of rows) {
+        let fields;
+        try { fields = JSON.parse(r.fields.value); } catch { showError(`${r.action.id}: the changes are not JSON`); return; }
+        if (JSON.stringify(fields) !== JSON.stringify(r.action.item)) body.edits[r.action.id] = fields;
+      }
+      body.actions = rows.filter((r) => r.chosen.checked).map((r) => r.action.id);
+    }
+    if (decision === "reject") body.reason = reason.value;
+    await api("reflections/" + encodeURIComponent(reflection.id), body);
+    await loadReview();
+  };
+  return el("div", { class: "card reflection", "data-id": reflection.id },
+    el("h3", {}, `${reflection.id} (${reflection.trigger}, ${when(reflection.started_at)})`),
+    el("pre", {}, reflection.summary), ...rows.map((r) => r.row),
+    el("div", { class: "buttons" },
+      el("button", { type: "button", class: "primary", "data-decision": "approve", onclick: () => resolve("approve") }, "Approve all"),
+      el("button", { type: "button", "data-decision": "approve_with_changes", onclick: () => resolve("approve_with_changes") },
+        "Approve with changes"),
+      el("button", { type: "button", "data-decision": "partial", onclick: () => resolve("partial") }, "Approve checked only"),
+      reason,
+      el("button", { type: "button", class: "danger", "data-decision": "reject", onclick: () => resolve("reject") }, "Reject")));
+}
+
+function proposalCard(proposal) {
+  const store = el("select", { class: "store" }, ...["episodic", "semantic", "procedural", "vault"].map((name) =>
+    el("option", { value: name, selected: name === proposal.store }, name)));
+  const reason = el("input", { placeholder: "why", class: "reason" });
+  const decide = async (action) => {
+    const body = { action, reason: reason.value };
+    if (action === "commit" && store.value !== proposal.store) body.store = store.value;
+    await api("proposals/" + encodeURIComponent(proposal.id), body);
+    await loadReview();
+  };
+  return el("div", { class: "card proposal", "data-id": proposal.id },
+    el("div", {}, el("span", { class: "badge" }, proposal.status), `from ${proposal.from} · ${when(proposal.time)}`),
+    el("p", {}, proposal.content),
+    el("div", { class: "buttons" }, store,
+      el("button", { type: "button", class: "primary", onclick: () => decide("commit") }, "Commit"),
+      reason,
+      el("button", { type: "button", onclick: () => decide("defer") }, "Defer"),
+      el("button", { type: "button", class: "danger", onclick: () => decide("reject") }, "Reject")));
+}
+
+// ---------------------------------------------------------------------------------------------- audit
+function before(iso) {
+  return new Date(Date.parse(iso) - 1).toISOString();
+}
+
+async function loadAudit() {
+  const params = new URLSearchParams({ limit: "150" });
+  for (const [param, id] of [["item", "audit-item"], ["actor", "audit-actor"], ["action", "audit-action"]]) {
+    if ($(id).value) params.set(param, $(id).value);
+  }
+  const entries = await api("audit?" + params);
+  $("audit-list").replaceChildren(...entries.map((entry) => {
+    const revert = el("button", { type: "button", class: "revert", onclick: async () => {
+      const result = await api("revert", { item: entry.file, to: before(entry.time) });
+      showError("");
+      $("audit-item").value = "";
+      await loadAudit();
+      $("audit-list").prepend(el("li", { class: "done" }, `${result.revert_id}: ${result.restored.length} restored, ` +
+        `${result.removed.length} removed`));
+    } }, "Revert this change");
+    const run = /^(dream|reflection):/.test(entry.actor) ? el("button", { type: "button", onclick: async () => {
+      await api("revert", { run: entry.actor });
+      await loadAudit();
+    } }, "Undo the whole run") : null;
+    return el("li", { "data-file": entry.file, "data-action": entry.action },
+      el("div", { class: "when" }, `${when(entry.time)} · ${entry.actor} · ${entry.approval}`),
+      el("div", {}, el("b", {}, entry.action), " ", entry.file, " — ", entry.summary), revert, " ", run);
+  }));
+}
+
+// ---------------------------------------------------------------------------------------------- salience
+const TIER_COLOURS = { active: "#32d583", fading: "#fdb022", dormant: "#98a2b3", archive_candidate: "#f97066" };
+
+async function loadSalience() {
+  const data = await api("salience");
+  const now = $("tiers-now");
+  now.replaceChildren();
+  const top = Math.max(1, ...Object.values(data.now));
+  Object.entries(data.now).forEach(([tier, count], i) => {
+    const height = 160 * count / top;
+    now.append(svg("rect", { x: 40 + i * 150, y: 180 - height, width: 100, height, fill: TIER_COLOURS[tier], "data-tier": tier }),
+      svg("text", { x: 40 + i * 150, y: 200 }, tier.replace("_", " ")),
+      svg("text", { x: 40 + i * 150, y: 175 - height, class: "tier-count", "data-tier": tier }, String(count)));
+  });
+  const past = $("tiers-history");
+  past.replaceChildren();
+  const points = [...data.history, { at: new Date().toISOString(), tiers: data.now }];
+  const most = Math.max(1, ...points.map((p) => Object.values(p.tiers).reduce((a, b) => a + b, 0)));
+  const width = 560 / Math.max(points.length, 1);
+  points.forEach((point, i) => {
+    let y = 190;
+    for (const tier of Object.keys(TIER_COLOURS)) {
+      const height = 170 * (point.tiers[tier] || 0) / most;
+      y -= height;
+      past.append(svg("rect", { x: 50 + i * width, y, width: Math.max(width - 2, 1), height, fill: TIER_COLOURS[tier] }));
+    }
+  });
+  past.append(svg("text", { x: 50, y: 210 }, points.length > 1 ? when(points[0].at) : "no decay pass yet: run a dream"),
+    svg("text", { x: 480, y: 210 }, "now"));
+  $("least").replaceChildren(...data.least.map((m) => el("li", {}, `${m.salience} ${m.tier} · ${m.preview}`)));
+}
+
+// ---------------------------------------------------------------------------------------------- start
+Object.assign(loaders, { graph: loadGraph, core: loadCore, working: loadWorking, review: loadReview,
+  audit: loadAudit, salience: loadSalience });
+
+document.addEventListener("DOMContentLoaded", async () => {
+  for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => openTab(button.dataset.tab));
+  wireMemories();
+  $("graph-form").addEventListener("submit", (event) => { event.preventDefault(); showEntity($("entity").value, false); });
+  $("audit-form").addEventListener("submit", (event) => { event.preventDefault(); loadAudit(); });
+  const status = await api("status");
+  $("home").textContent = `${status.home} · ${status.memories} memories` +
+    (status.read_only ? " · read-only" : "");
+  await search();
+  document.body.dataset.ready = "1";
+  loadCategories().catch(() => {});
+  loadReview().catch(() => {});
+});

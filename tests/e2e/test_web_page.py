@@ -1,0 +1,325 @@
+"""The web page in a real headless browser (Playwright, Debian's Chromium) against `rockmem-mcp ui` started as a
+real process on loopback: search, edit, pin, archive, approve and revert driven by clicks, checked on disk and
+through the CLI. A screenshot of each tab is kept in test-artifacts/ (ROCKMEM_TEST_ARTIFACTS to move it)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.e2e.browser import CHROMIUM_ARGS, chromium
+
+ARTIFACTS = Path(os.environ.get("ROCKMEM_TEST_ARTIFACTS") or Path(__file__).parents[2] / "test-artifacts")
+STARTUP_TIMEOUT = 30.0
+HOSTILE = "Alice takes her coffee black <img src=x onerror=\"document.title='owned'\"><script>alert(1)</script>"
+
+
+def cli(home: Path, *args: str, **env: str) -> Any:
+    """A rockmem-mcp command on `home`; its --json output, parsed."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
+    done = subprocess.run(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(home), *args, "--json"],
+        capture_output=True, text=True, env=environment, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def hits(home: Path, words: str) -> list[dict[str, Any]]:
+    """`rockmem-mcp search WORDS --json`: one hit per line."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
+    done = subprocess.run([sys.executable, "-m", "rockmem_mcp", "--home", str(home), "search", words, "--json"],
+                          capture_output=True, text=True, env=environment, timeout=120, check=True)  # fmt: skip
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+@contextlib.contextmanager
+def page_server(home: Path, log: Path, *extra: str, **env: str) -> Iterator[str]:
+    """`rockmem-mcp ui --port 0` (or `serve … --ui` when `extra` says so); yields the page's URL as announced."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
+    command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), *(extra or ("ui", "--port", "0"))]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=environment)  # fmt: skip
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not (found := re.search(r"web page at (http://\S+/ui/)", log.read_text())):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield found.group(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    try:
+        yield opened
+    finally:
+        context.close()
+    assert not problems, problems  # no script error on the page at any point
+
+
+def shoot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"web-page-{name}.png"), full_page=True)
+
+
+def open_page(page: Page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+
+
+def search_for(page: Page, words: str) -> None:
+    serial = page.evaluate("document.body.dataset.searchSerial || '0'")
+    page.fill("#q", words)
+    page.wait_for_function("(before) => Number(document.body.dataset.searchSerial || 0) > Number(before)", arg=serial)
+
+
+@pytest.fixture
+def seeded_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    cli(home, "add", HOSTILE, "--category", "user-preferences/coffee", "--tag", "coffee")
+    cli(home, "add", "The deploy runs on Fridays at 16:00", "--category", "project-context/deploy", "--tag", "ops")
+    return home
+
+
+def test_search_edit_pin_archive_and_restore_by_clicks(page: Page, seeded_home: Path, tmp_path: Path) -> None:
+    with page_server(seeded_home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        search_for(page, "coffee")
+        hit = page.locator("#results li.result")
+        expect(hit).to_have_count(1)
+        # Stored markup is text on the page: no element was made from it, and no script of it ran.
+        expect(hit.locator(".content")).to_have_text(HOSTILE)
+        assert page.locator("#results img, #results script").count() == 0
+        assert page.title() == "rockmem"
+        entry_id = hit.get_attribute("data-id")
+        assert entry_id
+
+        hit.click()
+        expect(page.locator("#detail-id")).to_have_text(entry_id)
+        page.fill("#edit-content", "Alice takes her coffee with oat milk")
+        page.fill("#edit-tags", "coffee, milk")
+        page.click("#save")
+        expect(page.locator("#history li")).to_have_count(2)  # both versions, with who made them
+        expect(page.locator("#history")).to_contain_text("EDIT by manual")
+        stored = cli(seeded_home, "get", entry_id)
+        assert stored["content"] == "Alice takes her coffee with oat milk" and stored["tags"] == ["coffee", "milk"]
+
+        page.click("#pin")
+        expect(page.locator("#pin")).to_have_text("Unpin")
+        assert cli(seeded_home, "get", entry_id)["pinned"] is True
+        page.click("#archive")  # a pinned memory: the page confirms the pin it shows
+        expect(page.locator("#restore")).to_be_visible()
+        assert cli(seeded_home, "get", entry_id)["archived_at"] is not None
+        search_for(page, "oat milk")
+        expect(page.locator("#results li.result")).to_have_count(0)  # archived: out of search
+        page.check("#archived")
+        expect(page.locator("#results li.result")).to_have_count(1)
+        page.click("#restore")
+        expect(page.locator("#archive")).to_be_visible()
+        assert cli(seeded_home, "get", entry_id)["archived_at"] is None
+
+        # Filters: category, tag and tier narrow the list.
+        page.uncheck("#archived")
+        page.fill("#q", "")
+        page.fill("#category", "project-context")
+        page.dispatch_event("#category", "change")
+        expect(page.locator("#results li.result")).to_have_count(1)
+        expect(page.locator("#results li.result .content")).to_have_text("The deploy runs on Fridays at 16:00")
+        page.select_option("#tier", "dormant")
+        expect(page.locator("#results li.result")).to_have_count(0)
+        shoot(page, "memories")
+
+
+def test_an_edit_reverted_from_the_audit_timeline(page: Page, seeded_home: Path, tmp_path: Path) -> None:
+    entry_id = hits(seeded_home, "deploy")[0]["entry"]["id"]
+    with page_server(seeded_home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        search_for(page, "deploy")
+        page.click(f"#results li[data-id='{entry_id}']")
+        page.fill("#edit-content", "The deploy runs on Mondays")
+        page.click("#save")
+        expect(page.locator("#history li")).to_have_count(2)
+        assert cli(seeded_home, "get", entry_id)["content"] == "The deploy runs on Mondays"
+
+        page.click("button[data-tab=audit]")
+        edit = page.locator("#audit-list li[data-action='EDIT']").first
+        expect(edit).to_contain_text(entry_id)
+        edit.locator("button.revert").click()
+        expect(page.locator("#audit-list li.done")).to_contain_text("1 restored")
+        assert cli(seeded_home, "get", entry_id)["content"] == "The deploy runs on Fridays at 16:00"
+        expect(page.locator("#audit-list li[data-action='REVERT']").first).to_be_visible()
+        shoot(page, "audit")
+
+
+def test_reflection_and_proposals_approved_by_clicks(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for _ in range(2):  # a duplicate: the reflection proposes to merge it
+        cli(home, "add", "Bob is allergic to peanuts", "--category", "people/bob")
+    cli(home, "reflect", "--run", ROCKMEM_REFLECTION_APPROVAL="always")
+    pending = cli(home, "reflect")
+    assert len(pending) == 1 and pending[0]["actions"]
+    # Two sub-agent proposals, filed as a gated sub-agent's save_memory files them.
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.services.proposals import Proposals
+
+    settings = Settings.load({"home": str(home), "namespace": "subagent/researcher"})
+    proposals = Proposals(settings, Audit(settings))
+    kept = proposals.propose_save("The staging database is db-staging-2", category="project-context/db")
+    dropped = proposals.propose_save("Bob likes peanuts")
+
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        expect(page.locator("#review-count")).to_have_text("3")
+        page.click("button[data-tab=review]")
+        card = page.locator(f".reflection[data-id='{pending[0]['id']}']")
+        expect(card).to_contain_text("merge")
+        shoot(page, "review")
+        card.locator("button[data-decision=approve]").click()
+        expect(page.locator(".reflection")).to_have_count(0)
+
+        page.locator(f".proposal[data-id='{kept.id}'] button.primary").click()
+        expect(page.locator(f".proposal[data-id='{kept.id}']")).to_have_count(0)
+        page.locator(f".proposal[data-id='{dropped.id}'] input.reason").fill("contradicts the allergy")
+        page.locator(f".proposal[data-id='{dropped.id}'] button.danger").click()
+        expect(page.locator(".proposal")).to_have_count(0)
+
+    assert cli(home, "reflect", pending[0]["id"])[0]["status"] == "approved"
+    assert len(hits(home, "peanuts")) == 1  # the duplicate was merged
+    assert hits(home, "staging database")[0]["entry"]["content"].startswith("The staging")
+    decided = {p["id"]: p["status"] for p in cli(home, "proposals", "list", "--all")["proposals"]}
+    assert decided == {kept.id: "committed", dropped.id: "rejected"}
+
+
+def test_reflection_partly_approved_and_rejected(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for text in ("Carol works on the billing service", "Dan prefers tea over coffee"):
+        for _ in range(2):
+            cli(home, "add", text)
+    cli(home, "reflect", "--run", ROCKMEM_REFLECTION_APPROVAL="always")
+    first = cli(home, "reflect")[0]
+    assert len(first["actions"]) >= 2
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=review]")
+        card = page.locator(f".reflection[data-id='{first['id']}']")
+        card.locator(f"input[data-action='{first['actions'][0]['id']}']").uncheck()
+        card.locator("button[data-decision=partial]").click()
+        expect(page.locator(".reflection")).to_have_count(0)
+    resolved = cli(home, "reflect", first["id"])[0]
+    assert resolved["status"] == "partial"
+    outcomes = {a["id"]: a["outcome"] for a in resolved["actions"]}
+    assert outcomes[first["actions"][0]["id"]] == "not chosen"
+    assert all(o == "applied" for i, o in outcomes.items() if i != first["actions"][0]["id"])
+
+    cli(home, "add", "Erin owns the release checklist")
+    cli(home, "add", "Erin owns the release checklist")
+    cli(home, "reflect", "--run", ROCKMEM_REFLECTION_APPROVAL="always")
+    second = cli(home, "reflect")[0]
+    with page_server(home, tmp_path / "ui2.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=review]")
+        card = page.locator(f".reflection[data-id='{second['id']}']")
+        card.locator("button[data-decision=reject]").click()  # no reason: the service's refusal is shown
+        expect(page.locator("#error")).to_be_visible()
+        card.locator("input.reason").fill("keep both for now")
+        card.locator("button[data-decision=reject]").click()
+        expect(page.locator(".reflection")).to_have_count(0)
+    assert cli(home, "reflect", second["id"])[0]["status"] == "rejected"
+    assert len(hits(home, "release checklist")) == 2
+
+
+def test_core_graph_working_and_salience_tabs(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cli(home, "add", "Frank leads the payments team", "--category", "people/frank")
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.working import WorkingMemory
+
+    settings = Settings.load({"home": str(home)})
+    graph = GraphService(settings)
+    graph.add_triples([
+        {"subject": "Frank", "predicate": "leads", "object": "Payments"},
+        {"subject": "Payments", "predicate": "depends_on", "object": "Ledger"},
+        {"subject": "Ledger", "predicate": "written_in", "object": "Rust"},
+    ])  # fmt: skip
+    graph.close()
+    WorkingMemory(settings, "session/abc").save("draft-plan", "step one, step two", ttl_minutes=60)
+
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=core]")
+        identity = page.locator("textarea[data-block='Identity']")
+        count = page.locator(".count[data-block='Identity']")
+        expect(count).to_have_text("0 / 500 tokens")
+        identity.fill("The user is Frank, who leads payments.")
+        expect(count).not_to_have_text("0 / 500 tokens")  # counted live, before any save
+        live = count.inner_text()
+        page.click("text=Save Identity")
+        expect(page.locator("#core-total")).not_to_have_text("0 of 3000 tokens in all")
+        expect(page.locator(".count[data-block='Identity']")).to_have_text(live)  # the live count was the saved one
+        assert cli(home, "core")["blocks"][0]["lines"] == ["The user is Frank, who leads payments."]
+        shoot(page, "core")
+
+        page.click("button[data-tab=graph]")
+        page.click("#entity-list button:text-is('Frank')")
+        nodes = page.locator("#graph-svg g.node")
+        expect(nodes).to_have_count(3)  # Frank, Payments, Ledger: two hops
+        page.locator("#graph-svg g.node[data-name='Ledger']").click()  # expand: Rust comes in
+        expect(nodes).to_have_count(4)
+        expect(page.locator("#graph-facts")).to_contain_text("Ledger —written_in→ Rust")
+        shoot(page, "graph")
+
+        page.click("button[data-tab=working]")
+        row = page.locator("#working-table tbody tr")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("session/abc/draft-plan")
+        expect(row.locator("td.left")).to_have_text(re.compile(r"^(59m|1h0m)\d+s$"))
+
+        page.click("button[data-tab=salience]")
+        expect(page.locator("text.tier-count[data-tier=active]")).to_have_text("1")
+        shoot(page, "salience")
+
+
+def test_page_paints_and_searches_quickly_in_the_browser(page: Page, seeded_home: Path, tmp_path: Path) -> None:
+    """The browser's own timings on a small home, as a smoke check of what benchmarks/web_page.py measures at
+    100k (BENCHMARKS.md): first contentful paint and a search from keystroke to rendered list."""
+    with page_server(seeded_home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        paint = page.evaluate(
+            "performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint')?.startTime ?? -1"
+        )
+        assert paint > 0
+        search_for(page, "deploy")
+        assert float(page.evaluate("document.body.dataset.searchMs")) > 0
