@@ -323,3 +323,25 @@ def test_page_paints_and_searches_quickly_in_the_browser(page: Page, seeded_home
         assert paint > 0
         search_for(page, "deploy")
         assert float(page.evaluate("document.body.dataset.searchMs")) > 0
+
+
+def test_reflection_approved_with_a_change_typed_on_the_page(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for _ in range(2):
+        cli(home, "add", "Bob is allergic to peanuts")
+    cli(home, "reflect", "--run", ROCKMEM_REFLECTION_APPROVAL="always")
+    pending = cli(home, "reflect")[0]
+    merge = pending["actions"][0]
+    assert merge["kind"] == "merge"
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=review]")
+        card = page.locator(f".reflection[data-id='{pending['id']}']")
+        card.locator("button:text-is('change')").click()
+        changed = {**merge["item"], "content": "Bob has a severe peanut allergy (carries an EpiPen)"}
+        card.locator(f"textarea[data-action='{merge['id']}']").fill(json.dumps(changed))
+        card.locator("button[data-decision=approve_with_changes]").click()
+        expect(page.locator(".reflection")).to_have_count(0)
+    assert cli(home, "reflect", pending["id"])[0]["status"] == "approved"
+    found = hits(home, "peanut")
+    assert [hit["entry"]["content"] for hit in found] == ["Bob has a severe peanut allergy (carries an EpiPen)"]

@@ -48,6 +48,16 @@ def test_sizes_parse_with_suffixes() -> None:
     assert [speed.label(n) for n in (300, 10_000, 1_000_000)] == ["300", "10k", "1m"]
 
 
+def test_web_page_harness_times_paint_and_searches_in_the_browser(tmp_path: Path) -> None:
+    from benchmarks import search_stdio, web_page
+
+    search_stdio.build(tmp_path, 200)
+    report = web_page.measure(tmp_path / "rockmem-home", Corpus(seed=speed.QUERY_SEED).queries(4), loads=2)
+    assert report["memories"] == 200 and report["loads"] == 2 and report["queries"] == 4
+    assert report["first_contentful_paint_ms"]["p50_ms"] > 0 and report["search_in_browser_ms"]["n"] == 4
+    assert report["search_api_only_ms"]["n"] == 4
+
+
 @pytest.mark.skipif(
     not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
     reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
