@@ -8,8 +8,9 @@ Starts `rockmem-mcp ui --port 0` with this interpreter, then measures in the bro
   each in a fresh browser context (no cache), `--loads` times;
 - a search typed into the box, from the request leaving to the results rendered (the page's own `searchMs`; the
   typing debounce is not counted), over `--queries` corpus queries;
-- the same searches as plain HTTP calls to the page's API from Python (httpx), the same-run baseline: the
-  difference is what the browser adds (fetch, JSON, rendering).
+- the same searches as plain HTTP calls to the page's API from Python (httpx), after the browser's, the same-run
+  baseline: the difference is what the browser adds (fetch, JSON, rendering).
+The first `WARM_UP` queries are sent once before anything is timed (what the server loads on first use).
 Prints one JSON line (percentiles in milliseconds).
 """
 
@@ -31,6 +32,7 @@ from benchmarks import speed
 from benchmarks.corpus import Corpus
 
 STARTUP_TIMEOUT = 600.0
+WARM_UP = 10
 
 
 def start(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -56,7 +58,8 @@ def measure(home: Path, queries: list[str], loads: int) -> dict[str, Any]:
     try:
         with httpx.Client(timeout=60) as http:  # one connection, as the browser keeps one
             count = http.get(url + "api/status").json()["memories"]
-            api = [_timed_get(http, url + "api/memories", {"q": query}) for query in queries]
+            for query in queries[:WARM_UP]:  # the first calls pay for what the server loads once
+                http.get(url + "api/memories", params={"q": query})
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
             paints, ready = [], []
@@ -81,6 +84,8 @@ def measure(home: Path, queries: list[str], loads: int) -> dict[str, Any]:
                 page.wait_for_function("(s) => document.body.dataset.searchSerial !== s", arg=serial)
                 searches.append(float(page.evaluate("document.body.dataset.searchMs")) / 1000)
             browser.close()
+        with httpx.Client(timeout=60) as http:  # the same searches, after the browser's: both warm
+            api = [_timed_get(http, url + "api/memories", {"q": query}) for query in queries]
         rss = speed.server_rss_mb(process.pid)
     finally:
         process.terminate()
