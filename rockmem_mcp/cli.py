@@ -17,6 +17,7 @@ import errno
 import json
 import logging
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -289,13 +290,6 @@ def say(text: object = "") -> None:
     print(text)
 
 
-def _progress(line: str) -> None:
-    """Rewrite the progress line on stderr (a terminal): `line` is the CLI's own text, so its `\\r` goes raw."""
-    stream = sys.stderr
-    getattr(stream, "raw", stream).write(f"\r{line}")
-    stream.flush()
-
-
 def _main(args: argparse.Namespace) -> int:
     command = args.command or "serve"
     try:
@@ -564,6 +558,15 @@ def _open_output(path: str) -> TextIO:
     return open(path, "w", encoding="utf-8")
 
 
+def _file_size(source: BinaryIO) -> int | None:
+    """A regular file's size in bytes; None for a pipe or a terminal (or an empty file)."""
+    try:
+        info = os.fstat(source.fileno())
+    except (OSError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_size else None
+
+
 def _open_input(path: str) -> BinaryIO:
     # Bytes, decoded line by line by the importer, so one bad line is reported instead of ending the import.
     if path == "-":
@@ -572,24 +575,26 @@ def _open_input(path: str) -> BinaryIO:
 
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.cli_progress import Meter
     from rockmem_mcp.services.transfer import HomeStores, bounded_lines, import_jsonl
 
     started = time.monotonic()
-    show = sys.stderr.isatty()
-
-    def progress(line: int) -> None:
-        if show:
-            rate = line / max(time.monotonic() - started, 1e-9)
-            _progress(f"importing: line {line:,} ({rate:,.0f} lines/s)")
-
     try:
         source = _open_input(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot read {args.file}: {exc.strerror}") from None
-    with source, _memory(settings) as memory, _graph(settings) as graph:
+    size = _file_size(source)  # a file's bytes: the bar's whole (a pipe has no size: lines are counted)
+
+    def progress(line: int) -> None:
+        meter.update(source.tell() if size else line, size, f"line {line:,}")
+
+    with (
+        source,
+        Meter("importing", "bytes" if size else "lines", size) as meter,
+        _memory(settings) as memory,
+        _graph(settings) as graph,
+    ):
         report = import_jsonl(memory, bounded_lines(source), progress, others=HomeStores(settings, graph))
-    if show:
-        print(file=sys.stderr)
     _report_bad_lines(report.errors)
     for reason in report.skipped[:50]:
         print(f"skipped {reason}", file=sys.stderr)
@@ -646,9 +651,12 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         target = _open_output(args.file)
     except OSError as exc:
         raise RockmemError(f"cannot write {args.file}: {exc.strerror}") from None
+    from rockmem_mcp.cli_progress import Meter
+
     with _memory(settings) as memory, _graph(settings) as graph:
         others = HomeStores(settings, graph)
-        count = export_jsonl(memory, target, others)
+        with Meter("exporting", "memories", len(memory.index)) as meter:
+            count = export_jsonl(memory, target, others, meter.update)
     if target is not sys.stdout:
         target.close()
     extra = (
@@ -716,7 +724,11 @@ def _dream_once(dreamer: Any, settings: Settings, plan: Any, args: argparse.Name
         yield dreamer.apply(plan, args.dream_pass or "consolidation", "plan", args.dry_run)
         return
     if args.dream_pass in (None, "deterministic"):
-        yield dreamer.run_deterministic(args.dry_run)
+        from rockmem_mcp.cli_progress import Meter
+
+        with Meter("dreaming", "steps") as meter:
+            report = dreamer.run_deterministic(args.dry_run, meter.update)
+        yield report
     if args.dream_pass == "deterministic" or not (settings.llm_endpoint and settings.llm_model):
         if args.dream_pass not in (None, "deterministic"):
             raise RockmemError(
@@ -726,9 +738,15 @@ def _dream_once(dreamer: Any, settings: Settings, plan: Any, args: argparse.Name
         return
     llm = ChatLLM(settings)
     try:
-        for name in [args.dream_pass] if args.dream_pass else PASSES:
+        from rockmem_mcp.cli_progress import Meter
+
+        passes = [args.dream_pass] if args.dream_pass else list(PASSES)
+        for done, name in enumerate(passes):
             print(f"dreaming: {name} ...", file=sys.stderr, flush=True)
-            yield dreamer.run_llm(name, llm, args.dry_run)
+            with Meter("dreaming with the model", "passes", len(passes)) as meter:
+                meter.update(done, note=name)
+                report = dreamer.run_llm(name, llm, args.dry_run)
+            yield report
     finally:
         llm.close()
         print(f"language model: {llm.tokens_used} tokens", file=sys.stderr)
@@ -872,17 +890,12 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
         print(f"indexed {len(memory.index)} memories", file=sys.stderr)
         summary["memories"] = len(memory.index)
         if getattr(args, "embeddings", False):
+            from rockmem_mcp.cli_progress import Meter
+
             started = time.monotonic()
-            show = sys.stderr.isatty()
-
-            def progress(done: int, total: int) -> None:
-                if show:
-                    _progress(f"embedding: {_bar(done, total)} {done:,}/{total:,}")
-
             worker = memory.vector_worker
-            done = worker.drain(progress)
-            if show:
-                print(file=sys.stderr)
+            with Meter("embedding", "memories") as meter:
+                done = worker.drain(meter.update)
             print(
                 f"vectors for {done} memories ({worker.embedded} embedded with {memory.embedder.model_id}, "
                 f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
@@ -938,11 +951,6 @@ def _audit_prune(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def _bar(done: int, total: int, width: int = 30) -> str:
-    filled = width * done // max(total, 1)
-    return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
 @contextlib.contextmanager

@@ -129,8 +129,8 @@ CORE = [f"{PACKAGE}.{name}" for name in ("services", "search", "storage", "model
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if _in(m, *CORE)], ids=lambda m: m.relpath)
-def test_the_core_never_imports_the_server_or_cli(module: Module) -> None:
-    assert _imports_any(module, f"{PACKAGE}.server", f"{PACKAGE}.cli") == set()
+def test_the_core_never_imports_the_server_cli_or_page(module: Module) -> None:
+    assert _imports_any(module, f"{PACKAGE}.server", f"{PACKAGE}.cli", f"{PACKAGE}.ui") == set()
 
 
 @pytest.mark.parametrize(

@@ -374,18 +374,30 @@ def import_jsonl(
     return report
 
 
-def export_jsonl(memory: MemoryService, out: TextIO, others: HomeStores | None = None) -> int:
+def export_jsonl(
+    memory: MemoryService,
+    out: TextIO,
+    others: HomeStores | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Write every entry (archived ones too), oldest first, in the format import reads; then, with `others`,
     the graph, live working memory and feedback as lines tagged "store". Returns the memories written
-    (`others.exported` counts the rest)."""
+    (`others.exported` counts the rest); `progress(memories written)` hears of them every EXPORT_PROGRESS."""
     count = 0
     for entry in memory.iter_entries():
         out.write(memory.with_uses(entry).model_dump_json() + "\n")  # uses from the access log too
         count += 1
+        if progress is not None and count % EXPORT_PROGRESS == 0:
+            progress(count)
+    if progress is not None:
+        progress(count)
     for line in others.export_lines() if others is not None else ():
         out.write(line + "\n")
         others.exported += 1
     return count
+
+
+EXPORT_PROGRESS = 1_000  # memories between two progress reports
 
 
 # ------------------------------------------------------------------------ the reference memory server's graph
