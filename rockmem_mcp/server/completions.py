@@ -1,8 +1,9 @@
 """Completions (`completion/complete`): what a client offers as a user types a resource template's argument.
 
-Memory ids, entity names (and aliases), episode days, working-memory keys, workspace files and procedure names
-complete from what exists, matched from the start of what was typed (names in any case). Free text (a recall
-query, a prompt's message) and an unknown reference complete to an empty list.
+Memory ids, category paths, tags, entity names (and aliases), episode days, working-memory keys, workspace files
+and procedure names complete from what exists, matched from the start of what was typed (names in any case), for
+resource templates and for the `remember` prompt's category. Free text (a recall query, a prompt's message) and an
+unknown reference complete to an empty list.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     async def complete(
         ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument, context: Any
     ) -> Completion | None:
-        if not isinstance(ref, ResourceTemplateReference):
-            return None  # the prompts take free text (or nothing)
-        source = SOURCES.get((ref.uri, argument.name))
+        key = (ref.uri, argument.name) if isinstance(ref, ResourceTemplateReference) else (ref.name, argument.name)
+        source = SOURCES.get(key)  # a prompt's free text (a recall message) completes to nothing
         if source is None:
             return None
         values, total = source(current(), argument.value)
@@ -44,7 +44,15 @@ def _working_keys(svc: Services, prefix: str) -> tuple[list[str], int]:
     return _starting(sorted(info.key for root in ROOTS for info in working.list(root)), prefix)
 
 
+def _categories(svc: Services, prefix: str) -> tuple[list[str], int]:
+    return _starting([c.category for c in svc.memory.categories().categories], prefix, fold=True)
+
+
+# (resource template or prompt name, argument) -> what completes it
 SOURCES: dict[tuple[str, str], Callable[[Services, str], tuple[list[str], int]]] = {
+    ("rockmem://categories/{+path}", "path"): _categories,
+    ("rockmem://tags/{tag}", "tag"): lambda svc, typed: svc.memory.tags_starting(typed, MAX_VALUES),
+    ("remember", "category"): _categories,
     ("rockmem://memory/{id}", "id"): lambda svc, typed: svc.memory.ids_starting(typed, MAX_VALUES),
     ("rockmem://graph/{entity}", "entity"): lambda svc, typed: svc.graph.names_starting(typed, MAX_VALUES),
     ("rockmem://entities/{name}", "name"): lambda svc, typed: svc.graph.names_starting(typed, MAX_VALUES),

@@ -54,12 +54,24 @@ def register(server: MCPServer) -> None:
 
     @server.prompt("remember", title="How to save memories well")
     @reports_prompt_errors
-    def remember(ctx: Context) -> list[UserMessage]:
+    def remember(
+        ctx: Context,
+        category: Annotated[
+            str | None, Field(description="Only this category's branch of the list, e.g. 'project-context'")
+        ] = None,
+    ) -> list[UserMessage]:
         """How to save a memory that is found again: one fact per entry, category paths (with this memory's
-        own categories), tags, importance, and anti-patterns as "Don't X for Y — instead Z"."""
+        own categories, or one branch of them), tags, importance, and anti-patterns as "Don't X for Y — instead
+        Z"."""
         svc = services(ctx)
         tree = svc.memory.categories()
-        listed = "\n".join(f"- {c.category} ({c.total})" for c in tree.categories) or "- (none yet)"
+        branch = (category or "").strip().strip("/")
+        shown = [
+            c for c in tree.categories if not branch or c.category == branch or c.category.startswith(branch + "/")
+        ]
+        listed = "\n".join(f"- {c.category} ({c.total})" for c in shown) or (
+            f"- (nothing under {branch} yet)" if branch else "- (none yet)"
+        )
         return [UserMessage(svc.templates.render("remember", categories=listed))]
 
     @server.prompt("memory-rules", title="When to recall, search, save and use working memory")

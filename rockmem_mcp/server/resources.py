@@ -85,6 +85,21 @@ def register(server: MCPServer, current: Callable[[], Services]) -> None:
     def categories() -> str:
         return current().memory.categories().model_dump_json(indent=2)
 
+    @server.resource("rockmem://categories/{+path}", mime_type="application/json", title="Memories in a category")
+    @reports_resource_errors
+    def category_entries(path: str) -> str:
+        """The newest live memories filed under `path` and its subcategories (up to the search limit), with the
+        count in all."""
+        memory = current().memory
+        return memory.search(None, category=path, limit=memory.settings.search_limit_max).model_dump_json(indent=2)
+
+    @server.resource("rockmem://tags/{tag}", mime_type="application/json", title="Memories with a tag")
+    @reports_resource_errors
+    def tag_entries(tag: str) -> str:
+        """The newest live memories carrying `tag` (up to the search limit), with the count in all."""
+        memory = current().memory
+        return memory.search(None, tags=[tag], limit=memory.settings.search_limit_max).model_dump_json(indent=2)
+
     @server.resource("rockmem://salience", mime_type="application/json", title="Least and most salient memories")
     @reports_resource_errors
     def salience() -> str:

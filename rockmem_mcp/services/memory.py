@@ -38,6 +38,7 @@ from rockmem_mcp.models import (
     new_entry_id,
     normalize_category,
     normalize_tags,
+    tag_key,
     utc_now,
     validate_entry_id,
 )
@@ -869,6 +870,15 @@ class MemoryService:
         with self._lock:
             self._sync()
             found = sorted(entry_id for entry_id in self.index.bm25.slot_of if entry_id.startswith(prefix))
+        return found[:limit], len(found)
+
+    def tags_starting(self, prefix: str, limit: int) -> tuple[list[str], int]:
+        """Tags the index knows (as compared: case folded) that begin with `prefix`, sorted, at most `limit`, and
+        how many there are. A tag whose last memory lost it may still be listed until the next reindex."""
+        wanted = tag_key(prefix)
+        with self._lock:
+            self._sync()
+            found = sorted(tag for tag in self.index.tags if tag.startswith(wanted))
         return found[:limit], len(found)
 
     # ------------------------------------------------------------------ salience

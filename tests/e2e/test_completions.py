@@ -3,6 +3,7 @@ types gets what exists, from the start of what was typed; free text and unknown 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,36 @@ async def test_a_client_completes_ids_names_days_keys_files_and_procedures(stdio
             PromptReference(type="ref/prompt", name="recall"), {"name": "message", "value": "h"}
         )
         assert prompt.completion.values == []
+
+
+async def test_category_paths_tags_and_the_remember_prompts_category_complete(stdio_server: Any, home: Path) -> None:
+    async with stdio_server(home) as client:
+        for content, category, tags in [
+            ("Tea at four", "user-preferences/drinks", ["Tea", "afternoon"]),
+            ("Deploys on Friday", "project-context/deploy", ["ops"]),
+            ("Timezone is CET", "user-preferences/time", ["tz"]),
+        ]:
+            await client.call_tool("save_memory", {"content": content, "category": category, "tags": tags})
+
+        async def values(ref: Any, name: str, typed: str) -> list[str]:
+            return (await client.complete(ref, {"name": name, "value": typed})).completion.values
+
+        categories = template("rockmem://categories/{+path}")
+        assert await values(categories, "path", "user") == [
+            "user-preferences", "user-preferences/drinks", "user-preferences/time"
+        ]  # fmt: skip
+        assert await values(categories, "path", "USER-PREFERENCES/D") == ["user-preferences/drinks"]
+        assert await values(template("rockmem://tags/{tag}"), "tag", "t") == ["tea", "tz"]
+        assert await values(template("rockmem://tags/{tag}"), "tag", "zzz") == []
+        remember = PromptReference(type="ref/prompt", name="remember")
+        assert await values(remember, "category", "project") == ["project-context", "project-context/deploy"]
+
+        # What the completed values lead to: the memories there, and the prompt's branch of the list.
+        drinks = await client.read_resource("rockmem://categories/user-preferences")
+        listed = json.loads(drinks.contents[0].text)
+        assert sorted(hit["entry"]["content"] for hit in listed["results"]) == ["Tea at four", "Timezone is CET"]
+        tagged = json.loads((await client.read_resource("rockmem://tags/ops")).contents[0].text)
+        assert [hit["entry"]["content"] for hit in tagged["results"]] == ["Deploys on Friday"]
+        prompt = await client.get_prompt("remember", {"category": "project-context"})
+        text = prompt.messages[0].content.text
+        assert "project-context/deploy (1)" in text and "user-preferences/drinks" not in text
