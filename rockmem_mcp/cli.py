@@ -740,12 +740,10 @@ def _dream_once(dreamer: Any, settings: Settings, plan: Any, args: argparse.Name
     try:
         from rockmem_mcp.cli_progress import Meter
 
-        passes = [args.dream_pass] if args.dream_pass else list(PASSES)
-        for done, name in enumerate(passes):
+        for name in [args.dream_pass] if args.dream_pass else PASSES:
             print(f"dreaming: {name} ...", file=sys.stderr, flush=True)
-            with Meter("dreaming with the model", "passes", len(passes)) as meter:
-                meter.update(done, note=name)
-                report = dreamer.run_llm(name, llm, args.dry_run)
+            with Meter(f"dreaming: {name}", "items") as meter:
+                report = dreamer.run_llm(name, llm, args.dry_run, meter.update)
             yield report
     finally:
         llm.close()

@@ -186,6 +186,7 @@ class LLMPlan:
     problems: list[str] = field(default_factory=list)
     read_through: LogMark | EpisodeMark | None = None
     uncovered: int = 0  # items of the material not sent to the model (a budget or a failure stopped it)
+    sent: int = 0  # items the model answered for
 
 
 class Dreamer:
@@ -439,18 +440,32 @@ class Dreamer:
         schema = json.dumps(material.plan_schema, separators=(",", ":"))
         return f"{material.directive}\n\nThe plan, as JSON Schema:\n{schema}", material.material
 
-    def run_llm(self, dream_pass: str, llm: ChatLLM, dry_run: bool = False) -> DreamReport:
+    def run_llm(
+        self, dream_pass: str, llm: ChatLLM, dry_run: bool = False, progress: Progress | None = None
+    ) -> DreamReport:
         """A pass driven by a language model: every batch of material is sent with the directive, the plans
         are joined and applied through the safeguards. Stops at the token budget, or at a model failure (what
-        was planned before it is still applied; the report says why it stopped)."""
-        planned = self.plan_llm(dream_pass, llm)
-        return self.apply(planned.plan, dream_pass, "llm", dry_run, planned.problems, planned.read_through)
+        was planned before it is still applied; the report says why it stopped). `progress(done, in all,
+        what)` hears of each batch the model answered (a step per item) and of the plan applied (one more)."""
+        planned = self.plan_llm(dream_pass, llm, progress=progress)
+        report = self.apply(planned.plan, dream_pass, "llm", dry_run, planned.problems, planned.read_through)
+        if progress is not None:
+            changed = f"applied: {len(report.applied)} changes, {len(report.rejected)} refused"
+            progress(planned.sent + 1, planned.sent + 1, changed)  # the last step: applying the plan
+        return report
 
-    def plan_llm(self, dream_pass: str, llm: ChatLLM, output_budget: int | None = None, guidance: str = "") -> LLMPlan:
+    def plan_llm(
+        self,
+        dream_pass: str,
+        llm: ChatLLM,
+        output_budget: int | None = None,
+        guidance: str = "",
+        progress: Progress | None = None,
+    ) -> LLMPlan:
         """The model's plan for a pass, batch by batch, applying nothing. Stops at the pass's token budget (all
         tokens), at `output_budget` (the model's output tokens, which `llm` counts), or at a model failure;
         `problems` says why, and `uncovered` how many items were not sent. `guidance` is added to the directive
-        (a reflection's meta-reflection)."""
+        (a reflection's meta-reflection). `progress` hears of each batch answered (items so far, items in all)."""
         self._check_pass(dream_pass)
         found = LLMPlan()
         offset, read_through = 0, None
@@ -482,6 +497,10 @@ class Dreamer:
             read_through = sent  # episodes: the mark moves only past what the model answered for
             found.plan = DreamPlan(**{f: getattr(found.plan, f) + getattr(part, f) for f in DreamPlan.model_fields})
             offset += material.items
+            found.sent = offset
+            if progress is not None:
+                # one step per item sent, and one more for applying the plan (run_llm): the count only grows
+                progress(offset, offset + material.remaining + 1, f"{dream_pass}: the model answered {offset} items")
             if not material.remaining:
                 break
         found.read_through = read_through

@@ -86,7 +86,7 @@ def register(server: MCPServer) -> None:
         if mode == "auto" and svc.settings.llm_endpoint and svc.settings.llm_model:
             llm = ChatLLM(svc.settings)
             try:
-                report = dreamer.run_llm(dream_pass, llm, dry_run=dry_run)
+                report = dreamer.run_llm(dream_pass, llm, dry_run=dry_run, progress=progress_of(ctx))
             finally:
                 llm.close()
             return DreamResult(mode="llm", report=report, next_step="Read report.summary; nothing else to do.")
