@@ -1,6 +1,8 @@
-"""`resources/subscribe` and `resources/unsubscribe` (protocol versions before 2026-07-28): a client subscribed to
-a resource (`rockmem://recall`, `rockmem://core`, `rockmem://memory/{id}`, any other) is told
-(`notifications/resources/updated`) when what it reads there changes.
+"""Resource subscriptions: a client subscribed to a resource (`rockmem://recall`, `rockmem://core`,
+`rockmem://memory/{id}`, any other) is told (`notifications/resources/updated`) when what it reads there changes.
+Clients before 2026-07-28 subscribe with `resources/subscribe` and `resources/unsubscribe`; from 2026-07-28 a
+`subscriptions/listen` stream names its resources (`resource_subscriptions`) for as long as it is open, and the
+SDK's listen handler delivers what is published on the server's subscription bus to the streams that asked.
 
 How a change is found: after every tool call while anything is subscribed, each subscribed resource is read
 again and its digest compared with the last one sent; a resource that changed, or stopped existing, is
@@ -18,7 +20,14 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.server.subscriptions import ListenHandler, ResourceUpdated
+from mcp_types import (
+    EmptyResult,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    UnsubscribeRequestParams,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +40,40 @@ class ResourceSubscriptions:
     def __init__(self) -> None:
         self.server: MCPServer[Any] | None = None
         self._sessions: dict[str, dict[int, Any]] = {}  # uri -> {id(connection): its session}
+        self._listening: dict[str, int] = {}  # uri -> open listen streams naming it (2026-07-28)
         self._digests: dict[str, str] = {}  # uri -> digest of what was last read there
+        self._listen: ListenHandler | None = None
 
     def register(self, server: MCPServer[Any]) -> None:
         self.server = server
         lowlevel = server._lowlevel_server  # the SDK has no public way to add these two handlers
         lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
         lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe)
+        # The SDK's own listen handler, over the server's bus, wrapped to learn which resources streams watch.
+        self._listen = ListenHandler(server._subscriptions)
+        lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self._listen_stream)
         server.middleware.append(self)
+
+    async def _listen_stream(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """One 2026-07-28 listen stream: its resources are watched (read now, so a later change is seen) for as
+        long as it is open."""
+        assert self._listen is not None
+        uris = [str(uri) for uri in params.notifications.resource_subscriptions or ()]
+        for uri in uris:
+            if uri not in self._digests:
+                self._digests[uri] = await self._digest(ctx, uri)
+            self._listening[uri] = self._listening.get(uri, 0) + 1
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            for uri in uris:
+                self._listening[uri] -= 1
+                if not self._listening[uri]:
+                    del self._listening[uri]
+                    if uri not in self._sessions:
+                        self._digests.pop(uri, None)
 
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
         uri = str(params.uri)
@@ -54,21 +89,26 @@ class ResourceSubscriptions:
         sessions.pop(_connection_of(ctx), None)
         if not sessions:
             self._sessions.pop(uri, None)
-            self._digests.pop(uri, None)
+            if uri not in self._listening:
+                self._digests.pop(uri, None)
         return EmptyResult()
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
-        if self._sessions and ctx.method == "tools/call":
+        if (self._sessions or self._listening) and ctx.method == "tools/call":
             await self._notify_changed(ctx)
         return result
 
     async def _notify_changed(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        for uri, sessions in list(self._sessions.items()):
+        for uri in [*self._sessions, *(u for u in self._listening if u not in self._sessions)]:
             digest = await self._digest(ctx, uri)
             if digest == self._digests.get(uri):
                 continue
             self._digests[uri] = digest
+            if uri in self._listening:
+                assert self.server is not None
+                await self.server._subscriptions.publish(ResourceUpdated(uri=uri))  # the SDK routes it to streams
+            sessions = self._sessions.get(uri, {})
             for key, session in list(sessions.items()):
                 try:
                     await session.send_resource_updated(uri)

@@ -75,3 +75,33 @@ async def test_subscribed_clients_hear_of_changes_and_only_of_changes(home: Path
             (home / "SOUL.md").write_text("# Soul\nCalm.\n")
             await client.call_tool("search_memory", {"query": "tea"})  # a call: subscriptions are checked after it
             assert await next_update() == "rockmem://workspace/SOUL.md"
+
+
+async def test_a_2026_07_28_listen_stream_hears_of_its_resources_changes(home: Path, tmp_path: Path) -> None:
+    """subscriptions/listen (2026-07-28): the stream names its resources; a change to one is an event on the
+    stream, a change elsewhere is not, and closing the stream stops the watching."""
+    from mcp.client.subscriptions import ResourceUpdated
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)],
+        env={"ROCKMEM_EMBEDDING_MODEL": "off"}, cwd=str(tmp_path),
+    )  # fmt: skip
+    with (tmp_path / "server.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            kept = (await client.call_tool("save_memory", {"content": "Ada drinks tea"})).structured_content["id"]
+            other = (await client.call_tool("save_memory", {"content": "Bob drinks coffee"})).structured_content["id"]
+            watched = [f"rockmem://memory/{kept}", "rockmem://core"]
+            async with client.listen(resource_subscriptions=watched) as stream:
+                assert stream.honored.resource_subscriptions == watched
+                events = stream.__aiter__()
+                await client.call_tool("update_memory", {"id": other, "content": "Bob drinks green tea"})
+                await client.call_tool("update_memory", {"id": kept, "content": "Ada drinks tea with lemon"})
+                with anyio.fail_after(30):
+                    event = await events.__anext__()
+                assert event == ResourceUpdated(uri=f"rockmem://memory/{kept}")  # not Bob's: his is not watched
+
+                version = (await client.call_tool("core_memory", {"action": "read"})).structured_content["version"]
+                edit = {"action": "append", "block": "Persona", "text": "Likes brevity", "version": version}
+                assert not (await client.call_tool("core_memory", edit)).is_error
+                with anyio.fail_after(30):
+                    assert await events.__anext__() == ResourceUpdated(uri="rockmem://core")
