@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("--path", type=Path, default=None, help="the client's configuration file (default: its own)")
     install.add_argument("--command", dest="server_command", default=None, help="the command the client runs "
                          "(default: this rockmem-mcp's full path)")  # fmt: skip
+    install.add_argument("--scope", choices=["user", "workspace"], default=None,
+                         help="vscode: the workspace's .vscode/mcp.json (default) or the profile's")  # fmt: skip
     install.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     install.add_argument("--json", action="store_true")
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
@@ -506,7 +508,8 @@ def _install(settings: Settings, args: argparse.Namespace) -> int:
     command = args.server_command or found or "rockmem-mcp"
     named = getattr(args, "home", None) or os.environ.get("ROCKMEM_HOME")
     done = install(
-        args.client, args.path or default_path(args.client), command, str(settings.home) if named else None,
+        args.client, args.path or default_path(args.client, scope=args.scope), command,
+        str(settings.home) if named else None,
         dry_run=args.dry_run,
     )  # fmt: skip
     if args.json:

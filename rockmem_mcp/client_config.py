@@ -3,15 +3,18 @@
 Each client keeps its servers in a JSON file under a key of its own (`mcpServers`, or `servers` for VS Code).
 Installing merges one entry named `rockmem` into that file and leaves everything else in it as it was: the same
 entry already there changes nothing (no write, no backup); a different one is replaced after the file is copied
-to a timestamped backup beside it (readable by its owner only); a file that is not a JSON object (JSONC with
-comments included) is refused untouched. A config that is a symbolic link is written where it points. Writes
-are atomic."""
+to a timestamped backup beside it (readable by its owner only); a file that is not a JSON object is refused
+untouched. VS Code's files are JSONC: with comments (or trailing commas) in it, the entry is inserted as text at
+the top of the servers object, so every comment stays; replacing an entry there is refused (it would drop its
+comments), naming what to paste. A config that is a symbolic link is written where it points. Writes are
+atomic."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,22 +41,50 @@ CLIENTS: dict[str, Client] = {
 }
 
 
-def default_path(client: str, home: Path | None = None, cwd: Path | None = None) -> Path:
-    """Where `client` reads its servers on this platform: the user's file (Claude Desktop, Claude Code, Cursor),
-    or the workspace's `.vscode/mcp.json` for VS Code (run it from the workspace, or pass --path)."""
+SCOPES = ("user", "workspace")
+
+
+def default_path(
+    client: str,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    scope: str | None = None,
+    platform: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """Where `client` reads its servers on this platform. Claude Desktop, Claude Code and Cursor: the user's file
+    (Claude Code's in `$CLAUDE_CONFIG_DIR` when set; Claude Desktop's Windows Store install in its package's own
+    folder). VS Code: the workspace's `.vscode/mcp.json` (run it from the workspace, or pass --path), or with
+    scope "user" the profile's `mcp.json`, seen by every workspace."""
     home = home or Path.home()
+    platform = platform or sys.platform
+    environ = os.environ if environ is None else environ
+    roaming = Path(environ.get("APPDATA") or home / "AppData" / "Roaming")
+    if scope not in (None, *SCOPES):
+        raise InvalidInputError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
+    if scope == "workspace" and client != "vscode":
+        raise InvalidInputError(f"{CLIENTS[client].label} has no workspace file here: use --path for one")
     if client == "claude-desktop":
-        if sys.platform == "darwin":
+        if platform == "darwin":
             return home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
-        if sys.platform == "win32":
-            return (
-                Path(os.environ.get("APPDATA", home / "AppData" / "Roaming")) / "Claude" / "claude_desktop_config.json"
-            )
+        if platform == "win32":
+            local = Path(environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
+            # The Windows Store (MSIX) install reads a virtualised copy of Roaming inside its package folder.
+            packaged = sorted((local / "Packages").glob("Claude_*")) if (local / "Packages").is_dir() else []
+            base = packaged[0] / "LocalCache" / "Roaming" if packaged else roaming
+            return base / "Claude" / "claude_desktop_config.json"
         return home / ".config" / "Claude" / "claude_desktop_config.json"
     if client == "claude-code":
-        return home / ".claude.json"  # user scope: every project sees it
+        configured = environ.get("CLAUDE_CONFIG_DIR")
+        return Path(configured).expanduser() / ".claude.json" if configured else home / ".claude.json"
     if client == "cursor":
         return home / ".cursor" / "mcp.json"
+    if scope == "user":
+        if platform == "darwin":
+            return home / "Library" / "Application Support" / "Code" / "User" / "mcp.json"
+        if platform == "win32":
+            return roaming / "Code" / "User" / "mcp.json"
+        return Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "Code" / "User" / "mcp.json"
     return (cwd or Path.cwd()) / ".vscode" / "mcp.json"
 
 
@@ -95,13 +126,18 @@ def install(client: str, path: Path, command: str, data_home: str | None = None,
     path = path.resolve()  # a config kept as a link into a dotfiles folder is written where it lives
     raw = path.read_bytes() if path.exists() else b""
     config: Any = {}
+    text = ""
+    commented = False
     if raw.strip():
         try:
-            config = json.loads(raw)
+            text = raw.decode("utf-8")
+            plain = strip_jsonc(text) if client == "vscode" else text
+            config = json.loads(plain)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InvalidInputError(
                 f"{path} is not valid JSON ({exc}); fix it or pass --path; nothing was changed"
             ) from None
+        commented = plain != text
     if not isinstance(config, dict) or not isinstance(config.get(spec.key, {}), dict):
         raise InvalidInputError(f"{path} does not hold a JSON object with {spec.key!r} as one; nothing was changed")
     servers = config.setdefault(spec.key, {})
@@ -110,13 +146,85 @@ def install(client: str, path: Path, command: str, data_home: str | None = None,
         return Installed(client, path, "unchanged", None, entry)
     servers[SERVER_NAME] = entry
     action = "added" if before is None else "replaced"
+    if commented:  # comments kept: the entry goes in as text, or the user pastes it
+        if before is not None:
+            raise InvalidInputError(
+                f"{path} has comments and a different {SERVER_NAME!r} entry; replacing it would drop its comments, "
+                f"so nothing was changed: make the entry under {spec.key!r} read "
+                f"{json.dumps({SERVER_NAME: entry})[1:-1]}"
+            )
+        new = insert_entry(text, spec.key, SERVER_NAME, entry)
+    else:
+        new = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
     backup = None
     if not dry_run:
         if raw:
             backup = path.with_name(f"{path.name}.bak-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
             _private_copy(backup, raw)
-        atomic_write(path, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode())
+        atomic_write(path, new.encode())
     return Installed(client, path, action, backup, entry)
+
+
+def _scan(text: str) -> list[tuple[int, str]]:
+    """The JSONC text's significant characters with their offsets: strings whole (as one token each), comments
+    and whitespace left out."""
+    tokens: list[tuple[int, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            tokens.append((i, text[i : j + 1]))
+            i = j + 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise json.JSONDecodeError("unterminated comment", text, i)
+            i = end + 2
+        elif ch.isspace():
+            i += 1
+        else:
+            tokens.append((i, ch))
+            i += 1
+    return tokens
+
+
+def strip_jsonc(text: str) -> str:
+    """JSONC (VS Code's settings format) as JSON: comments and trailing commas removed, strings untouched."""
+    tokens = _scan(text)
+    kept = [
+        tok
+        for k, (_, tok) in enumerate(tokens)
+        if not (tok == "," and k + 1 < len(tokens) and tokens[k + 1][1] in "]}")
+    ]
+    return " ".join(kept)
+
+
+def insert_entry(text: str, key: str, name: str, entry: dict[str, Any]) -> str:
+    """`text` (JSONC) with `"name": entry` added first in the top-level `key` object (made if missing), and every
+    other character, comments included, where it was."""
+    tokens = _scan(text)
+    rendered = json.dumps(entry, ensure_ascii=False)
+    depth = 0
+    for k, (_, token) in enumerate(tokens):
+        if token in ("{", "["):
+            depth += 1
+        elif token in ("}", "]"):
+            depth -= 1
+        elif depth == 1 and token == json.dumps(key) and tokens[k + 1][1] == ":" and tokens[k + 2][1] == "{":
+            opening = tokens[k + 2][0]
+            empty = tokens[k + 3][1] == "}"
+            addition = f"\n    {json.dumps(name)}: {rendered}" + ("\n  " if empty else ",")
+            return text[: opening + 1] + addition + text[opening + 1 :]
+    first = next(offset for offset, token in tokens if token == "{")  # the file is an object (checked)
+    empty = tokens[1][1] == "}"
+    addition = f"\n  {json.dumps(key)}: {{\n    {json.dumps(name)}: {rendered}\n  }}" + ("\n" if empty else ",")
+    return text[: first + 1] + addition + text[first + 1 :]
 
 
 def _private_copy(path: Path, data: bytes) -> None:

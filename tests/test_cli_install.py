@@ -116,3 +116,81 @@ def test_backups_are_private_and_a_linked_config_is_written_where_it_points(tmp_
     (backup,) = dotfiles.glob("mcp.json.bak-*")
     assert backup.stat().st_mode & 0o777 == 0o600  # it holds the other servers' keys too
     assert real.stat().st_mode & 0o777 == 0o600
+
+
+def test_claude_code_follows_claude_config_dir_and_vscode_has_a_user_scope(tmp_path: Path) -> None:
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude-here"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert client_config.default_path("claude-code", home=tmp_path, environ=env) == (
+        tmp_path / "claude-here" / ".claude.json"
+    )
+    assert client_config.default_path("claude-code", home=tmp_path, environ={}) == tmp_path / ".claude.json"
+    user = client_config.default_path("vscode", home=tmp_path, scope="user", platform="linux", environ=env)
+    assert user == tmp_path / "xdg" / "Code" / "User" / "mcp.json"
+    mac = client_config.default_path("vscode", home=tmp_path, scope="user", platform="darwin", environ={})
+    assert mac == tmp_path / "Library" / "Application Support" / "Code" / "User" / "mcp.json"
+    win = client_config.default_path("vscode", scope="user", platform="win32", environ={"APPDATA": str(tmp_path)})
+    assert win == tmp_path / "Code" / "User" / "mcp.json"
+    with pytest.raises(client_config.InvalidInputError, match="no workspace file"):
+        client_config.default_path("cursor", scope="workspace")
+
+    # Through the command: the user scope's file, made with its folders.
+    shown = install(tmp_path, "vscode", "--scope", "user", "--json",
+                    env=clean_env(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "xdg")))  # fmt: skip
+    assert json.loads(shown)["path"] == str(user)
+    assert json.loads(user.read_text())["servers"]["rockmem"]["type"] == "stdio"
+    done = install(tmp_path, "claude-code", "--json", env=clean_env(HOME=str(tmp_path), **env))
+    assert json.loads(done)["path"] == str(tmp_path / "claude-here" / ".claude.json")
+
+
+def test_claude_desktop_from_the_windows_store_reads_its_package_folder(tmp_path: Path) -> None:
+    local, roaming = tmp_path / "Local", tmp_path / "Roaming"
+    environ = {"LOCALAPPDATA": str(local), "APPDATA": str(roaming)}
+    plain = client_config.default_path("claude-desktop", platform="win32", environ=environ)
+    assert plain == roaming / "Claude" / "claude_desktop_config.json"
+    (local / "Packages" / "Claude_pzs8sxrjxfjjc").mkdir(parents=True)
+    packaged = client_config.default_path("claude-desktop", platform="win32", environ=environ)
+    expected = local / "Packages" / "Claude_pzs8sxrjxfjjc" / "LocalCache" / "Roaming" / "Claude"
+    assert packaged == expected / "claude_desktop_config.json"
+
+
+JSONC = """// my servers
+{
+  "servers": {
+    // the GitHub one: keep this note
+    "github": {"type": "http", "url": "https://example.test/mcp", "headers": {"x": "a//b"}},
+  },
+  /* input variables */
+  "inputs": [],
+}
+"""
+
+
+def test_a_vscode_file_with_comments_keeps_them(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(JSONC)
+    install(tmp_path, "vscode", "--path", str(config))
+    text = config.read_text()
+    for kept in ("// my servers", "// the GitHub one: keep this note", "/* input variables */", '"inputs": [],'):
+        assert kept in text
+    parsed = json.loads(client_config.strip_jsonc(text))
+    assert parsed["servers"]["rockmem"] == client_config.server_entry("vscode", parsed["servers"]["rockmem"]["command"])
+    assert parsed["servers"]["github"]["headers"] == {"x": "a//b"}  # a "//" inside a string is not a comment
+    assert [p.name for p in tmp_path.glob("mcp.json.bak-*")] != []
+    assert "nothing changed" in install(tmp_path, "vscode", "--path", str(config))  # idempotent on JSONC too
+
+    # A different rockmem entry in a commented file is not rewritten (that would drop comments): refused, told.
+    changed = text.replace('"args": []', '"args": ["--old"]')
+    config.write_text(changed)
+    refused = rockmem("install", "vscode", "--path", str(config), env=clean_env(), stdin="")
+    assert refused.returncode == 1 and "has comments" in refused.stderr and '"rockmem": {' in refused.stderr
+    assert config.read_text() == changed
+
+    # No servers object yet, and an empty object: both get one, comments kept.
+    for text, kept in (
+        ('{\n  // nothing yet\n  "inputs": []\n}\n', "// nothing yet"),
+        ("{ /* empty */ }", "/* empty */"),
+    ):
+        config.write_text(text)
+        install(tmp_path, "vscode", "--path", str(config))
+        written = config.read_text()
+        assert kept in written and "rockmem" in json.loads(client_config.strip_jsonc(written))["servers"]
