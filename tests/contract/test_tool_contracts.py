@@ -446,7 +446,7 @@ def test_dream_plan_fields_are_described(tools: dict[str, Tool], field: str) -> 
 
 
 # Prompts clients show to users: name -> (argument, required) pairs.
-PROMPTS = {"recall": [("message", True)], "remember": [], "memory-rules": []}
+PROMPTS = {"recall": [("message", True)], "remember": [("category", False)], "memory-rules": []}
 
 
 def test_the_prompts_their_arguments_and_descriptions(tmp_path: Path) -> None:
