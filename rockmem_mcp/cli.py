@@ -355,6 +355,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     # at 100k memories that is most of the cold start.
     open_stores = _open_in_background(settings)
     transport = "streamable-http" if args.command == "ui" else getattr(args, "transport", "stdio")
+    if transport == "stdio" and getattr(args, "ui", False):
+        print("rockmem-mcp: --ui serves the web page beside streamable HTTP; add --transport streamable-http, or run "
+              "`rockmem-mcp ui` beside this server", file=sys.stderr)  # fmt: skip
+        return 2
     if transport == "stdio" and sys.stdin.isatty():
         print(TERMINAL_HINT, file=sys.stderr)
     from rockmem_mcp.server.app import build_server  # the MCP SDK is only imported to serve
@@ -375,7 +379,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from rockmem_mcp.server.http import http_app, refuse_unguarded
-    from rockmem_mcp.ui.app import WithPage, page_app, page_url, standalone_app
+    from rockmem_mcp.ui.app import WithPage, page_app, page_url, redact_access_log, standalone_app
 
     overrides = {"host": getattr(args, "host", None), "port": getattr(args, "port", None)}
     settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
@@ -405,6 +409,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
     # No colour codes: stderr shows control characters as escapes (module docstring).
     config = uvicorn.Config(app, log_level=settings.log_level.lower(), use_colors=False)
+    if page_only or args.ui:
+        redact_access_log()  # the sign-in link carries the token (after uvicorn set up its loggers)
     uvicorn.Server(config).run(sockets=[listening])
     return 0
 

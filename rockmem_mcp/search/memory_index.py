@@ -65,6 +65,7 @@ class SearchFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     include_archived: bool = False
+    salience_within: tuple[float, float, SalienceView] | None = None  # [low, high) as of the view: one tier
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,10 @@ class MemoryIndex:
             narrow(self.created.view >= flt.created_after.timestamp())
         if flt.created_before is not None:
             narrow(self.created.view < flt.created_before.timestamp())
+        if flt.salience_within is not None:
+            low, high, view = flt.salience_within
+            values = self._cached(view)[0].view
+            narrow((values >= low) & (values < high))
         return mask
 
     def search(

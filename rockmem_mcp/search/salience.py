@@ -78,6 +78,15 @@ def tier(value: float) -> str:
     return ARCHIVE_CANDIDATE
 
 
+def tier_bounds(name: str) -> tuple[float, float]:
+    """The salience range [low, high) of tier `name` (as `tier` draws it)."""
+    bounds = {ACTIVE: (ACTIVE_MIN, float("inf")), FADING: (FADING_MIN, ACTIVE_MIN), DORMANT: (DORMANT_MIN, FADING_MIN),
+              ARCHIVE_CANDIDATE: (float("-inf"), DORMANT_MIN)}  # fmt: skip
+    if name not in bounds:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}; got {name!r}")
+    return bounds[name]
+
+
 def ranking_factor(values: np.ndarray, floor: float) -> np.ndarray:
     return np.clip(values / ACTIVE_MIN, floor, 1.0)
 

@@ -45,7 +45,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
-from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_counts
+from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_bounds, tier_counts
 from rockmem_mcp.search.tiers import Tiers
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.services.audit import Audit, acting_as, quoted
@@ -818,18 +818,28 @@ class MemoryService:
         mode: str | None = None,
         include_dormant: bool = False,
         reinforce: bool = False,
+        tier: str | None = None,
     ) -> SearchResults:
         """Best matches for `query` ranked by `mode` (default: the settings' search_mode) and salience; without
-        a query, the newest entries. Filters narrow both. Dormant memories are left out unless
-        `include_dormant`; `reinforce`: the results of a query are a use of them."""
+        a query, the newest entries. Filters narrow both; `tier` keeps one salience tier (as of now). Dormant
+        memories are left out unless `include_dormant` (or a tier is asked for); `reinforce`: the results of a
+        query are a use of them."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
+        within = None
+        if tier is not None:
+            try:
+                low, high = tier_bounds(tier)
+            except ValueError as exc:
+                raise InvalidInputError(str(exc)) from None
+            within, include_dormant = (low, high, self._always_view()), True
         flt = SearchFilter(
             category=normalize_category(category),
             tags=tuple(normalize_tags(tags, self.settings.max_tags)),
             created_after=as_utc(created_after) if created_after else None,
             created_before=as_utc(created_before) if created_before else None,
             include_archived=include_archived,
+            salience_within=within,
         )
         limit = self._check_limit(limit)
         mode = self._check_mode(mode)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.resources import files
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import anyio.to_thread
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -33,19 +34,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import (
     ChangedSinceReadError,
+    InvalidInputError,
     NotFoundError,
     ReadOnlyHomeError,
     RockmemError,
     WritesGatedError,
 )
 from rockmem_mcp.server.context import Services
-from rockmem_mcp.server.http import is_loopback, transport_security
+from rockmem_mcp.server.http import transport_security
 from rockmem_mcp.ui import views
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/ui"
-COOKIE = "rockmem_ui"
+COOKIE = "rockmem_ui_"  # + the port: two pages on one host keep their own
+MAX_BODY_BYTES = 4_000_000  # a change the page sends: a memory or a core block is far smaller
 WRITE_HEADER = "x-rockmem-ui"
 STATIC = files("rockmem_mcp.ui") / "static"
 SECURITY_HEADERS = {
@@ -74,34 +77,68 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(data, status, headers={"cache-control": "no-store"})
 
 
-def _api(view: View, *, body: bool = False, path: str | None = None, services: bool = True) -> Callable[..., Any]:
+def _api(
+    view: View, *, body: type[views.Body] | None = None, path: str | None = None, services: bool = True
+) -> Callable[..., Any]:
     """A route calling `view` in a worker thread (the services block) with the running services, the path
-    parameter `path`, then the query string or the JSON body; the service's refusal is the answer's error."""
+    parameter `path`, then the query string or the JSON body validated as `body`; a refusal is the answer's
+    error, one line."""
 
     async def endpoint(request: Request) -> Response:
         app: PageApp = request.app.state.page
         arguments: list[Any] = [app.services()] if services else []
         if path is not None:
             arguments.append(request.path_params[path])
-        if body:
-            try:
-                given = json.loads(await request.body() or b"{}")
-            except ValueError:
-                return _json({"error": "the request body is not JSON"}, 400)
-            if not isinstance(given, dict):
-                return _json({"error": "the request body must be a JSON object"}, 400)
-            arguments.append(given)
-        elif view.__code__.co_argcount > len(arguments):
-            arguments.append(dict(request.query_params))
         try:
+            if body is not None:
+                arguments.append(body.model_validate(await _json_body(request)))
+            elif view.__code__.co_argcount > len(arguments):
+                arguments.append(dict(request.query_params))
             return _json(await anyio.to_thread.run_sync(lambda: view(*arguments)))
-        except (RockmemError, OSError) as exc:
+        except TooLarge as exc:
+            return _json({"error": str(exc)}, 413)
+        except ValidationError as exc:
+            return _json({"error": _one_line(exc)}, 400)
+        except (RockmemError, OSError, ValueError) as exc:
             status = next((code for kind, code in STATUS_OF if isinstance(exc, kind)), 500)
             if status == 500:
                 log.warning("web page: %s failed: %s", request.url.path, exc)
             return _json({"error": str(exc)}, status)
 
     return endpoint
+
+
+class TooLarge(Exception):
+    pass
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON, read up to MAX_BODY_BYTES (a bigger one is refused before it is all in memory)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise TooLarge(f"the request body is over {MAX_BODY_BYTES:,} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise TooLarge(f"the request body is over {MAX_BODY_BYTES:,} bytes")
+        chunks.append(chunk)
+    try:
+        given = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        raise InvalidInputError("the request body is not JSON") from None
+    if not isinstance(given, dict):
+        raise InvalidInputError("the request body must be a JSON object")
+    return given
+
+
+def _one_line(error: ValidationError) -> str:
+    """What to change, per field: 'pinned: Input should be a valid boolean; store: Input should be …'."""
+    parts = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(p) for p in problem["loc"]) or "body"
+        parts.append(f"{where}: {problem['msg']}")
+    return "; ".join(parts)
 
 
 async def _index(_: Request) -> Response:
@@ -117,19 +154,23 @@ ROUTES = [
     Route("/api/status", _api(views.status)),
     Route("/api/memories", _api(views.memories)),
     Route("/api/memories/{id}", _api(views.memory, path="id")),
-    Route("/api/memories/{id}", _api(views.edit_memory, path="id", body=True), methods=["POST"]),
-    Route("/api/memories/{id}/archive", _api(views.archive_memory, path="id", body=True), methods=["POST"]),
+    Route("/api/memories/{id}", _api(views.edit_memory, path="id", body=views.MemoryEdit), methods=["POST"]),
+    Route("/api/memories/{id}/archive", _api(views.archive_memory, path="id", body=views.Archive), methods=["POST"]),
     Route("/api/categories", _api(views.categories)),
     Route("/api/graph", _api(views.graph)),
     Route("/api/core", _api(views.core)),
-    Route("/api/core", _api(views.edit_core, body=True), methods=["POST"]),
-    Route("/api/tokens", _api(views.tokens, body=True, services=False), methods=["POST"]),
+    Route("/api/core", _api(views.edit_core, body=views.CoreEdit), methods=["POST"]),
+    Route("/api/tokens", _api(views.tokens, body=views.Tokens, services=False), methods=["POST"]),
     Route("/api/working", _api(views.working)),
     Route("/api/review", _api(views.review)),
-    Route("/api/reflections/{id}", _api(views.resolve_reflection, path="id", body=True), methods=["POST"]),
-    Route("/api/proposals/{id}", _api(views.decide_proposal, path="id", body=True), methods=["POST"]),
+    Route(
+        "/api/reflections/{id}",
+        _api(views.resolve_reflection, path="id", body=views.ReflectionDecision),
+        methods=["POST"],
+    ),
+    Route("/api/proposals/{id}", _api(views.decide_proposal, path="id", body=views.ProposalDecision), methods=["POST"]),
     Route("/api/audit", _api(views.audit)),
-    Route("/api/revert", _api(views.revert, body=True), methods=["POST"]),
+    Route("/api/revert", _api(views.revert, body=views.Revert), methods=["POST"]),
     Route("/api/salience", _api(views.salience)),
     Mount("/static", StaticFiles(directory=str(STATIC))),
 ]
@@ -144,6 +185,11 @@ class PageApp:
         security = transport_security(settings)
         self._hosts = security.allowed_hosts if security.enable_dns_rebinding_protection else None
         self._token = settings.auth_token.encode() if settings.auth_token else None
+        # The cookie holds a value derived from the token, not the token: a cookie that leaks (cookies are not
+        # kept apart by port) does not give away what MCP clients send.
+        self._session = (
+            hmac.new(self._token, b"rockmem web page session", "sha256").hexdigest().encode() if self._token else b""
+        )
         self.app = Starlette(routes=[Route("/", _to_page), Mount(PREFIX, routes=ROUTES)], lifespan=lifespan)
         self.app.state.page = self
 
@@ -153,8 +199,12 @@ class PageApp:
             return
         request = Request(scope)
         refusal = self._refusal(request)
-        if refusal is None and self._token is not None and not self._signed_in(request):
-            refusal = self._sign_in(request)
+        if (
+            refusal is None
+            and self._token is not None
+            and (not self._signed_in(request) or "token" in request.query_params)
+        ):
+            refusal = self._sign_in(request)  # a token in the address is taken out of it, signed in or not
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -184,7 +234,7 @@ class PageApp:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token):
             return True
-        return hmac.compare_digest(request.cookies.get(COOKIE, "").encode(), self._token)
+        return hmac.compare_digest(request.cookies.get(_cookie_name(request), "").encode(), self._session)
 
     def _sign_in(self, request: Request) -> Response:
         """A link with ?token=… sets the cookie and comes back without it (out of the history and the address
@@ -194,14 +244,30 @@ class PageApp:
         if request.method == "GET" and given and hmac.compare_digest(given.encode(), self._token):
             rest = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
             back = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), 303)
-            back.set_cookie(COOKIE, given, httponly=True, samesite="strict", secure=request.url.scheme == "https",
-                            path="/")  # fmt: skip
+            back.set_cookie(_cookie_name(request), self._session.decode(), httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path=PREFIX)  # fmt: skip
             return back
         return PlainTextResponse(
             "unauthorized: open /ui/?token=<ROCKMEM_AUTH_TOKEN> once, or send Authorization: Bearer <token>",
             401,
             headers={"www-authenticate": 'Bearer realm="rockmem"'},
         )
+
+
+def _cookie_name(request: Request) -> str:
+    server = request.scope.get("server") or ("", 0)
+    return f"{COOKIE}{server[1]}"
+
+
+class RedactTokens(logging.Filter):
+    """Access log lines show `token=…` in a query string as `token=REDACTED` (the sign-in link carries it)."""
+
+    PATTERN = re.compile(r"([?&]token=)[^&\s]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.PATTERN.sub(r"\1REDACTED", a) if isinstance(a, str) else a for a in record.args)
+        return True
 
 
 def _host_matches(host: str, pattern: str) -> bool:
@@ -214,6 +280,13 @@ def _host_matches(host: str, pattern: str) -> bool:
 def page_app(settings: Settings, services: Callable[[], Services]) -> PageApp:
     """The page over a server's running services (mounted beside streamable HTTP at /ui)."""
     return PageApp(settings, services)
+
+
+def redact_access_log() -> None:
+    """Keep sign-in tokens out of uvicorn's access log (idempotent)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactTokens) for f in access.filters):
+        access.addFilter(RedactTokens())
 
 
 def standalone_app(settings: Settings, opener: Callable[[], Any] | None = None) -> PageApp:
@@ -251,5 +324,5 @@ class WithPage:
 
 def page_url(settings: Settings, host: str, port: int) -> str:
     where = f"[{host}]" if ":" in host else host
-    token = "?token=<ROCKMEM_AUTH_TOKEN>" if settings.auth_token and not is_loopback(host) else ""
+    token = "?token=<ROCKMEM_AUTH_TOKEN>" if settings.auth_token else ""  # open it once so, then it is kept
     return f"http://{where}:{port}{PREFIX}/{token}"

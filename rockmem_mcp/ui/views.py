@@ -5,11 +5,13 @@ MCP tools. The page's own changes are logged as `manual`: the user, by hand."""
 from __future__ import annotations
 
 import os
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
-from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.models import ROOTS, CoreMemoryView, DreamReport, MemoryEntry
+from pydantic import BaseModel, ConfigDict, Field
+
+from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
+from rockmem_mcp.models import ROOTS, CoreMemoryView, DreamReport, MemoryEntry, ProposalStore
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.services.audit import MANUAL, acting_as
 from rockmem_mcp.services.decay import salience_listing
@@ -27,13 +29,16 @@ def dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True)
 
 
-def _date(text: str | None, name: str) -> datetime | None:
+def _date(text: str | None, name: str, through_the_day: bool = False) -> datetime | None:
+    """A date or a time; with `through_the_day`, a bare date means the end of that day (a range "to" a day the
+    user picked includes it)."""
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidInputError(f"{name} must be a date such as 2026-11-28; got {text!r}") from None
+    return moment + timedelta(days=1) if through_the_day and len(text) == len("2026-11-28") else moment
 
 
 def _limit(text: str | None) -> int:
@@ -52,14 +57,14 @@ def status(svc: Services) -> dict[str, Any]:
 
 
 def memories(svc: Services, params: dict[str, str]) -> dict[str, Any]:
-    """Search or list one store by words, category, tag, tier and date (`params` as the page's query string). A tier
-    is not an index column: its filter keeps the matching ones among the best (or newest) `search_limit_max`."""
+    """Search or list one store (`params` as the page's query string): memories by words, category, tag, salience
+    tier, dates and archived; episodes by words, tag and dates; procedures by words and archived."""
     store = params.get("store") or "memories"
     if store not in STORES:
         raise InvalidInputError(f"store must be one of {', '.join(STORES)}; got {store!r}")
     query = (params.get("q") or "").strip() or None
     limit = _limit(params.get("limit"))
-    after, before = _date(params.get("after"), "after"), _date(params.get("before"), "before")
+    after, before = _date(params.get("after"), "after"), _date(params.get("before"), "before", through_the_day=True)
     tags = [params["tag"]] if params.get("tag") else None
     if store == "episodes":
         found, _route = svc.episodes.find(query, limit, after, before, tags, set(), logged_too=True)
@@ -70,15 +75,12 @@ def memories(svc: Services, params: dict[str, str]) -> dict[str, Any]:
             listed = [p for _score, p in svc.procedures.search(query, limit)]
         return {"store": store, "procedures": [dump(svc.procedures.info(p)) for p in listed[:limit]],
                 "total": len(listed)}  # fmt: skip
-    tier = params.get("tier") or None
-    if tier is not None and tier not in TIERS:
-        raise InvalidInputError(f"tier must be one of {', '.join(TIERS)}; got {tier!r}")
     archived = params.get("archived") == "true"
-    scanned = svc.settings.search_limit_max if tier else limit
-    found = svc.memory.search(query, params.get("category") or None, tags, scanned, after, before, archived, None, True)
-    hits = [hit for hit in found.results if tier is None or hit.tier == tier]
-    return {"store": store, "results": [dump(hit) for hit in hits[:limit]], "total": found.total_matches,
-            "shown": min(len(hits), limit), "mode": found.mode}  # fmt: skip
+    # A person browsing is not the agent using a memory: no reinforcement (salience stays the agent's).
+    found = svc.memory.search(query, params.get("category") or None, tags, limit, after, before, archived,
+                              tier=params.get("tier") or None)  # fmt: skip
+    return {"store": store, "results": [dump(hit) for hit in found.results], "total": found.total_matches,
+            "shown": len(found.results), "mode": found.mode}  # fmt: skip
 
 
 def memory(svc: Services, entry_id: str) -> dict[str, Any]:
@@ -94,27 +96,81 @@ def memory(svc: Services, entry_id: str) -> dict[str, Any]:
     return {"entry": dump(entry), "history": history}
 
 
-def edit_memory(svc: Services, entry_id: str, body: dict[str, Any]) -> MemoryEntry:
-    """Change what `body` names: content, category, tags (a list or a comma-separated string), importance, pinned;
-    `restore` brings an archived memory back first."""
-    unknown = set(body) - {"content", "category", "tags", "importance", "pinned", "restore"}
-    if unknown:
-        raise InvalidInputError(f"unknown fields {', '.join(sorted(unknown))}")
-    tags = body.get("tags")
-    if isinstance(tags, str):
-        tags = [t.strip() for t in tags.split(",") if t.strip()]
-    with acting_as(MANUAL):
+class Body(BaseModel):
+    """A change the page sends: exactly these fields, each of its own JSON type (no "false" read as true)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class MemoryEdit(Body):
+    content: str | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    importance: float | None = Field(None, ge=0, le=1)
+    pinned: bool | None = None
+    restore: bool = False
+    read_version: str | None = Field(None, description="The entry's updated_at (else created_at) as the page read it")
+
+
+class Archive(Body):
+    reason: str | None = None
+    confirm_pinned: bool = False
+
+
+class CoreEdit(Body):
+    block: str
+    version: str
+    text: str
+
+
+class Tokens(Body):
+    text: str
+
+
+class ReflectionDecision(Body):
+    decision: Literal["approve", "approve_with_changes", "partial", "reject"]
+    actions: list[str] | None = None
+    edits: dict[str, dict[str, Any]] | None = None
+    reason: str = ""
+
+
+class ProposalDecision(Body):
+    action: Literal["commit", "reject", "defer"]
+    store: ProposalStore | None = None  # commit: another store than suggested (the review tool's choices)
+    reason: str = ""
+
+
+class Revert(Body):
+    item: str | None = None
+    to: str | None = None
+    run: str | None = None
+
+
+def _same_version(entry: MemoryEntry, read_version: str) -> bool:
+    """Whether `entry` is as the page read it (its updated_at, else created_at, as the page got it in JSON)."""
+    try:
+        return (entry.updated_at or entry.created_at) == datetime.fromisoformat(read_version)
+    except ValueError:
+        raise InvalidInputError(f"read_version must be the time the page read; got {read_version!r}") from None
+
+
+def edit_memory(svc: Services, entry_id: str, body: MemoryEdit) -> MemoryEntry:
+    """Change the fields `body` names; `restore` brings an archived memory back first. With `read_version`, a
+    memory changed since the page read it (by an agent, say) is refused rather than overwritten."""
+    with svc.memory.locked([entry_id]), acting_as(MANUAL):  # the check and the change, one step for other writers
+        if body.read_version is not None and not _same_version(svc.memory.get(entry_id), body.read_version):
+            raise ChangedSinceReadError(
+                f"memory {entry_id} changed since you opened it; open it again to see the change, then edit"
+            )
         return svc.memory.update(
-            entry_id, body.get("content"), body.get("category"), tags, None, body.get("importance"),
-            bool(body.get("restore")), body.get("pinned"),
-        )  # fmt: skip
-
-
-def archive_memory(svc: Services, entry_id: str, body: dict[str, Any]) -> Any:
-    with acting_as(MANUAL):
-        return svc.memory.delete(
-            entry_id, False, body.get("reason") or "archived from the web page", confirm_pinned=bool(body.get("pinned"))
+            entry_id, body.content, body.category, body.tags, None, body.importance, body.restore, body.pinned
         )
+
+
+def archive_memory(svc: Services, entry_id: str, body: Archive) -> Any:
+    with acting_as(MANUAL):
+        reason = body.reason or "archived from the web page"
+        return svc.memory.delete(entry_id, False, reason, confirm_pinned=body.confirm_pinned)
 
 
 def categories(svc: Services) -> Any:
@@ -127,10 +183,10 @@ def graph(svc: Services, params: dict[str, str]) -> dict[str, Any]:
     if not name:
         found = svc.graph.find_entities(params.get("q") or None, limit=30)
         return {"entities": [dump(hit) for hit in found.results], "stats": svc.graph.stats()}
-    hops = int(params.get("hops") or 1)
-    if not 1 <= hops <= 3:
-        raise InvalidInputError("hops must be 1, 2 or 3")
-    walk = svc.graph.traverse(name, max_hops=hops, limit=60)
+    hops = params.get("hops") or "1"
+    if hops not in ("1", "2", "3"):
+        raise InvalidInputError(f"hops must be 1, 2 or 3; got {hops!r}")
+    walk = svc.graph.traverse(name, max_hops=int(hops), limit=60)
     nodes = {walk.start.id: {"id": walk.start.id, "name": walk.start.name, "type": walk.start.type, "hop": 0}}
     for fact in walk.facts:
         for entity_id, entity_name in ((fact.subject_id, fact.subject), (fact.object_id, fact.object)):
@@ -146,16 +202,15 @@ def core(svc: Services) -> CoreMemoryView:
     return svc.core.read()
 
 
-def edit_core(svc: Services, body: dict[str, Any]) -> CoreMemoryView:
+def edit_core(svc: Services, body: CoreEdit) -> CoreMemoryView:
     """Replace one block's text, as read at `version` (an edit of a file changed since is refused)."""
     with acting_as(MANUAL):
-        return svc.core.edit("replace_block", str(body.get("block", "")), str(body.get("version", "")),
-                             text=str(body.get("text", "")))  # fmt: skip
+        return svc.core.edit("replace_block", body.block, body.version, text=body.text)
 
 
-def tokens(body: dict[str, Any]) -> dict[str, int]:
+def tokens(body: Tokens) -> dict[str, int]:
     """The token estimate core memory's caps are measured with, for the page's live counts."""
-    return {"tokens": estimate_tokens(str(body.get("text", "")))}
+    return {"tokens": estimate_tokens(body.text)}
 
 
 def working(svc: Services) -> dict[str, Any]:
@@ -176,33 +231,22 @@ def review(svc: Services) -> dict[str, Any]:
     }
 
 
-def resolve_reflection(svc: Services, reflection_id: str, body: dict[str, Any]) -> Any:
+def resolve_reflection(svc: Services, reflection_id: str, body: ReflectionDecision) -> Any:
     """approve, approve_with_changes (`edits`: action id -> fields), partial (`actions`), reject (`reason`)."""
-    actions = body.get("actions") or None
-    if actions is not None and not (isinstance(actions, list) and all(isinstance(a, str) for a in actions)):
-        raise InvalidInputError("actions must be a list of action ids such as ['a1', 'a3']")
-    edits = body.get("edits") or None
-    if edits is not None and not isinstance(edits, dict):
-        raise InvalidInputError("edits must map an action id to the fields to change")
     with acting_as(MANUAL):
-        return svc.reflector().resolve(
-            reflection_id, str(body.get("decision", "")), actions, edits, str(body.get("reason", ""))
-        )
+        return svc.reflector().resolve(reflection_id, body.decision, body.actions, body.edits, body.reason)
 
 
-def decide_proposal(svc: Services, proposal_id: str, body: dict[str, Any]) -> Any:
+def decide_proposal(svc: Services, proposal_id: str, body: ProposalDecision) -> Any:
     """commit (to its store, or `store`: approving with a change of store), reject (`reason`), defer."""
     proposals = svc.proposals
     assert proposals is not None
-    action = body.get("action")
     with acting_as(MANUAL):
-        if action == "commit":  # the user clicked it: their confirmation, whatever the review mode
-            return proposals.commit(proposal_id, body.get("store") or None, user_confirmed=True)
-        if action == "reject":
-            return proposals.reject(proposal_id, str(body.get("reason") or ""))
-        if action == "defer":
-            return proposals.defer(proposal_id, str(body.get("reason") or ""))
-    raise InvalidInputError(f"action must be commit, reject or defer; got {action!r}")
+        if body.action == "commit":  # the user clicked it: their confirmation, whatever the review mode
+            return proposals.commit(proposal_id, body.store, user_confirmed=True)
+        if body.action == "reject":
+            return proposals.reject(proposal_id, body.reason)
+        return proposals.defer(proposal_id, body.reason)
 
 
 def audit(svc: Services, params: dict[str, str]) -> Any:
@@ -213,15 +257,14 @@ def audit(svc: Services, params: dict[str, str]) -> Any:
     )  # fmt: skip
 
 
-def revert(svc: Services, body: dict[str, Any]) -> Any:
-    """Put one item back (`item`, optionally `to` a version), or undo a whole run (`run`)."""
+def revert(svc: Services, body: Revert) -> Any:
+    """Put one item back (`item`, optionally `to` a version or a time), or undo a whole run (`run`)."""
     rollback = svc.rollback
     assert rollback is not None
-    item, run = body.get("item"), body.get("run")
-    if bool(item) == bool(run):
+    if bool(body.item) == bool(body.run):
         raise InvalidInputError("name exactly one of item or run")
     with acting_as(MANUAL):
-        result = rollback.revert_item(str(item), body.get("to") or None) if item else rollback.revert_run(str(run))
+        result = rollback.revert_item(body.item, body.to) if body.item else rollback.revert_run(str(body.run))
     if svc.history is not None:
         svc.history.flush()
     return result

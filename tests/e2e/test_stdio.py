@@ -315,6 +315,8 @@ async def test_resources_list_and_read(stdio_server, home, call) -> None:
             "rockmem://episodes/{day}",
             "rockmem://procedures/{name}",
             "rockmem://history/{item}",
+            "rockmem://categories/{+path}",
+            "rockmem://tags/{tag}",
         }
 
         async def read(uri: str) -> str:

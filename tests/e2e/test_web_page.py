@@ -138,8 +138,11 @@ def test_search_edit_pin_archive_and_restore_by_clicks(page: Page, seeded_home: 
         page.click("#pin")
         expect(page.locator("#pin")).to_have_text("Unpin")
         assert cli(seeded_home, "get", entry_id)["pinned"] is True
-        page.click("#archive")  # a pinned memory: the page confirms the pin it shows
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        page.click("#archive")  # a pinned memory: the page asks first
         expect(page.locator("#restore")).to_be_visible()
+        assert asked == ["This memory is pinned (in the vault). Archive it anyway?"]
         assert cli(seeded_home, "get", entry_id)["archived_at"] is not None
         search_for(page, "oat milk")
         expect(page.locator("#results li.result")).to_have_count(0)  # archived: out of search
@@ -345,3 +348,142 @@ def test_reflection_approved_with_a_change_typed_on_the_page(page: Page, tmp_pat
     assert cli(home, "reflect", pending["id"])[0]["status"] == "approved"
     found = hits(home, "peanut")
     assert [hit["entry"]["content"] for hit in found] == ["Bob has a severe peanut allergy (carries an EpiPen)"]
+
+
+def test_signing_in_with_the_token_link_in_the_browser(page: Page, tmp_path: Path) -> None:
+    token = "a-long-enough-browser-token-0123456789"
+    home = tmp_path / "home"
+    cli(home, "add", "Only for the signed-in")
+    with page_server(home, tmp_path / "ui.log", ROCKMEM_AUTH_TOKEN=token) as url:
+        assert f"{url}?token=<ROCKMEM_AUTH_TOKEN>" in (tmp_path / "ui.log").read_text()  # the start line says how
+        base = url
+        refused = page.goto(base)
+        assert refused is not None and refused.status == 401
+        open_page(page, base + "?token=" + token)
+        assert "token" not in page.url  # dropped from the address and the history
+        expect(page.locator("#results li.result .content")).to_have_text("Only for the signed-in")
+
+
+def test_browsing_episodes_procedures_tags_and_dates(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cli(home, "add", "Packed the winter tyres", "--tag", "car")
+    cli(home, "add", "Booked the dentist", "--tag", "health")
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.procedures import Procedures
+
+    settings = Settings.load({"home": str(home)})
+    procedures = Procedures(settings)
+    procedures.save("Release the app", ["release"], ["tag the build", "publish"])
+    procedures.close()
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.fill("#tag", "car")
+        page.dispatch_event("#tag", "change")
+        expect(page.locator("#results li.result")).to_have_count(1)
+        expect(page.locator("#results li.result .content")).to_have_text("Packed the winter tyres")
+        page.fill("#tag", "")
+        page.fill("#after", "2999-01-01")
+        page.dispatch_event("#after", "change")
+        expect(page.locator("#results li.result")).to_have_count(0)
+        page.fill("#after", "")
+        page.dispatch_event("#after", "change")
+        expect(page.locator("#results li.result")).to_have_count(2)
+
+        page.select_option("#store", "episodes")  # each save logged its episode
+        expect(page.locator("#results li.result")).to_have_count(2)
+        expect(page.locator("#results")).to_contain_text("Booked the dentist")
+        assert page.locator("#tier").is_disabled() and page.locator("#category").is_disabled()
+        page.select_option("#store", "procedures")
+        expect(page.locator("#results li.result")).to_have_count(1)
+        expect(page.locator("#results")).to_contain_text("Release the app")
+        expect(page.locator("#results")).to_contain_text("release")
+
+
+def test_a_dream_run_undone_and_the_salience_picture_over_time(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for _ in range(2):
+        cli(home, "add", "Gus waters the plants on Sunday")
+    cli(home, "add", "Hana plays the cello")
+    cli(home, "dream", "--force")  # merges the duplicates; its decay pass records the tiers
+    assert len(hits(home, "plants")) == 1
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=salience]")
+        expect(page.locator("#tiers-history rect")).not_to_have_count(0)
+        assert page.locator("#tiers-history rect").count() == 8  # the dream's pass and now, four tiers each
+        expect(page.locator("#tiers-history")).not_to_contain_text("no decay pass yet")
+        shoot(page, "salience-over-time")
+
+        page.click("button[data-tab=audit]")
+        undo = page.locator("#audit-list li button:text-is('Undo the whole run')").first
+        expect(undo).to_be_visible()
+        undo.click()
+        expect(page.locator("#audit-list li[data-action='REVERT']").first).to_be_visible()
+    assert len(hits(home, "plants")) == 2  # the merge undone: both memories back
+
+
+def test_proposals_deferred_and_committed_to_another_store(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.services.proposals import Proposals
+
+    settings = Settings.load({"home": str(home), "namespace": "subagent/scout"})
+    proposals = Proposals(settings, Audit(settings))
+    later = proposals.propose_save("The office moves in March")
+    vault = proposals.propose_save("The wifi password lives in the team vault")
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=review]")
+        page.locator(f".proposal[data-id='{later.id}'] button:text-is('Defer')").click()
+        expect(page.locator(f".proposal[data-id='{later.id}'] .badge")).to_have_text("deferred")
+        card = page.locator(f".proposal[data-id='{vault.id}']")
+        card.locator("select.store").select_option("vault")
+        card.locator("button.primary").click()
+        expect(card).to_have_count(0)
+    pinned = hits(home, "wifi password")
+    assert pinned[0]["entry"]["pinned"] is True  # the vault: a pinned memory
+    statuses = {p["id"]: p["status"] for p in cli(home, "proposals", "list", "--all")["proposals"]}
+    assert statuses == {later.id: "deferred", vault.id: "committed"}
+
+
+def test_saving_one_core_block_keeps_what_is_typed_in_another(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=core]")
+        page.locator("textarea[data-block='Persona']").fill("Prefers short answers")
+        page.locator("textarea[data-block='Identity']").fill("Ivo, a translator")
+        page.click("text=Save Identity")
+        expect(page.locator("#core-total")).not_to_have_text("0 of 3000 tokens in all")
+        expect(page.locator("textarea[data-block='Persona']")).to_have_value("Prefers short answers")
+        page.click("text=Save Persona")  # the version moved on with the first save: the second is not refused
+        expect(page.locator(".count[data-block='Persona']")).not_to_have_text("0 / 500 tokens")
+    blocks = {b["name"]: b["lines"] for b in cli(home, "core")["blocks"]}
+    assert blocks["Identity"] == ["Ivo, a translator"] and blocks["Persona"] == ["Prefers short answers"]
+
+
+def test_an_agents_change_made_while_the_page_is_open_is_not_overwritten(page: Page, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    entry = cli(home, "add", "Jo likes jazz")
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click(f"#results li[data-id='{entry['id']}']")
+        expect(page.locator("#detail-id")).to_have_text(entry["id"])
+        # Meanwhile an agent (another process on the same home) files it elsewhere.
+        from rockmem_mcp.config import Settings
+        from rockmem_mcp.services.memory import MemoryService
+
+        agent = MemoryService(Settings.load({"home": str(home)}), embed_in_background=False)
+        agent.update(entry["id"], category="music", tags=["jazz"])
+        agent.close()
+        page.fill("#edit-content", "Jo likes jazz and blues")
+        page.click("#save")
+        expect(page.locator("#error")).to_contain_text("changed since you opened it")
+        page.click(f"#results li[data-id='{entry['id']}']")  # open it again: the agent's change is shown
+        expect(page.locator("#edit-category")).to_have_value("music")
+        page.fill("#edit-content", "Jo likes jazz and blues")
+        page.click("#save")
+        expect(page.locator("#error")).to_be_hidden()
+    stored = cli(home, "get", entry["id"])
+    assert (stored["content"], stored["category"], stored["tags"]) == ("Jo likes jazz and blues", "music", ["jazz"])

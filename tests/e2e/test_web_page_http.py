@@ -4,6 +4,7 @@ works on the same running services as MCP."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from mcp import Client
 
 from tests.e2e.test_web_page import page_server
+from tests.test_cli import clean_env, rockmem
 
 pytestmark = pytest.mark.anyio
 TOKEN = "a-long-enough-test-token-0123456789"
@@ -88,3 +90,103 @@ async def test_beside_streamable_http_the_page_sees_what_mcp_wrote(tmp_path: Pat
                                          headers={"x-rockmem-ui": "1"})  # fmt: skip
                 assert edited.status_code == 200
             assert (await call(client, "get_memory", id=saved["id"]))["content"] == "Changed on the page"
+
+
+def _post(url: str, path: str, body: object, **headers: str) -> httpx.Response:
+    return httpx.post(url + path, json=body, headers={"x-rockmem-ui": "1", **headers}, timeout=60)
+
+
+def test_changes_are_typed_exactly_as_the_tools_type_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    saved = json.loads(rockmem("--home", home, "add", "Ada drinks tea", "--pin", "--json", env=clean_env()).stdout)
+    environment = clean_env(ROCKMEM_HOME=str(home))
+    proposal = subprocess.run(
+        [sys.executable, "-c", "from rockmem_mcp.config import Settings; from rockmem_mcp.services.audit import Audit;"
+         "from rockmem_mcp.services.proposals import Proposals; s = Settings.load({'namespace': 'subagent/r'});"
+         "print(Proposals(s, Audit(s)).propose_save('The sky is green').id)"],
+        capture_output=True, text=True, env=environment, check=True,
+    ).stdout.strip()  # fmt: skip
+    with page_server(home, tmp_path / "ui.log") as url:
+        memory = f"api/memories/{saved['id']}"
+        for body, wanted in [
+            ({"pinned": "false"}, "pinned: Input should be a valid boolean"),
+            ({"restore": "false"}, "restore: Input should be a valid boolean"),
+            ({"importance": "0.9"}, "importance: Input should be a valid number"),
+            ({"tags": "a,b"}, "tags: Input should be a valid list"),
+            ({"colour": "red"}, "colour: Extra inputs are not permitted"),
+        ]:
+            refused = _post(url, memory, body)
+            assert refused.status_code == 400 and refused.json()["error"].startswith(wanted), refused.text
+        # archiving a pinned memory needs confirm_pinned itself, as a boolean
+        assert _post(url, memory + "/archive", {"pinned": "false"}).status_code == 400
+        assert _post(url, memory + "/archive", {}).status_code == 400
+        assert _post(url, memory + "/archive", {"confirm_pinned": "yes"}).status_code == 400
+        assert json.loads(rockmem("--home", home, "get", saved["id"], "--json", env=clean_env()).stdout)["pinned"]
+
+        # The review tool's stores only: a sub-agent's text never goes into core memory from the page.
+        for store in ("core", "bogus", 5, ["vault"]):
+            refused = _post(url, f"api/proposals/{proposal}", {"action": "commit", "store": store})
+            assert refused.status_code == 400 and refused.json()["error"].startswith("store: Input should be")
+        assert _post(url, f"api/proposals/{proposal}", {"action": "reject", "reason": ["x"]}).status_code == 400
+        assert _post(url, "api/tokens", {"text": ["a", "b"]}).status_code == 400
+        assert _post(url, "api/core", {"block": ["Identity"], "version": "x", "text": ""}).status_code == 400
+        assert _post(url, "api/revert", {"item": "memory/x.json", "to": 5}).status_code == 400
+        assert httpx.get(url + "api/graph", params={"entity": "x", "hops": "abc"}).status_code == 400
+
+        huge = httpx.post(url + "api/tokens", content=b'{"text": "' + b"a" * 5_000_000 + b'"}',
+                          headers={"x-rockmem-ui": "1", "content-type": "application/json"})  # fmt: skip
+        assert huge.status_code == 413
+    assert "Traceback" not in (tmp_path / "ui.log").read_text()
+
+
+def test_an_edit_of_a_memory_changed_since_it_was_read_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    saved = json.loads(rockmem("--home", home, "add", "Ada drinks tea", "--json", env=clean_env()).stdout)
+    read_at = saved["created_at"]
+    rockmem("--home", home, "add", "unrelated", env=clean_env())
+    with page_server(home, tmp_path / "ui.log") as url:
+        memory = f"api/memories/{saved['id']}"
+        assert _post(url, memory, {"tags": ["agent-added"]}).status_code == 200  # an agent's change meanwhile
+        stale = _post(url, memory, {"content": "Ada drinks coffee", "read_version": read_at})
+        assert stale.status_code == 409 and "changed since you opened it" in stale.json()["error"]
+        fresh = httpx.get(url + memory).json()["entry"]
+        done = _post(url, memory, {"content": "Ada drinks coffee", "read_version": fresh["updated_at"]})
+        assert done.status_code == 200
+        assert done.json()["tags"] == ["agent-added"] and done.json()["content"] == "Ada drinks coffee"
+
+
+def test_tiers_are_browsed_across_the_whole_store_and_a_to_date_includes_its_day(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = [json.dumps({"content": f"recent note {i}"}) for i in range(230)]
+    old = {"created_at": "2023-01-01T00:00:00Z", "last_seen_at": "2023-01-01T00:00:00Z", "importance": 0.5}
+    lines += [json.dumps({"content": f"forgotten fact {i}", **old})
+              for i in range(3)]  # fmt: skip
+    rockmem("--home", home, "import", "-", env=clean_env(), stdin="\n".join(lines) + "\n")
+    with page_server(home, tmp_path / "ui.log") as url:
+        found = httpx.get(url + "api/memories", params={"tier": "archive_candidate"}).json()
+        assert sorted(hit["entry"]["content"] for hit in found["results"]) == [f"forgotten fact {i}" for i in range(3)]
+        assert found["total"] == 3
+        newest = httpx.get(url + "api/memories", params={"limit": "1"}).json()["results"][0]["entry"]
+        created = newest["created_at"][:10]  # the imports' day, as the page's date picker gives it
+        same_day = httpx.get(url + "api/memories", params={"after": created, "before": created, "limit": "200"})
+        assert same_day.json()["total"] == 230
+
+
+def test_the_sign_in_cookie_is_the_pages_own_and_the_token_stays_out_of_logs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with page_server(home, tmp_path / "ui.log", ROCKMEM_AUTH_TOKEN=TOKEN, ROCKMEM_LOG_LEVEL="INFO") as url:
+        assert "?token=<ROCKMEM_AUTH_TOKEN>" in (tmp_path / "ui.log").read_text()  # the announced link says how
+        port = url.split(":")[2].split("/")[0]
+        with httpx.Client() as browser_like:
+            signed = browser_like.get(url, params={"token": TOKEN})
+            cookie = signed.headers["set-cookie"]
+            assert cookie.startswith(f"rockmem_ui_{port}=") and "Path=/ui" in cookie and TOKEN not in cookie
+            again = browser_like.get(url, params={"token": TOKEN})  # signed in already: still taken out
+            assert again.status_code == 303 and "token" not in again.headers["location"]
+    log = (tmp_path / "ui.log").read_text()
+    assert "token=REDACTED" in log and TOKEN not in log
+
+
+def test_ui_on_stdio_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = rockmem("--home", tmp_path / "home", "serve", "--ui", env=clean_env(), stdin="")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--transport streamable-http" in done.stderr

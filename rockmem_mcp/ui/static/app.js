@@ -41,7 +41,13 @@ async function api(path, body) {
     headers: { "content-type": "application/json", "x-rockmem-ui": "1" },
     body: JSON.stringify(body),
   };
-  const response = await fetch("api/" + path, options);
+  let response;
+  try {
+    response = await fetch("api/" + path, options);
+  } catch {
+    showError("the server is not answering (is rockmem-mcp still running?)");
+    throw new Shown("no answer");
+  }
   const data = await response.json().catch(() => ({ error: response.statusText }));
   if (!response.ok) {
     showError(data.error || `${response.status} ${response.statusText}`);
@@ -70,6 +76,7 @@ function openTab(name) {
 
 // ---------------------------------------------------------------------------------------------- memories
 let searchSerial = 0;
+let lastInputAt = 0; // when the search box last changed: the benchmark times from here to the list drawn
 let selected = null;
 
 async function search() {
@@ -84,6 +91,7 @@ async function search() {
   renderResults(data);
   const took = performance.now() - started;
   document.body.dataset.searchMs = took.toFixed(1);
+  if (lastInputAt) document.body.dataset.sinceInputMs = (performance.now() - lastInputAt).toFixed(1);
   document.body.dataset.searchSerial = serial;
 }
 
@@ -159,20 +167,39 @@ async function changeSelected(path, body) {
 }
 
 function wireMemories() {
-  const later = debounce(search, 120);
-  $("q").addEventListener("input", later);
+  const later = debounce(search, 50);
+  $("q").addEventListener("input", () => { lastInputAt = performance.now(); later(); });
   for (const id of ["store", "category", "tag", "tier", "after", "before", "archived"]) $(id).addEventListener("change", later);
   $("filters").addEventListener("submit", (event) => { event.preventDefault(); search(); });
-  $("save").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), {
-    content: $("edit-content").value,
-    category: $("edit-category").value,
-    tags: $("edit-tags").value,
-    importance: Number($("edit-importance").value),
-  }));
-  $("pin").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), { pinned: !selected.pinned }));
-  $("archive").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id) + "/archive",
-    { pinned: selected.pinned }));
-  $("restore").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id), { restore: true }));
+  $("save").addEventListener("click", () => {
+    // Only what was changed on the page is sent, with the version it was read at: a change an agent made
+    // meanwhile is refused (409), never overwritten.
+    const body = { read_version: versionOf(selected) };
+    const tags = $("edit-tags").value.split(",").map((t) => t.trim()).filter(Boolean);
+    if ($("edit-content").value !== selected.content) body.content = $("edit-content").value;
+    if ($("edit-category").value !== (selected.category || "")) body.category = $("edit-category").value;
+    if (JSON.stringify(tags) !== JSON.stringify(selected.tags || [])) body.tags = tags;
+    const importance = $("edit-importance").value.trim();
+    if (importance !== "" && Number(importance) !== selected.importance) body.importance = Number(importance);
+    if (Object.keys(body).length === 1) { showError("nothing changed"); return; }
+    changeSelected("memories/" + encodeURIComponent(selected.id), body);
+  });
+  $("pin").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id),
+    { pinned: !selected.pinned, read_version: versionOf(selected) }));
+  $("archive").addEventListener("click", () => {
+    if (selected.pinned && !window.confirm("This memory is pinned (in the vault). Archive it anyway?")) return;
+    changeSelected("memories/" + encodeURIComponent(selected.id) + "/archive", { confirm_pinned: selected.pinned });
+  });
+  $("restore").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id),
+    { restore: true, read_version: versionOf(selected) }));
+  $("store").addEventListener("change", () => {
+    const memories = $("store").value === "memories"; // category and tier are memories' own
+    for (const id of ["category", "tier"]) $(id).disabled = !memories;
+  });
+}
+
+function versionOf(entry) {
+  return entry.updated_at || entry.created_at;
 }
 
 async function loadCategories() {
@@ -256,13 +283,20 @@ async function loadGraph() {
 }
 
 // ---------------------------------------------------------------------------------------------- core
+let coreVersion = null;
+
 async function loadCore() {
-  const view = await api("core");
-  renderCore(view);
+  renderCore(await api("core"));
+}
+
+function showCoreTotal(view) {
+  $("core-total").textContent = `${view.tokens} of ${view.cap} tokens in all` +
+    (view.over_cap.length ? " · " + view.over_cap.join("; ") : "");
 }
 
 function renderCore(view) {
-  $("core-total").textContent = `${view.tokens} of ${view.cap} tokens in all` + (view.over_cap.length ? " · " + view.over_cap.join("; ") : "");
+  coreVersion = view.version;
+  showCoreTotal(view);
   const holder = $("core-blocks");
   holder.replaceChildren();
   for (const block of view.blocks) {
@@ -274,11 +308,16 @@ function renderCore(view) {
       const measured = await api("tokens", { text: text.value });
       count.textContent = `${measured.tokens} / ${block.cap} tokens`;
       count.classList.toggle("over", measured.tokens > block.cap);
-      count.dataset.live = text.value.length;
     }, 100);
     text.addEventListener("input", recount);
     const save = el("button", { type: "button", class: "primary", onclick: async () => {
-      renderCore(await api("core", { block: block.name, version: view.version, text: text.value }));
+      // Saved alone: what is typed in the other blocks stays on the page, unsaved.
+      const saved = await api("core", { block: block.name, version: coreVersion, text: text.value });
+      coreVersion = saved.version;
+      showCoreTotal(saved);
+      const now = saved.blocks.find((b) => b.name === block.name);
+      count.textContent = `${now.tokens} / ${now.cap} tokens`;
+      count.classList.toggle("over", now.tokens > now.cap);
     } }, "Save " + block.name);
     holder.append(el("div", { class: "block" }, el("h3", {}, block.name, " ", count), text, save));
   }
