@@ -6,8 +6,9 @@
 Starts `rockmem-mcp ui --port 0` with this interpreter, then measures in the browser:
 - first contentful paint of /ui/ (the browser's own `paint` entry), and the page ready (first listing rendered),
   each in a fresh browser context (no cache), `--loads` times;
-- a search typed into the box, from the request leaving to the results rendered (the page's own `searchMs`; the
-  typing debounce is not counted), over `--queries` corpus queries;
+- a search typed into the box, from the request leaving to the results rendered (the page's own `searchMs`), and
+  from the keystroke to the results rendered (`sinceInputMs`: the page's 50 ms typing pause included), over
+  `--queries` corpus queries;
 - the same searches as plain HTTP calls to the page's API from Python (httpx), after the browser's, the same-run
   baseline: the difference is what the browser adds (fetch, JSON, rendering).
 The first `WARM_UP` queries are sent once before anything is timed (what the server loads on first use).
@@ -77,12 +78,13 @@ def measure(home: Path, queries: list[str], loads: int) -> dict[str, Any]:
             page = browser.new_page()
             page.goto(url)
             page.wait_for_selector("body[data-ready='1']")
-            searches = []
+            searches, typed = [], []
             for query in queries:
                 serial = page.evaluate("document.body.dataset.searchSerial")
                 page.fill("#q", query)
                 page.wait_for_function("(s) => document.body.dataset.searchSerial !== s", arg=serial)
                 searches.append(float(page.evaluate("document.body.dataset.searchMs")) / 1000)
+                typed.append(float(page.evaluate("document.body.dataset.sinceInputMs")) / 1000)
             browser.close()
         with httpx.Client(timeout=60) as http:  # the same searches, after the browser's: both warm
             api = [_timed_get(http, url + "api/memories", {"q": query}) for query in queries]
@@ -95,6 +97,7 @@ def measure(home: Path, queries: list[str], loads: int) -> dict[str, Any]:
         "first_contentful_paint_ms": speed.percentiles(paints),
         "page_ready_ms": speed.percentiles(ready),
         "search_in_browser_ms": speed.percentiles(searches),
+        "keystroke_to_results_ms": speed.percentiles(typed),
         "search_api_only_ms": speed.percentiles(api),
         "server_rss_mb": rss,
         "loads": loads,
