@@ -15,7 +15,7 @@ from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
 from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import Dreamer
+from rockmem_mcp.services.dream import Dreamer, Progress
 from rockmem_mcp.services.enrichment import Enricher
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.forgetting import Forgetting
@@ -91,11 +91,11 @@ class Services:
     def reflector(self) -> Reflector:
         return Reflector(self.settings, self.dreamer(), self.core, proposals=self.proposals)
 
-    def reflect(self, trigger: str) -> Reflection:
+    def reflect(self, trigger: str, progress: Progress | None = None) -> Reflection:
         """Run a reflection now, with the server's language model if one is configured."""
         llm = language_model(self.settings)
         try:
-            return self.reflector().run(trigger, llm)
+            return self.reflector().run(trigger, llm, progress)
         finally:
             if llm is not None:
                 llm.close()

@@ -50,7 +50,7 @@ from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, tier, tier_counts
 from rockmem_mcp.services.audit import acting_as
 from rockmem_mcp.services.conversation import LogMark
 from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import ALLOWED, PROTECTED_REINFORCEMENT, Dreamer, LLMPlan
+from rockmem_mcp.services.dream import ALLOWED, PROTECTED_REINFORCEMENT, Dreamer, LLMPlan, Progress
 from rockmem_mcp.services.dream_episodes import EpisodeMark
 from rockmem_mcp.services.dream_journal import version
 from rockmem_mcp.services.llm import ChatLLM
@@ -86,6 +86,18 @@ LOG_CONTEXT_CHARS = 24_000  # how much of the reflection log and evolution.md ph
 DECISIONS = ("approve", "approve_with_changes", "partial", "reject")
 STATUS_OF = {"approve": "approved", "approve_with_changes": "approved", "partial": "partial", "reject": "rejected"}
 APPROVAL_OF = {"approve": "approved", "approve_with_changes": "approved-with-changes", "partial": "partial"}
+
+
+class Steps:
+    """Counts a run's phases for a progress callback (done, in all, what); without one, nothing."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.count = progress, total, 0
+
+    def done(self, what: str) -> None:
+        self.count += 1
+        if self.progress is not None:
+            self.progress(self.count, max(self.total, self.count), what)
 
 
 class Reflector:
@@ -133,9 +145,10 @@ class Reflector:
         return pending_lines(self.files)
 
     # ------------------------------------------------------------------ a cycle
-    def run(self, trigger: str = "manual", llm: ChatLLM | None = None) -> Reflection:
+    def run(self, trigger: str = "manual", llm: ChatLLM | None = None, progress: Progress | None = None) -> Reflection:
         """One cycle; the reflection is stored pending, or applied at once when it needs no approval. Raises
-        ReflectionBusy when another reflection is running on the home."""
+        ReflectionBusy when another reflection is running on the home. `progress(done, in all, what)` hears of each
+        phase as it ends (with a model, each takes seconds)."""
         with self.files.claim():
             numbers = self.files.numbers()
             number = (numbers[-1] if numbers else 0) + 1
@@ -152,16 +165,21 @@ class Reflector:
                 token_budget=self.settings.reflection_token_budget if llm is not None else 0,
             )
             passes = self._survey(reflection)
+            steps = Steps(progress, 3 + (len(passes) + 1 if llm is not None else 0))  # survey, plans, written
+            steps.done("surveyed: " + (reflection.survey[0] if reflection.survey else "nothing new"))
             if llm is not None:
                 self._meta_reflect(reflection, llm)
-            self._consolidate(reflection, passes, llm)
+                steps.done("meta-reflection")
+            self._consolidate(reflection, passes, llm, steps)
             if llm is not None:
                 self._rewrite_core(reflection, llm)
                 reflection.output_tokens = llm.output_tokens
+                steps.done("core memory reviewed")
             reflection.questions += reflection.meta.questions
             reflection.finished_at = self._clock()
             reflection.summary = summary(reflection, self._next_scheduled())
             self.files.write(reflection)
+            steps.done(f"{len(reflection.actions)} actions proposed")
             if reflection.needs_approval:
                 self._render_pending()
                 log.info("reflection %s: %d actions wait for approval", reflection.id, len(reflection.actions))
@@ -230,7 +248,9 @@ class Reflector:
             reflection.not_covered.append(f"meta-reflection: {exc}")
 
     # Phase 3
-    def _consolidate(self, reflection: Reflection, passes: list[str], llm: ChatLLM | None) -> None:
+    def _consolidate(
+        self, reflection: Reflection, passes: list[str], llm: ChatLLM | None, steps: Steps | None = None
+    ) -> None:
         live = [e for e in self.memory.iter_entries() if not e.archived]
         self._read = {e.id: version(e) for e in live}  # what each action's memories were as planned
         touched: set[str] = set()
@@ -239,10 +259,14 @@ class Reflector:
                 budget = reflection.token_budget - CORE_RESERVE
                 planned = self.dreamer.plan_llm(dream_pass, llm, budget, reflection.meta.guidance)
                 self._add_plan(reflection, dream_pass, planned, touched)
+                if steps is not None:
+                    steps.done(f"{dream_pass} planned")
         else:
             merges, _ = self.dreamer.duplicate_merges(live)
             planned = LLMPlan(plan=DreamPlan(merges=merges))
             self._add_plan(reflection, "consolidation", planned, touched)
+            if steps is not None:
+                steps.done("consolidation planned")
         clashes = self.dreamer.contradicting_pairs(live)
         for older, newer, why in clashes[:MAX_CONTRADICTIONS]:
             reflection.contradictions.append(f"{older} and {newer}: {why}")

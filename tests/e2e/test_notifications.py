@@ -110,3 +110,24 @@ async def test_a_dream_through_a_language_model_reports_each_batch(home: Path, t
     assert [(done, total) for done, total, _ in steps] == [(2, 6), (4, 6), (5, 6), (6, 6)], steps
     assert steps[0][2] == "consolidation: the model answered 2 items"
     assert steps[-1][2] == "applied: 0 changes, 0 refused"
+
+
+async def test_a_reflection_reports_its_phases_to_a_client_that_asks(home: Path, tmp_path: Path) -> None:
+    steps: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        steps.append((done, total, message))
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "rockmem_mcp", "--home", str(home)],
+        env={"ROCKMEM_EMBEDDING_MODEL": "off", "ROCKMEM_TOOLSETS": "all"}, cwd=str(tmp_path),
+    )  # fmt: skip
+    with (tmp_path / "server.stderr").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            for text in ("Ada drinks tea", "Ada drinks tea"):
+                await client.call_tool("save_memory", {"content": text})
+            result = await client.call_tool("reflect", {"action": "run"}, progress_callback=on_progress)
+            assert not result.is_error, result.content
+    assert [(done, total) for done, total, _ in steps] == [(1, 3), (2, 3), (3, 3)]
+    assert steps[0][2].startswith("surveyed: ") and steps[1][2] == "consolidation planned"
+    assert steps[2][2] == "1 actions proposed"

@@ -11,7 +11,7 @@ from pydantic import Field
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import ReflectResult
 from rockmem_mcp.server.context import services
-from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.server.tools import progress_of, reports_errors
 from rockmem_mcp.services.audit import process_actor
 
 ReflectAction = Literal["show", "run", "session_end", "approve", "approve_with_changes", "partial", "reject"]
@@ -44,7 +44,7 @@ def register(server: MCPServer) -> None:
         if process_actor(svc.settings.namespace) != "main":  # sub-agents and patrols read; the user decides
             raise InvalidInputError("only the main agent runs and resolves reflections; ask it to")
         if action in ("run", "session_end"):
-            reflection = svc.reflect("session-end" if action == "session_end" else "manual")
+            reflection = svc.reflect("session-end" if action == "session_end" else "manual", progress_of(ctx))
             pending = reflection.status == "pending"
             return ReflectResult(reflections=[reflection], next_step=ASK if pending else "Applied: nothing to approve.")
         if not id:
