@@ -43,6 +43,9 @@ class Settings(BaseModel):
     search_limit_max: int = Field(200, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
+    # Where long-term memories live: unset, the home's files; postgresql://… a database several replicas share
+    # (storage/pg.py). The home still keeps this replica's own index, access log and audit trail.
+    store: str | None = Field(None, repr=False, description="postgresql://user@host/db, or unset for the home")
     # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
     # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
     # loopback, listing names serves only those.

@@ -58,6 +58,7 @@ from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +114,16 @@ class MemoryService:
             settings.memory_dir.mkdir(parents=True, exist_ok=True)
         else:
             log.warning("%s", read_only_notice(settings.home, self.read_only))
-        self.files = MemoryFiles(settings.memory_dir)
         self.audit = Audit(settings)  # stamped by the wall clock: the store's clock is its records' time
-        self.journal = ChangeJournal(settings.index_dir)
-        self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
+        self.shared = is_database_url(settings.store)  # the entries in a database several replicas share
+        if self.shared:
+            from rockmem_mcp.storage.pg_memory import open_memory_store  # psycopg only where a database is named
+
+            self.files, self.journal, self._id_locks = open_memory_store(str(settings.store), settings.memory_dir)
+        else:
+            self.files = MemoryFiles(settings.memory_dir)
+            self.journal = ChangeJournal(settings.index_dir)
+            self._id_locks = IdLocks(settings.index_dir, STORE)  # an entry's read-modify-write, across processes
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
         self._changes_since_snapshot = 0
         self._vectors_since_snapshot = 0
@@ -133,8 +140,9 @@ class MemoryService:
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
         self.vector_files = VectorFiles(settings.embeddings_dir)
         self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
-        with acting_as("system:init"):
-            migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
+        if not self.shared:  # a database is made in today's format: nothing to migrate
+            with acting_as("system:init"):
+                migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
         if embed_in_background:  # one-shot commands write reinforcement once, at close
@@ -153,6 +161,8 @@ class MemoryService:
         if self._changes_since_snapshot or self._vectors_since_snapshot:
             self.write_snapshot()
         self.journal.close()
+        if self.shared:
+            self._id_locks.close()  # type: ignore[union-attr]
         self._claim.close()
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
@@ -169,7 +179,8 @@ class MemoryService:
             read = self.journal.read_since(position)
             if not read.gap:
                 self._apply(index, read.records)
-                self._reconcile_with_files(index, snapshot_time)
+                if not self.shared:  # rows change only through the feed; files also by hand
+                    self._reconcile_with_files(index, snapshot_time)
                 return index, read.position
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
         position = self.journal.end()  # taken before reading: later changes are replayed on next sync
@@ -180,8 +191,11 @@ class MemoryService:
     def _build_from_files(self) -> MemoryIndex:
         index = MemoryIndex()
         index.accesses = self.reinforcer.accesses(MEMORY)
-        self._settle_duplicates(self.files.listing())
-        entries = self._read_locations(self.files.walk())
+        if self.shared:
+            entries: Iterator[MemoryEntry] = self.files.stream()  # type: ignore[attr-defined]
+        else:
+            self._settle_duplicates(self.files.listing())
+            entries = self._read_locations(self.files.walk())
         while batch := list(itertools.islice(entries, REBUILD_BATCH)):
             index.upsert_many(batch)
         log.info("indexed %d memories from %s", len(index), self.files.root)
@@ -485,7 +499,7 @@ class MemoryService:
         with self._lock, reporting_io_errors("saving memory"):
             # No catch-up with other processes first: a new id touches nothing they wrote, and the next read
             # catches up on all of it at once (a write storm from several processes indexes in batches).
-            while entry.id in self.index or self.files.path_for(entry.id, entry.category).exists():
+            while entry.id in self.index or self.files.exists(EntryLocation(entry.id, entry.category)):
                 entry = entry.model_copy(update={"id": new_entry_id()})
             self.files.write(entry)
             with self._undone_on_error(None, entry):

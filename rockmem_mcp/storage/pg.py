@@ -1,0 +1,157 @@
+"""PostgreSQL as the shared store behind several server replicas (`ROCKMEM_STORE=postgresql://…`).
+
+The database holds the truth; each replica keeps its own in-memory index, built from it, and catches up on the
+others' writes through one ordered change table: `changes.seq` is the position a replica has read to (as a file
+home's journal offset), and `NOTIFY rockmem_changes` only wakes. Change rows are inserted under a
+transaction-level advisory lock, so their sequence numbers commit in order: a reader that has seen seq N has seen
+every change before it.
+
+Schema migrations are numbered and applied by the server itself at start, in one transaction per step, under an
+advisory lock: two replicas starting at once apply each step once, and a started replica never sees half a schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rockmem_mcp.errors import ConfigError, StorageError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_LOCK = 7_261_001  # advisory lock keys (an arbitrary constant per purpose)
+CHANGES_LOCK = 7_261_002
+ID_LOCKS = 7_261_003
+NOTIFY_CHANNEL = "rockmem_changes"
+
+# (version, statements): applied in order, each once; never edit one that has shipped, add the next.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            "CREATE TABLE IF NOT EXISTS rockmem_meta (key text PRIMARY KEY, value text NOT NULL)",
+            "INSERT INTO rockmem_meta (key, value) VALUES ('epoch', md5(random()::text || clock_timestamp()::text))"
+            " ON CONFLICT (key) DO NOTHING",
+            "CREATE TABLE IF NOT EXISTS memories (id text PRIMARY KEY, category text, doc text NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS changes (seq bigserial PRIMARY KEY, writer text NOT NULL,"
+            " record jsonb NOT NULL, at timestamptz NOT NULL DEFAULT now())",
+        ],
+    ),
+]
+
+
+def redacted(url: str) -> str:
+    """The store's address without its password, for logs and messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def is_database_url(store: str | None) -> bool:
+    return bool(store) and str(store).startswith(("postgresql://", "postgres://"))
+
+
+class Database:
+    """One connection per purpose (queries, held advisory locks), opened lazily; a thread lock each, as a psycopg
+    connection carries one transaction at a time."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise ConfigError(
+                "ROCKMEM_STORE names a PostgreSQL database, but psycopg is not installed: "
+                "pip install 'rockmem-mcp[postgres]'"
+            ) from None
+        self.url = url
+        self._psycopg = psycopg
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self.writer_id = secrets.token_hex(6)
+        self.migrate()
+        self.epoch = str(self.one("SELECT value FROM rockmem_meta WHERE key = 'epoch'")[0])
+
+    def connect(self) -> Any:
+        try:
+            return self._psycopg.connect(self.url, autocommit=True)
+        except self._psycopg.OperationalError as exc:
+            raise StorageError(
+                f"cannot reach the store {redacted(self.url)}: {str(exc).strip().splitlines()[0]}"
+            ) from None
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            self._conn = self.connect()
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A cursor inside one transaction (committed on leaving, rolled back on an error)."""
+        with self._lock:
+            conn = self.conn
+            try:
+                with conn.transaction(), conn.cursor() as cursor:
+                    yield cursor
+            except self._psycopg.OperationalError as exc:
+                self._conn = None  # reconnect next time
+                raise StorageError(
+                    f"the store {redacted(self.url)} failed: {str(exc).strip().splitlines()[0]}"
+                ) from None
+
+    def one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        with self.transaction() as cursor:
+            cursor.execute(query, params)
+            row = cursor.fetchone()
+        if row is None:
+            raise StorageError(f"the store {redacted(self.url)} answered nothing to {query.split()[0]}")
+        return tuple(row)
+
+    def all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self.transaction() as cursor:
+            cursor.execute(query, params)
+            return [tuple(row) for row in cursor.fetchall()]
+
+    def migrate(self) -> int:
+        """Apply the schema steps this database lacks; returns how many. Safe when replicas start together."""
+        applied = 0
+        conn = self.connect()
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS rockmem_schema (version integer PRIMARY KEY)")
+                done = {row[0] for row in conn.execute("SELECT version FROM rockmem_schema").fetchall()}
+                for version, statements in MIGRATIONS:
+                    if version in done:
+                        continue
+                    with conn.transaction():
+                        for statement in statements:
+                            conn.execute(statement)
+                        conn.execute("INSERT INTO rockmem_schema (version) VALUES (%s)", (version,))
+                    applied += 1
+                    log.info("store %s: applied schema step %d", redacted(self.url), version)
+                newest = max(done | {v for v, _ in MIGRATIONS})
+                if newest > MIGRATIONS[-1][0]:
+                    raise ConfigError(
+                        f"the store {redacted(self.url)} is at schema {newest}, newer than this rockmem-mcp knows "
+                        f"({MIGRATIONS[-1][0]}): upgrade rockmem-mcp"
+                    )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+        finally:
+            conn.close()
+        return applied

@@ -1,0 +1,238 @@
+"""Long-term memories in PostgreSQL: the same three parts a file home gives MemoryService — the entries (as
+MemoryFiles), the change feed (as ChangeJournal) and the per-id write locks (as IdLocks) — over one database, so
+the service runs unchanged over either.
+
+- Entries: one row per memory (`memories`: id, category, the entry's JSON). A move between categories is an
+  update of the row; there are no folders to settle or reconcile.
+- Changes: a row per change in `changes`, inserted in commit order (pg.CHANGES_LOCK), read by sequence number. A
+  position is (epoch, seq): the database's epoch changes only with a new database, which a replica's snapshot
+  then no longer matches (a gap: it rebuilds from the rows).
+- Locks: session advisory locks on a connection of their own, in 64 stripes per store, as the file home's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rockmem_mcp.errors import CorruptEntryError
+from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.storage.changes import JournalPosition, JournalRead
+from rockmem_mcp.storage.memory_files import EntryLocation
+from rockmem_mcp.storage.pg import CHANGES_LOCK, ID_LOCKS, NOTIFY_CHANNEL, Database, redacted
+
+log = logging.getLogger(__name__)
+
+STRIPES = 64
+
+
+class PgMemoryRows:
+    """MemoryFiles' interface over the `memories` table. `path_for` still names a file: the audit trail and its
+    readers speak of items by path, and the path is the same on every replica."""
+
+    on_disk = False
+
+    def __init__(self, db: Database, memory_dir: Path) -> None:
+        self.db = db
+        self.root = redacted(db.url)
+        self._memory_dir = memory_dir
+        self._warned: set[str] = set()
+
+    def path_for(self, entry_id: str, category: str | None) -> Path:
+        folder = self._memory_dir.joinpath(*category.split("/")) if category else self._memory_dir
+        return folder / f"{entry_id}.json"
+
+    @staticmethod
+    def encode(entry: MemoryEntry) -> str:
+        return entry.model_dump_json(exclude_none=True)
+
+    def read(self, location: EntryLocation, fresh: bool = False) -> MemoryEntry:
+        rows = self.db.all("SELECT category, doc FROM memories WHERE id = %s", (location.entry_id,))
+        if not rows or rows[0][0] != location.category:
+            raise FileNotFoundError(f"memory {location.entry_id} is not in {location.category!r}")
+        try:
+            return MemoryEntry.model_validate_json(rows[0][1])
+        except ValueError as exc:
+            raise CorruptEntryError(f"memory {location.entry_id} in the store does not parse: {exc}") from None
+
+    def read_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
+        rows = self.db.all("SELECT id, doc FROM memories WHERE id = ANY(%s)", (entry_ids,))
+        return {row[0]: MemoryEntry.model_validate_json(row[1]) for row in rows}
+
+    def exists(self, location: EntryLocation) -> bool:
+        rows = self.db.all("SELECT category FROM memories WHERE id = %s", (location.entry_id,))
+        return bool(rows) and rows[0][0] == location.category
+
+    def true_category(self, location: EntryLocation, saved: str | None) -> str | None:
+        return saved
+
+    def case_twins(self, one: EntryLocation, other: EntryLocation) -> bool:
+        return one == other
+
+    def remove_moved(self, old: EntryLocation, new: EntryLocation) -> None:
+        """Nothing: the row was updated in place (its id is the key)."""
+
+    def warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("%s", message)
+
+    def check_folder(self, category: str | None) -> None:
+        """Nothing: there are no folders to be links."""
+
+    def write(self, entry: MemoryEntry) -> None:
+        self.write_many([entry])
+
+    def write_many(self, entries: Iterable[MemoryEntry]) -> int:
+        rows = [(e.id, e.category, self.encode(e)) for e in entries]
+        if rows:
+            with self.db.transaction() as cursor:
+                cursor.executemany(
+                    "INSERT INTO memories (id, category, doc) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET category = EXCLUDED.category, doc = EXCLUDED.doc",
+                    rows,
+                )
+        return len(rows)
+
+    def remove(self, location: EntryLocation) -> bool:
+        with self.db.transaction() as cursor:
+            cursor.execute(
+                "DELETE FROM memories WHERE id = %s AND category IS NOT DISTINCT FROM %s",
+                (location.entry_id, location.category),
+            )
+            return bool(cursor.rowcount)
+
+    def walk(self) -> list[EntryLocation]:
+        return [EntryLocation(i, c) for i, c in self.db.all("SELECT id, category FROM memories ORDER BY id")]
+
+    def listing(self) -> dict[str | None, set[str]]:
+        found: dict[str | None, set[str]] = {}
+        for entry_id, category in self.db.all("SELECT id, category FROM memories"):
+            found.setdefault(category, set()).add(entry_id)
+        return found
+
+    def location(self, stem: str, category: str | None) -> EntryLocation | None:
+        location = EntryLocation(stem, category)
+        return location if self.exists(location) else None
+
+    def stream(self, batch: int = 2_000) -> Iterator[MemoryEntry]:
+        """Every entry, in id order, a batch of rows at a time (a replica's first index build)."""
+        last = ""
+        while True:
+            rows = self.db.all("SELECT id, doc FROM memories WHERE id > %s ORDER BY id LIMIT %s", (last, batch))
+            if not rows:
+                return
+            for entry_id, doc in rows:
+                try:
+                    yield MemoryEntry.model_validate_json(doc)
+                except ValueError as exc:
+                    self.warn_once(f"memory {entry_id} in the store does not parse ({exc}); it is left out")
+            last = rows[-1][0]
+
+
+class PgChangeFeed:
+    """ChangeJournal's interface over the `changes` table (module docstring)."""
+
+    read_only = False
+
+    def __init__(self, db: Database, on_notify: Callable[[], None] | None = None) -> None:
+        self.db = db
+        self.writer_id = db.writer_id
+
+    def close(self) -> None:
+        self.db.close()
+
+    def append(self, records: list[dict[str, Any]], durable: bool = False) -> None:
+        if not records:
+            return
+        with self.db.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))  # sequence order = commit order
+            cursor.executemany(
+                "INSERT INTO changes (writer, record) VALUES (%s, %s)",
+                [(self.writer_id, json.dumps(r, separators=(",", ":"))) for r in records],
+            )
+            cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+
+    def end(self) -> JournalPosition:
+        (seq,) = self.db.one("SELECT coalesce(max(seq), 0) FROM changes")
+        return JournalPosition(_epoch_number(self.db.epoch), int(seq))
+
+    def read_since(self, position: JournalPosition) -> JournalRead:
+        if position.generation != _epoch_number(self.db.epoch):
+            return JournalRead([], self.end(), gap=True)  # another database than the snapshot's
+        rows = self.db.all("SELECT seq, writer, record FROM changes WHERE seq > %s ORDER BY seq", (position.offset,))
+        if not rows:
+            return JournalRead([], position, gap=False)
+        records = [record for _, writer, record in rows if writer != self.writer_id]
+        return JournalRead(records, JournalPosition(position.generation, int(rows[-1][0])), gap=False)
+
+    def rotate(self, before: Callable[[], None] | None = None) -> JournalPosition:
+        """The snapshot is written; change rows are kept (a few dozen bytes each; a replica that restarts from an
+        old snapshot replays them rather than rebuilding)."""
+        if before is not None:
+            before()
+        return self.end()
+
+
+def _epoch_number(epoch: str) -> int:
+    """The database's epoch as the int64 a snapshot header keeps."""
+    return zlib.crc32(epoch.encode()) or 1
+
+
+class PgIdLocks:
+    """IdLocks' interface: session advisory locks on a connection of this process's own, held across the caller's
+    code. Stripes this process holds already are not taken again (the service's own lock orders its threads)."""
+
+    def __init__(self, db: Database, prefix: str) -> None:
+        self.db = db
+        self._key = zlib.crc32(prefix.encode()) & 0x7FFFFFFF
+        self._held: set[int] = set()
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            self._conn = self.db.connect()
+        return self._conn
+
+    def _stripe(self, entry_id: str) -> int:
+        return zlib.crc32(entry_id.encode()) % STRIPES
+
+    @contextmanager
+    def hold(self, ids: Iterable[str], wait: bool = True) -> Iterator[bool]:
+        stripes = sorted({self._stripe(i) for i in ids} - self._held)
+        taken: list[int] = []
+        try:
+            with self._lock:
+                conn = self._connection()
+                for stripe in stripes:
+                    key = (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
+                    if wait:
+                        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                        break
+                    taken.append(stripe)
+                self._held.update(taken)
+            yield len(taken) == len(stripes)
+        finally:
+            with self._lock:
+                for stripe in taken:
+                    key = (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
+                    self._connection().execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    self._held.discard(stripe)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+def open_memory_store(url: str, memory_dir: Path) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks]:
+    db = Database(url)
+    locks_db = db  # the locks take a connection of their own from the same address
+    return PgMemoryRows(db, memory_dir), PgChangeFeed(db), PgIdLocks(locks_db, "memory")

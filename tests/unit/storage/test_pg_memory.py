@@ -1,0 +1,142 @@
+"""Long-term memories in PostgreSQL (storage/pg.py, storage/pg_memory.py) against the machine's real server: the
+schema applied once when replicas start together, and MemoryService over one database from several replicas,
+each with its own home and index: read-your-writes, moves, archives, deletes, no lost update, a fresh replica
+built from the rows and a restarted one caught up from its snapshot."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import NotFoundError, StorageError
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.pg import MIGRATIONS, Database, redacted
+from tests.pg_server import database  # noqa: F401  (the fixture)
+
+Replica = Callable[[], MemoryService]
+
+
+@pytest.fixture
+def replica(database: str, tmp_path: Path) -> Iterator[Replica]:  # noqa: F811
+    opened: list[MemoryService] = []
+
+    def start() -> MemoryService:
+        home = tmp_path / f"replica-{len(opened)}"
+        settings = Settings.load({"home": home, "store": database}, env={"ROCKMEM_EMBEDDING_MODEL": "off"})
+        service = MemoryService(settings, embed_in_background=False)
+        opened.append(service)
+        return service
+
+    yield start
+    for service in opened:
+        service.close()
+
+
+def contents(service: MemoryService, query: str) -> list[str]:
+    return [hit.entry.content for hit in service.search(query).results]
+
+
+def test_the_schema_is_applied_once_when_replicas_start_together(database: str) -> None:  # noqa: F811
+    results: list[object] = []
+
+    def start() -> None:
+        try:
+            results.append(Database(database))
+        except Exception as exc:  # reported below
+            results.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(isinstance(r, Database) for r in results), results
+    epochs = {r.epoch for r in results}  # type: ignore[union-attr]
+    assert len(epochs) == 1
+    db = results[0]
+    assert isinstance(db, Database)
+    assert db.all("SELECT version FROM rockmem_schema") == [(v,) for v, _ in MIGRATIONS]
+    assert db.migrate() == 0  # idempotent
+    for r in results:
+        r.close()  # type: ignore[union-attr]
+
+
+def test_a_save_on_one_replica_is_found_by_another_at_once(replica: Replica) -> None:
+    a, b = replica(), replica()
+    saved = a.save("Ada drinks green tea", "people/ada", ["tea"])
+    assert contents(b, "green tea") == ["Ada drinks green tea"]  # read-your-writes across replicas
+    assert b.get(saved.id).tags == ["tea"]
+
+    b.update(saved.id, content="Ada drinks black tea", category="people/ada-lovelace")  # a move between categories
+    assert a.get(saved.id).category == "people/ada-lovelace"
+    assert contents(a, "black tea") == ["Ada drinks black tea"] and contents(a, "green") == []
+    assert [c.category for c in a.categories().categories if c.entries] == ["people/ada-lovelace"]
+
+    a.delete(saved.id)  # archived
+    assert b.get(saved.id).archived and contents(b, "tea") == []
+    b.update(saved.id, restore=True)
+    assert not a.get(saved.id).archived
+
+    a.delete(saved.id, permanent=True)  # an acknowledged delete stays deleted everywhere
+    with pytest.raises(NotFoundError):
+        b.get(saved.id)
+    with pytest.raises(NotFoundError):
+        b.update(saved.id, content="brought back by a stale replica")
+    assert contents(b, "tea") == []
+
+
+def test_concurrent_updates_of_one_memory_from_two_replicas_lose_nothing(replica: Replica) -> None:
+    a, b = replica(), replica()
+    saved = a.save("Bob keeps bees")
+    rounds = 25
+
+    def tagger() -> None:
+        for i in range(rounds):
+            a.update(saved.id, tags=[f"t{i}"])
+
+    def refiler() -> None:
+        for i in range(rounds):
+            b.update(saved.id, category=f"people/bob-{i}")
+
+    threads = [threading.Thread(target=tagger), threading.Thread(target=refiler)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for service in (a, b):
+        final = service.get(saved.id)
+        assert final.tags == [f"t{rounds - 1}"] and final.category == f"people/bob-{rounds - 1}"
+    assert contents(a, "bees") == contents(b, "bees") == ["Bob keeps bees"]
+
+
+def test_a_new_replica_builds_from_the_rows_and_a_restarted_one_catches_up(replica: Replica, tmp_path: Path) -> None:
+    a = replica()
+    ids = [a.save(f"fact number {i} about otters").id for i in range(30)]
+    fresh = replica()
+    assert len(fresh.index) == 30 and len(contents(fresh, "otters")) == 20  # a search's default limit
+    home = a.settings.home
+    a.close()  # writes its snapshot: (epoch, seq) of the change feed
+    fresh.update(ids[0], content="the first otter moved to the river")
+    fresh.delete(ids[1], permanent=True)
+    settings = Settings.load({"home": home, "store": a.settings.store}, env={"ROCKMEM_EMBEDDING_MODEL": "off"})
+    again = MemoryService(settings, embed_in_background=False)
+    try:
+        assert again.get(ids[0]).content == "the first otter moved to the river"
+        assert ids[1] not in again.index and len(again.index) == 29
+    finally:
+        again.close()
+
+
+def test_an_unreachable_store_is_one_line_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://rockmem:s3cret-pass@127.0.0.1:1/nowhere"
+    assert "s3cret" not in redacted(url) and redacted(url).startswith("postgresql://rockmem:***@127.0.0.1:1")
+    settings = Settings.load({"home": tmp_path / "h", "store": url}, env={"ROCKMEM_EMBEDDING_MODEL": "off"})
+    with pytest.raises(StorageError) as refused:
+        MemoryService(settings, embed_in_background=False)
+    assert "s3cret" not in str(refused.value) and "cannot reach the store postgresql://rockmem:***@" in str(
+        refused.value
+    )
