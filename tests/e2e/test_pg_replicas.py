@@ -3,13 +3,17 @@ told to remember, another finds, over stdio and over streamable HTTP."""
 
 from __future__ import annotations
 
+import random
+import signal
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
-from tests.e2e.test_http import serving
+from tests.e2e.test_http import serving, serving_process
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.anyio
@@ -33,3 +37,83 @@ async def test_two_replicas_share_long_term_memory(
             again = await call(b, "search_memory", query="deploy freeze", stores=["memories"])
             assert again["results"] == []
     assert not list((over_http_home / "memory").rglob("*.json"))  # the rows are in the database, not the home
+
+
+OPS_PER_REPLICA = 500
+KILLED_AFTER = 250
+
+
+async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_write(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """3 HTTP replicas on one database, 500 mixed calls each at once (saves, updates of their own memories,
+    archives, permanent deletes, searches and reads of the others'); one replica is SIGKILLed halfway. Afterwards
+    every acknowledged write is as acknowledged, seen from each surviving replica, and nothing deleted came back."""
+    env = {"ROCKMEM_STORE": database, "ROCKMEM_EMBEDDING_MODEL": "off"}
+    expected: dict[str, str | None] = {}  # id -> acknowledged content (None: acknowledged permanent delete)
+    archived: dict[str, bool] = {}
+    with ExitStack() as stack:
+        replicas = [
+            stack.enter_context(serving_process(tmp_path / f"home-{n}", tmp_path / f"replica-{n}.log", **env))
+            for n in range(3)
+        ]
+        urls = [url for url, _ in replicas]
+        killed = replicas[2][1]
+
+        async def storm(n: int) -> None:
+            rng = random.Random(n)
+            mine: list[str] = []
+            try:
+                async with Client(urls[n]) as client:
+                    for i in range(OPS_PER_REPLICA):
+                        if n == 2 and i == KILLED_AFTER:
+                            killed.send_signal(signal.SIGKILL)  # mid-storm: no goodbye
+                        roll = rng.random()
+                        if roll < 0.35 or not mine:
+                            text = f"replica {n} note {i} about storms"
+                            result = await client.call_tool("save_memory", {"content": text})
+                            entry = result.structured_content
+                            expected[entry["id"]], archived[entry["id"]] = text, False
+                            mine.append(entry["id"])
+                        elif roll < 0.6:
+                            target = rng.choice(mine)
+                            text = f"replica {n} revised {i}"
+                            result = await client.call_tool("update_memory", {"id": target, "content": text})
+                            if not result.is_error:
+                                expected[target] = text
+                        elif roll < 0.7:
+                            target = mine.pop(rng.randrange(len(mine)))
+                            result = await client.call_tool("delete_memory", {"id": target})
+                            if not result.is_error:
+                                archived[target] = True
+                        elif roll < 0.78:
+                            target = mine.pop(rng.randrange(len(mine)))
+                            result = await client.call_tool("delete_memory", {"id": target, "permanent": True})
+                            if not result.is_error:
+                                expected[target] = None
+                        else:
+                            result = await client.call_tool("search_memory", {"query": "storms", "limit": 5})
+                            assert not result.is_error
+            except Exception:
+                if n != 2:
+                    raise  # only the killed replica's calls may fail, from the kill on
+
+        async with anyio.create_task_group() as group:
+            for n in range(3):
+                group.start_soon(storm, n)
+        assert killed.wait(timeout=10) == -signal.SIGKILL
+
+        async with Client(urls[0]) as first, Client(urls[1]) as second:
+            for client in (first, second):
+                for entry_id, content in expected.items():
+                    result = await client.call_tool("get_memory", {"id": entry_id})
+                    if content is None:
+                        assert result.is_error and "no memory with id" in result.content[0].text, entry_id
+                        continue
+                    assert not result.is_error, (entry_id, result.content)
+                    got = result.structured_content
+                    assert got["content"] == content, entry_id
+                    assert (got["archived_at"] is not None) == archived[entry_id], entry_id
+    saves = sum(1 for c in expected.values() if c is not None)
+    assert saves > 300  # the storm did happen
