@@ -930,6 +930,9 @@ class MemoryService:
         """Hits read back from their files, with their uses, salience and tier (columns gathered at once: this
         runs for every result of every search). Caller holds the lock."""
         index = self.index
+        prefetch = getattr(self.files, "prefetch", None)  # a database store reads all the hits in one query
+        if prefetch is not None:
+            prefetch([index.bm25.keys[slot] for slot in slots.tolist()])
         columns = zip(
             slots.tolist(), scores, index.salience(slots, view).tolist(), index.access_count.view[slots].tolist(),
             index.last_access.view[slots].tolist(), strict=True,

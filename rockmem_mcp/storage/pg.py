@@ -55,6 +55,10 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def is_database_url(store: str | None) -> bool:
     return bool(store) and str(store).startswith(("postgresql://", "postgres://"))
 
@@ -114,17 +118,21 @@ class Database:
                 ) from None
 
     def one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
-        with self.transaction() as cursor:
-            cursor.execute(query, params)
-            row = cursor.fetchone()
-        if row is None:
+        rows = self.all(query, params)
+        if not rows:
             raise StorageError(f"the store {redacted(self.url)} answered nothing to {query.split()[0]}")
-        return tuple(row)
+        return rows[0]
 
     def all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self.transaction() as cursor:
-            cursor.execute(query, params)
-            return [tuple(row) for row in cursor.fetchall()]
+        """A read: one statement, one round trip (autocommit; no BEGIN and COMMIT around it)."""
+        with self._lock:
+            try:
+                return [tuple(row) for row in self.conn.execute(query, params).fetchall()]
+            except self._psycopg.OperationalError as exc:
+                self._conn = None  # reconnect next time
+                raise StorageError(
+                    f"the store {redacted(self.url)} failed: {str(exc).strip().splitlines()[0]}"
+                ) from None
 
     def migrate(self) -> int:
         """Apply the schema steps this database lacks; returns how many. Safe when replicas start together."""

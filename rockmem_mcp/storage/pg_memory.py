@@ -16,6 +16,7 @@ import json
 import logging
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,17 +33,50 @@ log = logging.getLogger(__name__)
 STRIPES = 64
 
 
+class ParsedRows:
+    """Entries parsed from their rows, kept for the next read (a search reads its results back: one query and
+    one validation each would be most of its time). Exact, not a guess: a row changes only by a write, and every
+    write is either this replica's own (which replaces or drops the kept entry) or a change row another replica
+    made, which the feed drops from here as it reads it; after a gap in the feed nothing is kept. Bounded."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._kept: OrderedDict[str, tuple[str | None, MemoryEntry]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, entry_id: str) -> tuple[str | None, MemoryEntry] | None:
+        with self._lock:
+            return self._kept.get(entry_id)
+
+    def keep(self, entry: MemoryEntry) -> None:
+        with self._lock:
+            self._kept[entry.id] = (entry.category, entry)
+            self._kept.move_to_end(entry.id)
+            while len(self._kept) > self.capacity:
+                self._kept.popitem(last=False)
+
+    def drop(self, entry_ids: Iterable[str]) -> None:
+        with self._lock:
+            for entry_id in entry_ids:
+                self._kept.pop(entry_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
 class PgMemoryRows:
     """MemoryFiles' interface over the `memories` table. `path_for` still names a file: the audit trail and its
     readers speak of items by path, and the path is the same on every replica."""
 
     on_disk = False
 
-    def __init__(self, db: Database, memory_dir: Path) -> None:
+    def __init__(self, db: Database, memory_dir: Path, parsed: ParsedRows) -> None:
         self.db = db
         self.root = redacted(db.url)
         self._memory_dir = memory_dir
         self._warned: set[str] = set()
+        self._parsed = parsed
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         folder = self._memory_dir.joinpath(*category.split("/")) if category else self._memory_dir
@@ -53,17 +87,30 @@ class PgMemoryRows:
         return entry.model_dump_json(exclude_none=True)
 
     def read(self, location: EntryLocation, fresh: bool = False) -> MemoryEntry:
+        kept = None if fresh else self._parsed.get(location.entry_id)
+        if kept is not None and kept[0] == location.category:
+            return kept[1]
         rows = self.db.all("SELECT category, doc FROM memories WHERE id = %s", (location.entry_id,))
         if not rows or rows[0][0] != location.category:
+            self._parsed.drop([location.entry_id])
             raise FileNotFoundError(f"memory {location.entry_id} is not in {location.category!r}")
         try:
-            return MemoryEntry.model_validate_json(rows[0][1])
+            entry = MemoryEntry.model_validate_json(rows[0][1])
         except ValueError as exc:
             raise CorruptEntryError(f"memory {location.entry_id} in the store does not parse: {exc}") from None
+        self._parsed.keep(entry)
+        return entry
 
-    def read_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
-        rows = self.db.all("SELECT id, doc FROM memories WHERE id = ANY(%s)", (entry_ids,))
-        return {row[0]: MemoryEntry.model_validate_json(row[1]) for row in rows}
+    def prefetch(self, entry_ids: list[str]) -> None:
+        """Read the entries not kept yet in one query (a search's results), so each read after it is kept."""
+        missing = [i for i in entry_ids if self._parsed.get(i) is None]
+        if not missing:
+            return
+        for (doc,) in self.db.all("SELECT doc FROM memories WHERE id = ANY(%s)", (missing,)):
+            try:
+                self._parsed.keep(MemoryEntry.model_validate_json(doc))
+            except ValueError:
+                continue  # read alone, it is reported as it is met
 
     def exists(self, location: EntryLocation) -> bool:
         rows = self.db.all("SELECT category FROM memories WHERE id = %s", (location.entry_id,))
@@ -90,8 +137,10 @@ class PgMemoryRows:
         self.write_many([entry])
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
-        rows = [(e.id, e.category, self.encode(e)) for e in entries]
+        written = list(entries)
+        rows = [(e.id, e.category, self.encode(e)) for e in written]
         if rows:
+            self._parsed.drop(e.id for e in written)  # whatever happens to the transaction
             with self.db.transaction() as cursor:
                 cursor.executemany(
                     "INSERT INTO memories (id, category, doc) VALUES (%s, %s, %s) "
@@ -101,6 +150,7 @@ class PgMemoryRows:
         return len(rows)
 
     def remove(self, location: EntryLocation) -> bool:
+        self._parsed.drop([location.entry_id])
         with self.db.transaction() as cursor:
             cursor.execute(
                 "DELETE FROM memories WHERE id = %s AND category IS NOT DISTINCT FROM %s",
@@ -141,9 +191,10 @@ class PgChangeFeed:
 
     read_only = False
 
-    def __init__(self, db: Database, on_notify: Callable[[], None] | None = None) -> None:
+    def __init__(self, db: Database, parsed: ParsedRows) -> None:
         self.db = db
         self.writer_id = db.writer_id
+        self._parsed = parsed
 
     def close(self) -> None:
         self.db.close()
@@ -234,5 +285,6 @@ class PgIdLocks:
 
 def open_memory_store(url: str, memory_dir: Path) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks]:
     db = Database(url)
-    locks_db = db  # the locks take a connection of their own from the same address
-    return PgMemoryRows(db, memory_dir), PgChangeFeed(db), PgIdLocks(locks_db, "memory")
+    parsed = ParsedRows()
+    # The locks take a connection of their own from the same address (held across the caller's queries).
+    return PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory")
