@@ -390,7 +390,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             app: Any = standalone_app(settings, open_stores)
         else:
             running: list[Any] = []
-            app = http_app(build_server(settings, open_stores, running), settings)
+            app = http_app(build_server(settings, open_stores, running), settings, running)
             if args.ui:
                 app = WithPage(app, page_app(settings, lambda: running[-1]))
         listening = _listening_socket(settings.host, settings.port)

@@ -7,14 +7,16 @@ import hmac
 import ipaddress
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import ConfigError
+from rockmem_mcp.errors import ConfigError, RockmemError
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +93,48 @@ def refuse_unguarded(settings: Settings) -> None:
         )
 
 
-def http_app(server: MCPServer[Any], settings: Settings) -> ASGIApp:
-    """The ASGI app to serve: refuses to exist on a non-loopback address without a token."""
+class HealthChecks:
+    """ASGI, in front of the token check (a load balancer probes without one): `GET /healthz` answers 200 while the
+    process serves; `GET /readyz` answers 200 once the stores are open and answer (a database store: a query), else
+    503 with the reason. Neither says anything about the memory itself."""
+
+    PATHS = ("/healthz", "/readyz")
+
+    def __init__(self, app: ASGIApp, not_ready: Callable[[], str | None]) -> None:
+        self.app, self.not_ready = app, not_ready
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") not in self.PATHS:
+            await self.app(scope, receive, send)
+            return
+        reason = None if scope["path"] == "/healthz" else await anyio.to_thread.run_sync(self.not_ready)
+        status, body = (200, {"status": "ok"}) if reason is None else (503, {"status": "not ready", "reason": reason})
+        raw = json.dumps(body).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": raw})
+
+
+def readiness(running: list[Any]) -> Callable[[], str | None]:
+    """Why the server is not ready (its services not open yet, or the store not answering), or None."""
+
+    def not_ready() -> str | None:
+        if not running:
+            return "starting: the stores are not open yet"
+        try:
+            running[-1].memory.check_store()
+        except (RockmemError, OSError) as exc:
+            return f"the store does not answer: {exc}"
+        return None
+
+    return not_ready
+
+
+def http_app(server: MCPServer[Any], settings: Settings, running: list[Any] | None = None) -> ASGIApp:
+    """The ASGI app to serve: refuses to exist on a non-loopback address without a token. With `running` (the
+    server's services while it runs), /healthz and /readyz answer a load balancer."""
     refuse_unguarded(settings)
     token = settings.auth_token
     app: ASGIApp = server.streamable_http_app(host=settings.host, transport_security=transport_security(settings))
-    return BearerToken(app, token) if token else app
+    app = BearerToken(app, token) if token else app
+    return HealthChecks(app, readiness(running)) if running is not None else app

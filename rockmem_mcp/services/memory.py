@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, reporting_io_errors
+from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, StorageError, reporting_io_errors
 from rockmem_mcp.models import (
     CategoryCount,
     CategoryTree,
@@ -164,6 +164,13 @@ class MemoryService:
         if self.shared:
             self._id_locks.close()  # type: ignore[union-attr]
         self._claim.close()
+
+    def check_store(self) -> None:
+        """Raise if the store does not answer now (a database: one query; a home: its folder is there)."""
+        if self.shared:
+            self.journal.end()
+        elif not self.settings.memory_dir.is_dir():
+            raise StorageError(f"{self.settings.memory_dir} is gone")
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
         try:

@@ -117,3 +117,32 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                     assert (got["archived_at"] is not None) == archived[entry_id], entry_id
     saves = sum(1 for c in expected.values() if c is not None)
     assert saves > 300  # the storm did happen
+
+
+def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """/healthz and /readyz answer without the token (they say nothing of the memory); /readyz checks the store."""
+    import httpx
+
+    token = "a-long-enough-balancer-token-0123456789"
+    env = {"ROCKMEM_STORE": database, "ROCKMEM_EMBEDDING_MODEL": "off", "ROCKMEM_AUTH_TOKEN": token}
+    with serving_process(tmp_path / "home", tmp_path / "replica.log", **env) as (url, _):
+        base = url.removesuffix("/mcp")
+        assert httpx.get(base + "/healthz").json() == {"status": "ok"}
+        ready = httpx.get(base + "/readyz")
+        assert ready.status_code == 200 and ready.json() == {"status": "ok"}
+        assert httpx.post(url, json={}).status_code == 401  # everything else still needs the token
+        # The database goes away (its connections cut): the replica is not ready, and says why.
+        import psycopg
+
+        name = database.rsplit("/", 1)[1]
+        with psycopg.connect(database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            try:
+                down = httpx.get(base + "/readyz")
+                assert down.status_code == 503 and down.json()["reason"].startswith("the store does not answer")
+                assert httpx.get(base + "/healthz").status_code == 200  # alive all the same
+            finally:
+                admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        again = httpx.get(base + "/readyz")
+        assert again.status_code == 200  # it reconnects
