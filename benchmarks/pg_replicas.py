@@ -1,6 +1,7 @@
 """Long-term memories on PostgreSQL (ROCKMEM_STORE) against the file home, in one run, on the same corpus.
 
     python -m benchmarks.pg_replicas --size 100k --database postgresql://postgres@127.0.0.1/postgres
+    python -m benchmarks.pg_replicas --size 1m --fresh-only   # a new replica's start: from the kept snapshot, rows
 
 Makes a new database (dropped at the end) and a file home, imports the same N-memory corpus into both, then:
 - opening: a fresh replica (empty home) building its index from the rows, against a file home opening from its
@@ -138,15 +139,58 @@ def run(size: int, admin_url: str, work: Path) -> dict[str, Any]:
     return report
 
 
+def fresh_replicas(size: int, admin_url: str, work: Path) -> dict[str, Any]:
+    """Only the database side, for large N: import, close (the snapshot is kept in the database), then a new
+    replica opening from that snapshot, and another building from the rows (the snapshot removed)."""
+    import psycopg
+
+    from rockmem_mcp.services.transfer import import_jsonl
+
+    name = "rockmem_bench_" + secrets.token_hex(4)
+    admin = psycopg.connect(admin_url, autocommit=True)
+    admin.execute(f"CREATE DATABASE {name}")
+    store = f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    report: dict[str, Any] = {"memories": size}
+    try:
+        corpus = write_jsonl(work / "corpus.jsonl", size)
+        memory = open_memory(work / "importer", store)
+        started = time.perf_counter()
+        with corpus.open("rb") as f:
+            import_jsonl(memory, f)
+        report["import_database_s"] = round(time.perf_counter() - started, 2)
+        started = time.perf_counter()
+        memory.close()
+        report["close_with_snapshot_s"] = round(time.perf_counter() - started, 2)
+        started = time.perf_counter()
+        from_snapshot = open_memory(work / "replica-snapshot", store)
+        report["fresh_replica_open_from_snapshot_s"] = round(time.perf_counter() - started, 2)
+        assert len(from_snapshot.index) == size
+        from_snapshot.close()
+        with psycopg.connect(store, autocommit=True) as conn:
+            (size_bytes,) = conn.execute("SELECT length(data) FROM snapshots").fetchone()
+            report["snapshot_mb"] = round(size_bytes / 1e6, 1)
+            conn.execute("DELETE FROM snapshots")
+        started = time.perf_counter()
+        from_rows = open_memory(work / "replica-rows", store)
+        report["fresh_replica_open_from_rows_s"] = round(time.perf_counter() - started, 2)
+        from_rows.close()
+    finally:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=speed.parse_size, default=100_000)
     parser.add_argument("--database", default="postgresql://postgres@127.0.0.1:5432/postgres",
                         help="a server's admin address: a database is made there and dropped")  # fmt: skip
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--fresh-only", action="store_true", help="only the database side: a new replica's start")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.work) as work:
-        print(json.dumps(run(args.size, args.database, Path(work))))
+        measure = fresh_replicas if args.fresh_only else run
+        print(json.dumps(measure(args.size, args.database, Path(work))))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,14 @@ import numpy as np
 from pydantic import ValidationError
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundError, StorageError, reporting_io_errors
+from rockmem_mcp.errors import (
+    CorruptEntryError,
+    InvalidInputError,
+    NotFoundError,
+    RockmemError,
+    StorageError,
+    reporting_io_errors,
+)
 from rockmem_mcp.models import (
     CategoryCount,
     CategoryTree,
@@ -53,6 +60,7 @@ from rockmem_mcp.services.embedding import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.services.migrations import migrate
 from rockmem_mcp.services.reinforcement import MEMORY, Reinforcer, open_access_log
 from rockmem_mcp.storage.access_log import Access, with_uses
+from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import AuditLine
 from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
@@ -119,7 +127,9 @@ class MemoryService:
         if self.shared:
             from rockmem_mcp.storage.pg_memory import open_memory_store  # psycopg only where a database is named
 
-            self.files, self.journal, self._id_locks = open_memory_store(str(settings.store), settings.memory_dir)
+            self.files, self.journal, self._id_locks, self._shared_snapshots = open_memory_store(
+                str(settings.store), settings.memory_dir
+            )
         else:
             self.files = MemoryFiles(settings.memory_dir)
             self.journal = ChangeJournal(settings.index_dir)
@@ -173,6 +183,8 @@ class MemoryService:
             raise StorageError(f"{self.settings.memory_dir} is gone")
 
     def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
+        if self.shared and not self._snapshot_path.exists():
+            self._fetch_shared_snapshot()  # a new replica: the newest index another replica kept, then the feed
         try:
             snapshot_time = os.stat(self._snapshot_path).st_mtime_ns
         except OSError:
@@ -427,6 +439,25 @@ class MemoryService:
             MemoryIndex.write_snapshot(self._snapshot_path, arrays)
         except OSError as exc:  # derived data: failing to save it costs start-up time, nothing else
             log.warning("could not write the index snapshot %s: %s", self._snapshot_path, exc)
+            return
+        if self.shared:
+            self._share_snapshot(int(arrays["header"][3]))
+
+    def _share_snapshot(self, seq: int) -> None:
+        """Keep the snapshot just written in the database too, for replicas that start later."""
+        try:
+            self._shared_snapshots.put(SNAPSHOT_NAME, seq, self._snapshot_path.read_bytes())
+        except (RockmemError, OSError) as exc:  # derived data: a new replica then builds from the rows
+            log.warning("the index snapshot was not kept in the store: %s", exc)
+
+    def _fetch_shared_snapshot(self) -> None:
+        try:
+            data = self._shared_snapshots.get(SNAPSHOT_NAME)
+            if data is not None:
+                atomic_write(self._snapshot_path, data)
+                log.info("index snapshot taken from the store (%d bytes); replaying the changes after it", len(data))
+        except (RockmemError, OSError) as exc:
+            log.warning("no index snapshot from the store (%s); building the index from the rows", exc)
 
     def _snapshot_in_background(self) -> None:
         if self._snapshot_thread is not None and self._snapshot_thread.is_alive():

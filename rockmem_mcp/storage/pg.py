@@ -42,6 +42,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " record jsonb NOT NULL, at timestamptz NOT NULL DEFAULT now())",
         ],
     ),
+    (
+        2,
+        [
+            "CREATE TABLE IF NOT EXISTS snapshots (name text PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL,"
+            " at timestamptz NOT NULL DEFAULT now())",
+        ],
+    ),
 ]
 
 

@@ -231,6 +231,27 @@ class PgChangeFeed:
         return self.end()
 
 
+class SharedSnapshots:
+    """Index snapshots kept in the database, so a new replica loads one and replays the feed after it instead of
+    building its index from every row. A snapshot is replaced only by one further along the feed."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def put(self, name: str, seq: int, data: bytes) -> bool:
+        with self.db.transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO snapshots (name, seq, data) VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE"
+                " SET seq = EXCLUDED.seq, data = EXCLUDED.data, at = now() WHERE snapshots.seq < EXCLUDED.seq",
+                (name, seq, data),
+            )
+            return bool(cursor.rowcount)
+
+    def get(self, name: str) -> bytes | None:
+        rows = self.db.all("SELECT data FROM snapshots WHERE name = %s", (name,))
+        return bytes(rows[0][0]) if rows else None
+
+
 def _epoch_number(epoch: str) -> int:
     """The database's epoch as the int64 a snapshot header keeps."""
     return zlib.crc32(epoch.encode()) or 1
@@ -283,8 +304,8 @@ class PgIdLocks:
             self._conn.close()
 
 
-def open_memory_store(url: str, memory_dir: Path) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks]:
+def open_memory_store(url: str, memory_dir: Path) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks, SharedSnapshots]:
     db = Database(url)
     parsed = ParsedRows()
     # The locks take a connection of their own from the same address (held across the caller's queries).
-    return PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory")
+    return PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory"), SharedSnapshots(db)

@@ -332,3 +332,15 @@ def test_max_score_harness_compares_both_ways_and_restores_the_shipped_threshold
     assert (bm25.PRUNE_FROM, bm25.BM25Index.best) == shipped
     assert report["memories"] == 3000 and report["questions_answered_differently"] == 0
     assert set(report["search_p50_ms"]) == set(max_score.WAYS)
+
+
+def test_pg_replicas_harness_compares_the_database_with_the_file_home(tmp_path: Path) -> None:
+    from benchmarks import pg_replicas
+    from tests.pg_server import ADMIN_URL, _admin
+
+    _admin().close()  # type: ignore[attr-defined]  # skips, saying why, where no server answers
+    report = pg_replicas.run(300, ADMIN_URL, tmp_path)
+    assert report["search_database"]["n"] == 300 and report["visible_on_another_replica"]["n"] == pg_replicas.SAVES
+    assert report["save_database_3_replicas"]["n"] == 3 * pg_replicas.SAVES
+    fresh = pg_replicas.fresh_replicas(300, ADMIN_URL, tmp_path / "fresh")
+    assert fresh["fresh_replica_open_from_snapshot_s"] >= 0 and fresh["snapshot_mb"] > 0

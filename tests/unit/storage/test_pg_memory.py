@@ -140,3 +140,26 @@ def test_an_unreachable_store_is_one_line_without_its_password(tmp_path: Path) -
     assert "s3cret" not in str(refused.value) and "cannot reach the store postgresql://rockmem:***@" in str(
         refused.value
     )
+
+
+def test_a_new_replica_starts_from_the_snapshot_another_kept_in_the_database(replica: Replica, caplog) -> None:
+    a = replica()
+    ids = [a.save(f"note {i} about herons").id for i in range(40)]
+    a.write_snapshot()  # kept in the home and in the database
+    a.update(ids[0], content="the first heron flew south")  # after the snapshot: replayed from the feed
+    a.delete(ids[1], permanent=True)
+    with caplog.at_level("INFO", logger="rockmem_mcp.services.memory"):
+        b = replica()
+    assert any("index snapshot taken from the store" in r.getMessage() for r in caplog.records)
+    assert not any("indexed" in r.getMessage() and "memories from" in r.getMessage() for r in caplog.records)
+    assert len(b.index) == 39 and ids[1] not in b.index
+    assert contents(b, "flew south") == ["the first heron flew south"]
+    assert a.settings.store is not None
+    from rockmem_mcp.storage.pg import Database
+
+    db = Database(a.settings.store)
+    try:
+        (seq,) = db.one("SELECT seq FROM snapshots WHERE name = 'memory-index.npz'")
+        assert seq > 0
+    finally:
+        db.close()
