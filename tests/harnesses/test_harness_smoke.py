@@ -342,5 +342,6 @@ def test_pg_replicas_harness_compares_the_database_with_the_file_home(tmp_path: 
     report = pg_replicas.run(300, ADMIN_URL, tmp_path)
     assert report["search_database"]["n"] == 300 and report["visible_on_another_replica"]["n"] == pg_replicas.SAVES
     assert report["save_database_3_replicas"]["n"] == 3 * pg_replicas.SAVES
+    (tmp_path / "fresh").mkdir()
     fresh = pg_replicas.fresh_replicas(300, ADMIN_URL, tmp_path / "fresh")
     assert fresh["fresh_replica_open_from_snapshot_s"] >= 0 and fresh["snapshot_mb"] > 0
