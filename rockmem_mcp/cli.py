@@ -86,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="working-memory namespace of this process, e.g. subagent/t1b2c3 (default: session/<id> per session)",
     )
 
+    migrate = sub.add_parser(
+        "migrate-store", parents=[common], help="copy long-term memories between a home and a PostgreSQL store"
+    )
+    migrate.add_argument(
+        "--from", dest="source", required=True, metavar="HOME|URL", help="a home folder, or postgresql://…"
+    )
+    migrate.add_argument(
+        "--to", dest="target", required=True, metavar="HOME|URL", help="a home folder, or postgresql://…"
+    )
+    migrate.add_argument("--json", action="store_true")
+
     ui = sub.add_parser("ui", parents=[common], help="a web page on loopback to see and steer memory")
     ui.add_argument("--host", default=None, help="bind address (default 127.0.0.1; elsewhere a token is required)")
     ui.add_argument("--port", type=_port, default=UI_PORT, help=f"port (default {UI_PORT}; 0: any free one, announced)")
@@ -1191,8 +1202,50 @@ def _remembering(settings: Settings) -> Iterator[Any]:
         yield Remembering(settings, memory, episodes, procedures, CoreMemory(settings, memory), lambda: graph)
 
 
+def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
+    """Long-term memories from one store to another, checked afterwards. A database side keeps its replica's
+    index and audit trail in this command's home (--home), or in a temporary folder when that is the other side."""
+    import tempfile
+
+    from rockmem_mcp.cli_progress import Meter
+    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.services.transfer import migrate_memories
+    from rockmem_mcp.storage.pg import is_database_url, redacted
+
+    if args.source == args.target:
+        print("rockmem-mcp: --from and --to are the same store", file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+
+        def side(where: str) -> Any:
+            if is_database_url(where):
+                files_side = args.target if where == args.source else args.source
+                home = settings.home
+                if not is_database_url(files_side) and Path(files_side).expanduser().resolve() == home:
+                    home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rockmem-migrate-")))
+                chosen = settings.model_copy(update={"home": home, "store": where})
+            else:
+                chosen = settings.model_copy(update={"home": Path(where).expanduser().resolve(), "store": None})
+            memory = MemoryService(chosen, embed_in_background=False)
+            stack.callback(memory.close)
+            return memory
+
+        source, target = side(args.source), side(args.target)
+        with Meter("migrating", "memories", len(source.index)) as meter:
+            report = migrate_memories(source, target, meter.update)
+    named = (redacted(args.source), redacted(args.target))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]}))
+    else:
+        print(f"migrated {report.moved} memories from {named[0]} to {named[1]} ({report.replaced} replaced ids "
+              f"the target had); {report.checked} read back, {len(report.differing)} differing",
+              file=sys.stderr)  # fmt: skip
+    return 1 if report.differing else 0
+
+
 COMMANDS = {
     "search": _search,
+    "migrate-store": _migrate_store,
     "import": _import,
     "import-graph": _import_graph,
     "dream": _dream,

@@ -398,6 +398,50 @@ def export_jsonl(
 
 
 EXPORT_PROGRESS = 1_000  # memories between two progress reports
+MIGRATE_BATCH = 2_000
+
+
+@dataclass
+class MigrationReport:
+    moved: int = 0  # memories written to the target (archived ones included)
+    replaced: int = 0  # of them, ids the target had already
+    checked: int = 0  # read back from the target and compared with the source
+    differing: list[str] = field(default_factory=list)  # ids whose copy differs (none, unless something broke)
+
+
+def migrate_memories(
+    source: MemoryService, target: MemoryService, progress: Callable[[int, int], None] | None = None
+) -> MigrationReport:
+    """Copy every long-term memory of `source` (archived ones included, with their uses) to `target`, ids and
+    fields as they are, in batches; then read each back from the target and compare it with the source's. The
+    source is left as it was. `progress(done, in all)` hears of each batch."""
+    report = MigrationReport()
+    total = len(source.index)
+    batch: list[MemoryEntry] = []
+
+    def flush() -> None:
+        if batch:
+            report.replaced += target.save_many(batch, audit_as=("CREATE", "migrated from another store"))
+            report.moved += len(batch)
+            batch.clear()
+            if progress is not None:
+                progress(report.moved, total)
+
+    for entry in source.iter_entries():
+        batch.append(source.with_uses(entry))
+        if len(batch) >= MIGRATE_BATCH:
+            flush()
+    flush()
+    for entry in source.iter_entries():
+        report.checked += 1
+        try:
+            copy = target.get(entry.id)
+        except RockmemError:
+            report.differing.append(entry.id)
+            continue
+        if copy != source.with_uses(entry):
+            report.differing.append(entry.id)
+    return report
 
 
 # ------------------------------------------------------------------------ the reference memory server's graph

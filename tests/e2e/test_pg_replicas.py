@@ -146,3 +146,35 @@ def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path)
                 admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
         again = httpx.get(base + "/readyz")
         assert again.status_code == 200  # it reconnects
+
+
+def test_migrate_store_moves_every_memory_to_the_database_and_back_exactly(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """A file home -> PostgreSQL -> another file home: the two homes' exports of long-term memory are the same
+    file (archived and pinned memories, categories, tags, metadata, uses and times included)."""
+    import json
+
+    from tests.test_cli import clean_env, ok
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    env = clean_env(ROCKMEM_EMBEDDING_MODEL="off")
+    lines = [json.dumps({"content": f"fact {i} about lighthouses", "category": f"coast/{i % 3}", "tags": [f"t{i % 4}"],
+                         "metadata": {"n": str(i)}, "importance": 0.6}) for i in range(250)]  # fmt: skip
+    ok("--home", first, "import", "-", env=env, stdin="\n".join(lines) + "\n")
+    pinned = json.loads(ok("--home", first, "add", "The keeper's name is Ida", "--pin", "--json", env=env).stdout)
+    gone = json.loads(ok("--home", first, "add", "The old lamp was oil", "--json", env=env).stdout)
+    ok("--home", first, "delete", gone["id"], env=env)
+
+    there = ok("--home", tmp_path / "replica", "migrate-store", "--from", first, "--to", database, "--json", env=env)
+    report = json.loads(there.stdout)
+    assert report["moved"] == report["checked"] == 252 and report["differing"] == []
+    back = ok("--home", tmp_path / "replica", "migrate-store", "--from", database, "--to", second, "--json", env=env)
+    assert json.loads(back.stdout)["differing"] == []
+
+    def memories(home: Path) -> list[str]:
+        exported = ok("--home", home, "export", "-", env=env).stdout.splitlines()
+        return sorted(line for line in exported if '"store"' not in line)
+
+    assert memories(first) == memories(second) and len(memories(first)) == 252
+    moved = json.loads(ok("--home", second, "get", pinned["id"], "--json", env=env).stdout)
+    assert moved["pinned"] is True
+    assert json.loads(ok("--home", second, "get", gone["id"], "--json", env=env).stdout)["archived_at"]
