@@ -167,7 +167,7 @@ def fresh_replicas(size: int, admin_url: str, work: Path) -> dict[str, Any]:
         assert len(from_snapshot.index) == size
         from_snapshot.close()
         with psycopg.connect(store, autocommit=True) as conn:
-            (size_bytes,) = conn.execute("SELECT length(data) FROM snapshots").fetchone()
+            (size_bytes,) = conn.execute("SELECT sum(length(data)) FROM snapshots").fetchone()
             report["snapshot_mb"] = round(size_bytes / 1e6, 1)
             conn.execute("DELETE FROM snapshots")
         started = time.perf_counter()

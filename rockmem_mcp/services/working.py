@@ -40,6 +40,7 @@ from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank, uses_vectors
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.working_vectors import WorkingVectors
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.working_files import WorkingFiles
 
 PREVIEW_CHARS = 200
@@ -58,7 +59,7 @@ class WorkingMemory:
     ) -> None:
         self.settings = settings
         self.namespace = parse_namespace(namespace)
-        self.files = files or WorkingFiles(settings.working_dir)
+        self.files = files or working_store(settings)
         self._clock = clock
         self.vectors = vectors
 
@@ -259,10 +260,20 @@ def make_room(entries: dict[str, dict[str, Any]], cap: int, namespaces: set[str]
     return evicted
 
 
+def working_store(settings: Settings) -> WorkingFiles:
+    """Where working memory lives: the home's files, or the database several replicas share (ROCKMEM_STORE)."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_working import PgWorkingRows
+
+        return PgWorkingRows(shared_database(str(settings.store), "working"))  # type: ignore[return-value]
+    return WorkingFiles(settings.working_dir)
+
+
 def sweep_expired(settings: Settings, clock: Callable[[], datetime] = utc_now) -> int:
     """Drop expired entries from every working-memory file on the home; the number dropped. A file with
     nothing expired is left untouched (no lock, no write)."""
-    files = WorkingFiles(settings.working_dir)
+    files = working_store(settings)
     dropped = 0
     for root in ROOTS:
         now = clock()

@@ -17,7 +17,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 from rockmem_mcp.errors import ConfigError, StorageError
@@ -45,11 +45,24 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         2,
         [
-            "CREATE TABLE IF NOT EXISTS snapshots (name text PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL,"
-            " at timestamptz NOT NULL DEFAULT now())",
+            "CREATE TABLE IF NOT EXISTS snapshots (name text NOT NULL, part integer NOT NULL, seq bigint NOT NULL,"
+            " data bytea NOT NULL, at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (name, part))",
         ],
     ),
+    (3, ["CREATE TABLE IF NOT EXISTS working (root text PRIMARY KEY, entries text NOT NULL)"]),
 ]
+
+_shared: dict[tuple[str, str], Database] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_database(url: str, purpose: str) -> Database:
+    """One Database per address and purpose in this process (a store's services share its connection)."""
+    with _shared_lock:
+        db = _shared.get((url, purpose))
+        if db is None:
+            db = _shared[(url, purpose)] = Database(url)
+        return db
 
 
 def redacted(url: str) -> str:
@@ -94,9 +107,7 @@ class Database:
         try:
             return self._psycopg.connect(self.url, autocommit=True)
         except self._psycopg.OperationalError as exc:
-            raise StorageError(
-                f"cannot reach the store {redacted(self.url)}: {str(exc).strip().splitlines()[0]}"
-            ) from None
+            raise StorageError(f"cannot reach the store {redacted(self.url)}: {_first_line(exc)}") from None
 
     @property
     def conn(self) -> Any:
@@ -118,11 +129,8 @@ class Database:
             try:
                 with conn.transaction(), conn.cursor() as cursor:
                     yield cursor
-            except self._psycopg.OperationalError as exc:
-                self._conn = None  # reconnect next time
-                raise StorageError(
-                    f"the store {redacted(self.url)} failed: {str(exc).strip().splitlines()[0]}"
-                ) from None
+            except self._psycopg.Error as exc:
+                self._failed(exc)
 
     def one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
         rows = self.all(query, params)
@@ -135,11 +143,14 @@ class Database:
         with self._lock:
             try:
                 return [tuple(row) for row in self.conn.execute(query, params).fetchall()]
-            except self._psycopg.OperationalError as exc:
-                self._conn = None  # reconnect next time
-                raise StorageError(
-                    f"the store {redacted(self.url)} failed: {str(exc).strip().splitlines()[0]}"
-                ) from None
+            except self._psycopg.Error as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> NoReturn:
+        """A database error as the store's one line (the connection is made anew after a lost one)."""
+        if isinstance(exc, self._psycopg.OperationalError):
+            self._conn = None
+        raise StorageError(f"the store {redacted(self.url)} failed: {_first_line(exc)}") from None
 
     def migrate(self) -> int:
         """Apply the schema steps this database lacks; returns how many. Safe when replicas start together."""

@@ -233,23 +233,32 @@ class PgChangeFeed:
 
 class SharedSnapshots:
     """Index snapshots kept in the database, so a new replica loads one and replays the feed after it instead of
-    building its index from every row. A snapshot is replaced only by one further along the feed."""
+    building its index from every row. Kept in parts (a 1M-memory snapshot is over PostgreSQL's 1 GB value limit
+    as one); a snapshot is replaced, all its parts in one transaction, only by one further along the feed."""
+
+    PART_BYTES = 32 << 20
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     def put(self, name: str, seq: int, data: bytes) -> bool:
+        parts = [data[i : i + self.PART_BYTES] for i in range(0, len(data), self.PART_BYTES)] or [b""]
         with self.db.transaction() as cursor:
-            cursor.execute(
-                "INSERT INTO snapshots (name, seq, data) VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE"
-                " SET seq = EXCLUDED.seq, data = EXCLUDED.data, at = now() WHERE snapshots.seq < EXCLUDED.seq",
-                (name, seq, data),
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(name.encode()),))  # one writer a name
+            cursor.execute("SELECT max(seq) FROM snapshots WHERE name = %s", (name,))
+            (kept,) = cursor.fetchone()
+            if kept is not None and kept >= seq:
+                return False
+            cursor.execute("DELETE FROM snapshots WHERE name = %s", (name,))
+            cursor.executemany(
+                "INSERT INTO snapshots (name, part, seq, data) VALUES (%s, %s, %s, %s)",
+                [(name, n, seq, part) for n, part in enumerate(parts)],
             )
-            return bool(cursor.rowcount)
+            return True
 
     def get(self, name: str) -> bytes | None:
-        rows = self.db.all("SELECT data FROM snapshots WHERE name = %s", (name,))
-        return bytes(rows[0][0]) if rows else None
+        rows = self.db.all("SELECT data FROM snapshots WHERE name = %s ORDER BY part", (name,))
+        return b"".join(bytes(row[0]) for row in rows) if rows else None
 
 
 def _epoch_number(epoch: str) -> int:

@@ -36,6 +36,9 @@ async def test_two_replicas_share_long_term_memory(
             await call(a, "delete_memory", id=saved["id"], permanent=True)
             again = await call(b, "search_memory", query="deploy freeze", stores=["memories"])
             assert again["results"] == []
+            # Working memory is shared too: one replica parks a result for the team, the other reads it.
+            await call(a, "save_to_working_memory", key="shared/team/build", data="green at 14:02")
+            assert (await call(b, "get_from_working_memory", key="shared/team/build"))["data"] == "green at 14:02"
     assert not list((over_http_home / "memory").rglob("*.json"))  # the rows are in the database, not the home
 
 
