@@ -79,6 +79,7 @@ from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.templates import Templates
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
+from rockmem_mcp.storage.pg import DREAM_LOCK, store_lock
 
 try:
     import fcntl
@@ -242,7 +243,13 @@ class Dreamer:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise DreamBusy("another dream is running on this home; try again when it has finished") from None
-            yield
+            if self.memory.shared:  # replicas on one database: one dream on its memories at a time
+                with store_lock(str(self.settings.store), DREAM_LOCK) as had:
+                    if not had:
+                        raise DreamBusy("another replica is dreaming on this store; try again when it has finished")
+                    yield
+            else:
+                yield
         finally:
             os.close(fd)
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 SCHEMA_LOCK = 7_261_001  # advisory lock keys (an arbitrary constant per purpose)
 CHANGES_LOCK = 7_261_002
 ID_LOCKS = 7_261_003
+DREAM_LOCK = 7_261_004
 NOTIFY_CHANNEL = "rockmem_changes"
 
 # (version, statements): applied in order, each once; never edit one that has shipped, add the next.
@@ -63,6 +64,20 @@ def shared_database(url: str, purpose: str) -> Database:
         if db is None:
             db = _shared[(url, purpose)] = Database(url)
         return db
+
+
+@contextmanager
+def store_lock(url: str, key: int) -> Iterator[bool]:
+    """Try a store-wide lock (a session advisory lock on a connection of its own, held for the body): yields
+    whether it was had. A replica that dies lets go of it with its connection."""
+    db = Database(url)
+    conn = db.connect()
+    try:
+        (had,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        yield bool(had)
+    finally:
+        conn.close()  # releases the lock
+        db.close()
 
 
 def redacted(url: str) -> str:

@@ -163,3 +163,22 @@ def test_a_new_replica_starts_from_the_snapshot_another_kept_in_the_database(rep
         assert seq > 0
     finally:
         db.close()
+
+
+def test_one_dream_at_a_time_across_replicas(replica: Replica) -> None:
+    from rockmem_mcp.services.dream import DreamBusy, Dreamer
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.templates import Templates
+
+    dreamers = []
+    for memory in (replica(), replica()):
+        graph = GraphService(memory.settings)
+        dreamers.append((Dreamer(memory, graph, memory.settings, Templates(memory.settings.prompts_dir)), graph))
+    (first, _), (second, _) = dreamers
+    try:
+        with first.locked(), pytest.raises(DreamBusy, match="another replica is dreaming on this store"):
+            second.run_deterministic()
+        assert second.run_deterministic().mode == "deterministic"  # released with the first's run
+    finally:
+        for _, graph in dreamers:
+            graph.close()
