@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--json", action="store_true")
 
+    tenants = sub.add_parser("tenants", parents=[common], help="tenants of a server: a token each, their own memory")
+    tenants.add_argument("action", choices=["add", "revoke", "list"])
+    tenants.add_argument("name", nargs="?", default=None)
+    tenants.add_argument("--json", action="store_true")
+
     ui = sub.add_parser("ui", parents=[common], help="a web page on loopback to see and steer memory")
     ui.add_argument("--host", default=None, help="bind address (default 127.0.0.1; elsewhere a token is required)")
     ui.add_argument("--port", type=_port, default=UI_PORT, help=f"port (default {UI_PORT}; 0: any free one, announced)")
@@ -241,7 +246,7 @@ def _port(text: str) -> int:
 
 
 UI_PORT = 8766  # beside MCP's 8765
-LEAVES_HOME_ALONE = frozenset({"tools", "install", "doctor"})  # no home needed, or (doctor) it reports one
+LEAVES_HOME_ALONE = frozenset({"tools", "install", "doctor", "tenants"})  # no home needed, or (doctor) it reports one
 READS_ONLY = frozenset({"log", "alerts", "history", "core", "salience", "search", "get", "list", "categories"})
 
 
@@ -389,6 +394,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     import uvicorn
 
+    from rockmem_mcp.errors import ConfigError
     from rockmem_mcp.server.http import http_app, refuse_unguarded
     from rockmem_mcp.ui.app import WithPage, page_app, page_url, redact_access_log, standalone_app
 
@@ -403,6 +409,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             running: list[Any] = []
             app = http_app(build_server(settings, open_stores, running), settings, running)
             if args.ui:
+                if settings.tenants_file and not settings.auth_token:
+                    raise ConfigError(
+                        "--ui shows the server's own memory: with tenants, set ROCKMEM_AUTH_TOKEN for the page too"
+                    )
                 app = WithPage(app, page_app(settings, lambda: running[-1]))
         listening = _listening_socket(settings.host, settings.port)
     except RockmemError as exc:
@@ -1243,8 +1253,35 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if report.differing else 0
 
 
+def _tenants(settings: Settings, args: argparse.Namespace) -> int:
+    """Edit the tenants file (ROCKMEM_TENANTS_FILE); a running server reads it again by itself."""
+    from rockmem_mcp.server.tenancy import TenantTokens, edit_tenants
+
+    path = settings.tenants_file
+    if path is None:
+        print("rockmem-mcp: set ROCKMEM_TENANTS_FILE to the tenants file (it is made if missing)", file=sys.stderr)
+        return 2
+    if args.action == "list":
+        names = TenantTokens(path).names()
+        print(json.dumps(names) if args.json else "\n".join(names))
+        return 0
+    if not args.name:
+        print(f"rockmem-mcp: tenants {args.action} needs the tenant's name", file=sys.stderr)
+        return 2
+    token = edit_tenants(path, args.name, args.action)
+    if args.json:
+        print(json.dumps({"tenant": args.name, "action": args.action, "token": token}))
+    elif token:
+        print(token)
+        print(f"tenant {args.name}: a new token (shown once; {path} keeps its hash)", file=sys.stderr)
+    else:
+        print(f"tenant {args.name}: every token revoked", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {
     "search": _search,
+    "tenants": _tenants,
     "migrate-store": _migrate_store,
     "import": _import,
     "import-graph": _import_graph,

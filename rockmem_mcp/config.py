@@ -46,6 +46,9 @@ class Settings(BaseModel):
     # Where long-term memories live: unset, the home's files; postgresql://… a database several replicas share
     # (storage/pg.py). The home still keeps this replica's own index, access log and audit trail.
     store: str | None = Field(None, repr=False, description="postgresql://user@host/db, or unset for the home")
+    store_schema: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,62}$", description="A database store's schema")
+    # Tenants: a JSON file mapping tenants to their tokens' hashes (server/tenancy.py), read again when it changes.
+    tenants_file: Path | None = Field(None, description="Bearer tokens per tenant, each tenant its own memory")
     # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
     # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
     # loopback, listing names serves only those.

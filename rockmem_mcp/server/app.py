@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -25,6 +25,7 @@ from rockmem_mcp.server.client_logging import ClientLogging
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.server.requests import CheckedRequests
 from rockmem_mcp.server.subscriptions import ResourceSubscriptions
+from rockmem_mcp.server.tenancy import TenantRouting, Tenants, TenantTokens, current_services
 from rockmem_mcp.server.tools import audit as audit_tools
 from rockmem_mcp.server.tools import conversation as conversation_tools
 from rockmem_mcp.server.tools import core as core_tools
@@ -342,14 +343,19 @@ def build_server(
     after_first_answer = AfterFirstAnswer()
     client_logs = ClientLogging()
 
+    tenants = Tenants(settings, TenantTokens(settings.tenants_file), open_services) if settings.tenants_file else None
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[Services]) -> AsyncIterator[Services]:
-        async with open_services(
-            settings,
-            opener,
-            after_first_answer.waiting.append,
-            client_logs.close,  # nothing more to send then
-        ) as opened:
+        async with (
+            open_services(
+                settings,
+                opener,
+                after_first_answer.waiting.append,
+                client_logs.close,  # nothing more to send then
+            ) as opened,
+            tenants.running() if tenants is not None else nullcontext(),
+        ):
             running.append(opened)
             try:
                 yield opened
@@ -368,6 +374,8 @@ def build_server(
         middleware=[after_first_answer, prompt_arguments],
     )
     prompt_arguments.server = checked.server = server
+    if tenants is not None:  # first: every other middleware and handler runs as the caller's tenant
+        server.middleware.insert(0, TenantRouting(tenants, settings.auth_token))
     memory_tools.register(server)
     working_tools.register(server)
     conversation_tools.register(server)
@@ -395,8 +403,8 @@ def build_server(
         toolsets.drop_titles(tool.parameters)
         tool.fn_metadata = CompactText(**dict(tool.fn_metadata))
     prompts.register(server)
-    resources.register(server, lambda: running[-1])
-    completions.register(server, lambda: running[-1])
+    resources.register(server, lambda: current_services.get() or running[-1])
+    completions.register(server, lambda: current_services.get() or running[-1])
     ResourceSubscriptions().register(server)
     client_logs.register(server)
     return server

@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import Reflection
+from rockmem_mcp.server.tenancy import current_services
 from rockmem_mcp.services.audit_trail import AuditTrail
 from rockmem_mcp.services.compaction import Compactor
 from rockmem_mcp.services.conversation import ConversationMemory
@@ -118,7 +119,8 @@ class Services:
 
 
 def services(ctx: Context) -> Services:
-    return ctx.request_context.lifespan_context
+    """The services of the caller's tenant (server/tenancy.py), else the server's own."""
+    return current_services.get() or ctx.request_context.lifespan_context
 
 
 def working_memory(ctx: Context) -> WorkingMemory:

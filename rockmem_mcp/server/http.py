@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ConfigError, RockmemError
+from rockmem_mcp.server.tenancy import TenantTokens
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     there narrows it to those (and the bind address)."""
     if is_loopback(settings.host):
         names = ["127.0.0.1", "localhost", "[::1]"]
-    elif settings.auth_token and not settings.allowed_hosts:
+    elif (settings.auth_token or settings.tenants_file) and not settings.allowed_hosts:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     else:
         bound = f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
@@ -61,17 +62,23 @@ def _is_wildcard(host: str) -> bool:
 
 class BearerToken:
     """ASGI middleware: every HTTP request needs `Authorization: Bearer <token>` (the scheme in any case,
-    RFC 6750); others get 401."""
+    RFC 6750): the server's own token, or a tenant's (server/tenancy.py); others get 401."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, tenants: TenantTokens | None = None) -> None:
         self.app = app
-        self._expected = token.encode()
+        self._expected = token.encode() if token else None
+        self._tenants = tenants
+
+    def _accepts(self, given: bytes) -> bool:
+        # constant time: no guessing by timing (the scheme is public, the token is not)
+        if self._expected is not None and hmac.compare_digest(given, self._expected):
+            return True
+        return self._tenants is not None and self._tenants.tenant_of(given.decode(errors="replace")) is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scheme, given = [*dict(scope["headers"]).get(b"authorization", b"").split(None, 1), b"", b""][:2]
-            # constant time: no guessing by timing (the scheme is public, the token is not)
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self._expected):
+            if scheme.lower() != b"bearer" or not self._accepts(given.strip()):
                 await _refuse(send)
                 return
         await self.app(scope, receive, send)
@@ -86,7 +93,7 @@ async def _refuse(send: Send) -> None:
 
 def refuse_unguarded(settings: Settings) -> None:
     """Nothing is served on a non-loopback address without a token (MCP or the web page)."""
-    if not is_loopback(settings.host) and not settings.auth_token:
+    if not is_loopback(settings.host) and not settings.auth_token and not settings.tenants_file:
         raise ConfigError(
             f"refusing to serve on {settings.host} without a token: anyone who can reach it could read and write "
             "this memory. Set ROCKMEM_AUTH_TOKEN (clients send Authorization: Bearer <token>), or bind 127.0.0.1"
@@ -135,6 +142,7 @@ def http_app(server: MCPServer[Any], settings: Settings, running: list[Any] | No
     server's services while it runs), /healthz and /readyz answer a load balancer."""
     refuse_unguarded(settings)
     token = settings.auth_token
+    tenants = TenantTokens(settings.tenants_file) if settings.tenants_file else None
     app: ASGIApp = server.streamable_http_app(host=settings.host, transport_security=transport_security(settings))
-    app = BearerToken(app, token) if token else app
+    app = BearerToken(app, token, tenants) if token or tenants else app
     return HealthChecks(app, readiness(running)) if running is not None else app

@@ -128,7 +128,7 @@ class MemoryService:
             from rockmem_mcp.storage.pg_memory import open_memory_store  # psycopg only where a database is named
 
             self.files, self.journal, self._id_locks, self._shared_snapshots = open_memory_store(
-                str(settings.store), settings.memory_dir
+                str(settings.store), settings.memory_dir, settings.store_schema
             )
         else:
             self.files = MemoryFiles(settings.memory_dir)

@@ -266,7 +266,8 @@ def working_store(settings: Settings) -> WorkingFiles:
         from rockmem_mcp.storage.pg import shared_database
         from rockmem_mcp.storage.pg_working import PgWorkingRows
 
-        return PgWorkingRows(shared_database(str(settings.store), "working"))  # type: ignore[return-value]
+        db = shared_database(str(settings.store), "working", settings.store_schema)
+        return PgWorkingRows(db)  # type: ignore[return-value]
     return WorkingFiles(settings.working_dir)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -53,27 +54,28 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (3, ["CREATE TABLE IF NOT EXISTS working (root text PRIMARY KEY, entries text NOT NULL)"]),
 ]
 
-_shared: dict[tuple[str, str], Database] = {}
+_shared: dict[tuple[str, str, str | None], Database] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_database(url: str, purpose: str) -> Database:
-    """One Database per address and purpose in this process (a store's services share its connection)."""
+def shared_database(url: str, purpose: str, schema: str | None = None) -> Database:
+    """One Database per address, schema and purpose in this process (a store's services share its connection)."""
     with _shared_lock:
-        db = _shared.get((url, purpose))
+        db = _shared.get((url, purpose, schema))
         if db is None:
-            db = _shared[(url, purpose)] = Database(url)
+            db = _shared[(url, purpose, schema)] = Database(url, schema)
         return db
 
 
 @contextmanager
-def store_lock(url: str, key: int) -> Iterator[bool]:
-    """Try a store-wide lock (a session advisory lock on a connection of its own, held for the body): yields
-    whether it was had. A replica that dies lets go of it with its connection."""
-    db = Database(url)
+def store_lock(url: str, key: int, schema: str | None = None) -> Iterator[bool]:
+    """Try a store-wide lock (a session advisory lock on a connection of its own, held for the body; one per
+    schema): yields whether it was had. A replica that dies lets go of it with its connection."""
+    db = Database(url, schema)
     conn = db.connect()
     try:
-        (had,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        scoped = key ^ (zlib.crc32(schema.encode()) if schema else 0)
+        (had,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (scoped,)).fetchone()
         yield bool(had)
     finally:
         conn.close()  # releases the lock
@@ -102,7 +104,7 @@ class Database:
     """One connection per purpose (queries, held advisory locks), opened lazily; a thread lock each, as a psycopg
     connection carries one transaction at a time."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, schema: str | None = None) -> None:
         try:
             import psycopg
         except ImportError:
@@ -111,6 +113,7 @@ class Database:
                 "pip install 'rockmem-mcp[postgres]'"
             ) from None
         self.url = url
+        self.schema = schema  # a tenant's tables, in a schema of their own (made by migrate)
         self._psycopg = psycopg
         self._lock = threading.RLock()
         self._conn: Any = None
@@ -120,7 +123,8 @@ class Database:
 
     def connect(self) -> Any:
         try:
-            return self._psycopg.connect(self.url, autocommit=True)
+            options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
+            return self._psycopg.connect(self.url, autocommit=True, **options)
         except self._psycopg.OperationalError as exc:
             raise StorageError(f"cannot reach the store {redacted(self.url)}: {_first_line(exc)}") from None
 
@@ -174,6 +178,8 @@ class Database:
         try:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
             try:
+                if self.schema:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')  # a name the settings checked
                 conn.execute("CREATE TABLE IF NOT EXISTS rockmem_schema (version integer PRIMARY KEY)")
                 done = {row[0] for row in conn.execute("SELECT version FROM rockmem_schema").fetchall()}
                 for version, statements in MIGRATIONS:

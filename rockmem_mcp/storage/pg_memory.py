@@ -313,8 +313,10 @@ class PgIdLocks:
             self._conn.close()
 
 
-def open_memory_store(url: str, memory_dir: Path) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks, SharedSnapshots]:
-    db = Database(url)
+def open_memory_store(
+    url: str, memory_dir: Path, schema: str | None = None
+) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks, SharedSnapshots]:
+    db = Database(url, schema)
     parsed = ParsedRows()
     # The locks take a connection of their own from the same address (held across the caller's queries).
     return PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory"), SharedSnapshots(db)

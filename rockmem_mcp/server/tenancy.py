@@ -1,0 +1,204 @@
+"""Tenants: each bearer token maps to a tenant with memories of its own; one server serves them all.
+
+The tokens live in a file (`ROCKMEM_TENANTS_FILE`), read again whenever it changes, so tenants and tokens are
+added or revoked without a restart. The file keeps each token's SHA-256, never the token:
+
+    {"tenants": {"design-team": ["sha256:9f86d0…"], "ops": ["sha256:…", "sha256:…"]}}
+
+(`rockmem-mcp tenants add NAME` makes a token, adds its hash and prints the token once.)
+
+A tenant's stores are its own: its home is `<home>/tenants/<name>` (index, access log, audit trail, and every
+store a home keeps), and with a database store its rows are in the schema `tenant_<name>`. A request is served by
+the tenant its token names: a middleware opens that tenant's services (once, in a task of their own) and makes
+them the request's, so every tool, resource, prompt and completion reaches that tenant's stores and no other's.
+`ROCKMEM_AUTH_TOKEN`, when set, stays the server's own tenant (the home itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import ConfigError, InvalidInputError, StorageError
+
+log = logging.getLogger(__name__)
+
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+current_services: ContextVar[Any] = ContextVar("rockmem_tenant_services", default=None)
+
+
+def token_hash(token: str) -> str:
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    scheme, _, given = (authorization or "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" and given.strip() else None
+
+
+class TenantTokens:
+    """The tenants file, read again when its size or modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+        self._by_hash: dict[str, str] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._seen, self._by_hash = None, {}
+            return
+        seen = (stat.st_mtime_ns, stat.st_size)
+        if seen == self._seen:
+            return
+        try:
+            tenants = json.loads(self.path.read_text(encoding="utf-8"))["tenants"]
+            by_hash = {}
+            for name, hashes in tenants.items():
+                if not TENANT_NAME.fullmatch(name):
+                    raise ValueError(f"tenant name {name!r}: use lower-case letters, digits, '-' and '_'")
+                for entry in hashes:
+                    if not (isinstance(entry, str) and entry.startswith("sha256:") and len(entry) == 71):
+                        raise ValueError(f"tenant {name!r}: each token is kept as 'sha256:<64 hex digits>'")
+                    by_hash[entry] = name
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            if self._seen is None:
+                raise ConfigError(f"the tenants file {self.path} is not usable: {exc}") from None
+            log.warning("the tenants file %s is not usable (%s); keeping the tenants read before", self.path, exc)
+            return
+        self._seen, self._by_hash = seen, by_hash
+
+    def names(self) -> list[str]:
+        self.reload()
+        return sorted(set(self._by_hash.values()))
+
+    def tenant_of(self, token: str | None) -> str | None:
+        if not token:
+            return None
+        self.reload()
+        wanted = token_hash(token)
+        found = None
+        for known, name in self._by_hash.items():  # constant time per entry: no guessing by timing
+            if hmac.compare_digest(known, wanted):
+                found = name
+        return found
+
+
+def edit_tenants(path: Path, name: str, action: str) -> str | None:
+    """`add`: a new token for tenant `name` (its hash written to the file, the token returned, shown once);
+    `revoke`: every token of `name` removed. The file is written atomically, readable by its owner only."""
+    from rockmem_mcp.storage.atomic import atomic_write
+
+    if not TENANT_NAME.fullmatch(name):
+        raise InvalidInputError(f"invalid tenant name {name!r}: lower-case letters, digits, '-' and '_'")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"tenants": {}}
+        tenants = data["tenants"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"the tenants file {path} is not usable ({exc}); nothing was changed") from None
+    token = None
+    if action == "add":
+        token = secrets.token_urlsafe(32)
+        tenants.setdefault(name, []).append(token_hash(token))
+    elif tenants.pop(name, None) is None:
+        raise InvalidInputError(f"no tenant {name!r} in {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode())
+    os.chmod(path, 0o600)
+    return token
+
+
+def tenant_settings(settings: Settings, name: str) -> Settings:
+    """A tenant's settings: its own home under the server's, its own schema in a database store."""
+    if not TENANT_NAME.fullmatch(name):
+        raise InvalidInputError(f"invalid tenant name {name!r}")
+    return settings.model_copy(
+        update={"home": settings.home / "tenants" / name, "store_schema": f"tenant_{name.replace('-', '_')}",
+                "tenants_file": None, "auth_token": None}
+    )  # fmt: skip
+
+
+class Tenants:
+    """Every tenant's services, each opened once in a task of its own (their background work lives there) and
+    closed when the server stops."""
+
+    def __init__(self, settings: Settings, tokens: TenantTokens, open_services: Callable[[Settings], Any]) -> None:
+        self.settings, self.tokens = settings, tokens
+        self._open_services = open_services
+        self._opened: dict[str, Any] = {}
+        self._ready: dict[str, anyio.Event] = {}
+        self._failed: dict[str, BaseException] = {}
+        self._group: Any = None
+        self._stopping = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Tenants]:
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield self
+            finally:
+                self._stopping.set()  # each tenant's task closes its services
+
+    async def services(self, name: str) -> Any:
+        ready = self._ready.get(name)
+        if ready is None:
+            ready = self._ready[name] = anyio.Event()
+            self._failed.pop(name, None)
+            self._group.start_soon(self._hold, name, ready)
+        await ready.wait()
+        if name in self._opened:
+            return self._opened[name]
+        raise self._failed.get(name) or StorageError(f"tenant {name}: its stores did not open")
+
+    async def _hold(self, name: str, ready: anyio.Event) -> None:
+        try:
+            async with self._open_services(tenant_settings(self.settings, name)) as opened:
+                self._opened[name] = opened
+                ready.set()
+                await self._stopping.wait()
+                del self._opened[name]
+        except Exception as exc:  # told to the requests that wait for it; tried again at the next request
+            log.warning("tenant %s: its stores did not open (%s)", name, exc)
+            self._failed[name] = exc
+            self._ready.pop(name, None)
+            ready.set()
+
+
+class TenantRouting:
+    """Middleware: a request made with a tenant's token is served by that tenant's services."""
+
+    def __init__(self, tenants: Tenants, own_token: str | None) -> None:
+        self.tenants, self.own_token = tenants, own_token
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        headers = getattr(ctx.request, "headers", None)
+        token = bearer_of(headers.get("authorization") if headers is not None else None)
+        if token is None or (self.own_token and hmac.compare_digest(token.encode(), self.own_token.encode())):
+            return await call_next(ctx)  # the server's own tenant (or stdio, which has no tokens)
+        name = self.tenants.tokens.tenant_of(token)
+        if name is None:  # the HTTP layer let it through a moment ago: revoked since
+            raise InvalidInputError("this token names no tenant any more")
+        opened = await self.tenants.services(name)
+        reset = current_services.set(opened)
+        try:
+            return await call_next(ctx)
+        finally:
+            current_services.reset(reset)

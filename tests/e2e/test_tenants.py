@@ -1,0 +1,89 @@
+"""Tenants over real streamable HTTP (server/tenancy.py): each token reaches its own memory and no other's —
+tools, resources, completions and working memory tried with the other's ids — on a file home and on a shared
+PostgreSQL store; tokens added and revoked without a restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ResourceTemplateReference
+
+from tests.e2e.test_http import serving
+from tests.pg_server import database  # noqa: F401  (the fixture)
+from tests.test_cli import clean_env
+
+pytestmark = pytest.mark.anyio
+
+
+def as_tenant(url: str, token: str) -> Client:
+    headers = {"Authorization": f"Bearer {token}"}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30)))
+
+
+def tenant_token(tenants_file: Path, action: str, name: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "rockmem_mcp", "tenants", action, name],
+                          capture_output=True, text=True, env=clean_env(ROCKMEM_TENANTS_FILE=str(tenants_file)),
+                          check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+async def tenants_are_apart(url: str, tenants_file: Path, call: Any, call_error: Any) -> None:
+    alice, bob = tenant_token(tenants_file, "add", "alice"), tenant_token(tenants_file, "add", "bob")
+    assert "sha256:" in tenants_file.read_text() and alice not in tenants_file.read_text()
+    async with as_tenant(url, alice) as a, as_tenant(url, bob) as b:
+        secret = await call(a, "save_memory", content="Alice's launch date is March 3", category="plans/launch")
+        await call(a, "save_to_working_memory", key="shared/team/plan", data="alice's plan")
+        assert (await call(b, "search_memory", query="launch date"))["results"] == []
+        assert "no memory with id" in await call_error(b, "get_memory", id=secret["id"])
+        assert "no memory with id" in await call_error(b, "update_memory", id=secret["id"], content="stolen")
+        assert "no memory with id" in await call_error(b, "delete_memory", id=secret["id"], permanent=True)
+        with pytest.raises(Exception, match="(?i)not found|no memory"):
+            await b.read_resource(f"rockmem://memory/{secret['id']}")
+        categories = json.loads((await b.read_resource("rockmem://categories")).contents[0].text)
+        assert categories["total"] == 0
+        ids = await b.complete(ResourceTemplateReference(type="ref/resource", uri="rockmem://memory/{id}"),
+                               {"name": "id", "value": ""})  # fmt: skip
+        assert ids.completion.values == []
+        assert "no working-memory entry" in await call_error(b, "get_from_working_memory", key="shared/team/plan")
+        found = await call(a, "search_memory", query="launch date")  # the owner still has it, unchanged
+        assert [hit["entry"]["content"] for hit in found["results"]] == ["Alice's launch date is March 3"]
+
+    tenant_token(tenants_file, "revoke", "bob")  # no restart: the next request is refused
+    refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+                         headers={"Authorization": f"Bearer {bob}"}, timeout=10)  # fmt: skip
+    assert refused.status_code == 401
+    assert httpx.post(url, json={}, timeout=10).status_code == 401  # and without a token, nothing
+
+
+async def test_each_token_reaches_its_own_memory_on_a_file_home(tmp_path: Path, call: Any, call_error: Any) -> None:
+    tenants_file = tmp_path / "tenants.json"
+    with serving(tmp_path / "home", tmp_path / "server.log", ROCKMEM_TENANTS_FILE=str(tenants_file)) as url:
+        await tenants_are_apart(url, tenants_file, call, call_error)
+    assert (tmp_path / "home" / "tenants" / "alice" / "memory").is_dir()  # each tenant's home of its own
+
+
+async def test_each_token_reaches_its_own_memory_on_a_shared_database(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+    call: Any,
+    call_error: Any,
+) -> None:
+    tenants_file = tmp_path / "tenants.json"
+    env = {"ROCKMEM_TENANTS_FILE": str(tenants_file), "ROCKMEM_STORE": database}
+    with serving(tmp_path / "home", tmp_path / "server.log", **env) as url:
+        await tenants_are_apart(url, tenants_file, call, call_error)
+    import psycopg
+
+    with psycopg.connect(database) as conn:
+        rows = conn.execute("SELECT count(*) FROM tenant_alice.memories").fetchone()
+        assert rows == (1,)
+        assert conn.execute("SELECT count(*) FROM tenant_bob.memories").fetchone() == (0,)

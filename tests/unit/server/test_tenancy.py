@@ -1,0 +1,47 @@
+"""The tenants file (server/tenancy.py): hashes only, read again when it changes, a broken edit keeps the
+tenants read before, names checked; each tenant's settings point at a home and a schema of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import ConfigError, InvalidInputError
+from rockmem_mcp.server.tenancy import TenantTokens, edit_tenants, tenant_settings, token_hash
+
+
+def test_tokens_are_kept_as_hashes_and_changes_are_read_without_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.json"
+    first = edit_tenants(path, "design", "add")
+    assert first and first not in path.read_text() and token_hash(first) in path.read_text()
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    tokens = TenantTokens(path)
+    assert tokens.tenant_of(first) == "design" and tokens.tenant_of("guess") is None and tokens.tenant_of(None) is None
+    second = edit_tenants(path, "ops", "add")
+    assert tokens.tenant_of(second) == "ops"  # the file changed: read again
+    edit_tenants(path, "design", "revoke")
+    assert tokens.tenant_of(first) is None and tokens.names() == ["ops"]
+    path.write_text("{ not json")  # a broken edit: the tenants read before stay
+    assert tokens.tenant_of(second) == "ops"
+    with pytest.raises(ConfigError, match="not usable"):
+        TenantTokens(path)  # but a server does not start on it
+    with pytest.raises(InvalidInputError, match="invalid tenant name"):
+        edit_tenants(tmp_path / "other.json", "Bad Name", "add")
+
+
+def test_a_plain_token_in_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.json"
+    path.write_text(json.dumps({"tenants": {"ops": ["a-plain-token"]}}))
+    with pytest.raises(ConfigError, match="sha256"):
+        TenantTokens(path)
+
+
+def test_a_tenant_has_its_own_home_and_schema(tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path, "store": "postgresql://x@127.0.0.1/db"}, env={})
+    mine = tenant_settings(settings, "design-team")
+    assert mine.home == tmp_path / "tenants" / "design-team" and mine.store_schema == "tenant_design_team"
+    assert mine.store == settings.store and mine.tenants_file is None
