@@ -46,7 +46,7 @@ async def tenants_are_apart(url: str, tenants_file: Path, call: Any, call_error:
         assert "no memory with id" in await call_error(b, "get_memory", id=secret["id"])
         assert "no memory with id" in await call_error(b, "update_memory", id=secret["id"], content="stolen")
         assert "no memory with id" in await call_error(b, "delete_memory", id=secret["id"], permanent=True)
-        with pytest.raises(Exception, match="(?i)not found|no memory"):
+        with pytest.raises(Exception, match=r"(?i)not found|no memory"):
             await b.read_resource(f"rockmem://memory/{secret['id']}")
         categories = json.loads((await b.read_resource("rockmem://categories")).contents[0].text)
         assert categories["total"] == 0
