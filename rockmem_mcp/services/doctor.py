@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -50,6 +51,7 @@ from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine
 from rockmem_mcp.storage.memory_files import EntryLocation, MemoryFiles
 from rockmem_mcp.storage.no_follow import linked_folders, read_bytes, special_kind
+from rockmem_mcp.storage.pg import is_database_url
 
 QUARANTINE = "quarantine"
 DERIVED_SNAPSHOTS = ("memory-index.npz", "graph-snapshot.jsonl")
@@ -118,7 +120,8 @@ class Doctor:
         if linked:
             return report  # checking or fixing would go through the link, out of the home
         self._odd_files(report, fix)
-        memory_ids = self._memory(report, fix)
+        shared = is_database_url(self.settings.store)
+        memory_ids = self._database(report, fix) if shared else self._memory(report, fix)
         self._graph(report, fix)
         self._working(report, fix)
         self._vectors(report, fix, memory_ids)
@@ -127,7 +130,7 @@ class Doctor:
         self._procedures(report, fix)
         self._core(report)
         self._temp_files(report, fix)
-        self._indexes(report, fix, memory_ids)
+        self._indexes(report, fix, memory_ids, shared)
         if self._quarantine_dir is not None:
             report.quarantine = str(self._quarantine_dir.relative_to(self.home))
         return report
@@ -171,6 +174,60 @@ class Doctor:
                 finding.fixed = "nothing needed: the file's place wins (its id and category are read from it)"
         report.checked["memory files"] = count
         return ids
+
+    def _database(self, report: DoctorReport, fix: bool) -> set[str]:
+        """A database store (ROCKMEM_STORE): reachable and at this code's schema (missing steps are applied, as a
+        server would), every memory row parsing with the id and category of its row, every working-memory row
+        parsing; --fix moves a broken memory row's text into the home's quarantine/ folder and deletes the row."""
+        from rockmem_mcp.storage.pg import MIGRATIONS, Database
+
+        store = str(self.settings.store)
+        db = Database(store, self.settings.store_schema)
+        try:
+            (version,) = db.one("SELECT max(version) FROM rockmem_schema")
+            report.checked["store schema"] = int(version)
+            if version != MIGRATIONS[-1][0]:
+                report.findings.append(Finding("store-schema", "store:rockmem_schema", f"at {version}"))
+            ids: set[str] = set()
+            rows = db.all("SELECT id, category, doc FROM memories")
+            for row_id, category, doc in rows:
+                try:
+                    entry = MemoryEntry.model_validate_json(doc)
+                    if entry.id != row_id or entry.category != category:
+                        raise ValueError(f"holds id {entry.id!r} / category {entry.category!r}")
+                    ids.add(row_id)
+                except (ValueError, ValidationError) as exc:
+                    finding = Finding("malformed", f"store:memories/{row_id}", _first_line(exc))
+                    report.findings.append(finding)
+                    if fix:
+                        finding.fixed = self._quarantine_row(db, row_id, doc, finding.detail)
+            report.checked["store memories"] = len(rows)
+            working = db.all("SELECT root, entries FROM working")
+            for root, body in working:
+                try:
+                    if not isinstance(json.loads(body), dict):
+                        raise ValueError("not an object")
+                except ValueError as exc:
+                    report.findings.append(Finding("malformed", f"store:working/{root}", _first_line(exc)))
+            report.checked["store working-memory roots"] = len(working)
+            (changes,) = db.one("SELECT count(*) FROM changes")
+            report.checked["store changes"] = int(changes)
+            return ids
+        finally:
+            db.close()
+
+    def _quarantine_row(self, db: Any, row_id: str, doc: str, detail: str) -> str:
+        """A broken row's text kept as a file in quarantine/ (never lost), then the row deleted, with an audit line."""
+        folder = self.home / QUARANTINE / self._started.strftime("%Y%m%dT%H%M%SZ") / "store-memories"
+        folder.mkdir(parents=True, exist_ok=True)
+        self._quarantine_dir = folder.parent
+        kept = folder / f"{row_id}.json"
+        atomic_write(kept, doc.encode())
+        with db.transaction() as cursor:
+            cursor.execute("DELETE FROM memories WHERE id = %s", (row_id,))
+        moved = f"moved to {kept.relative_to(self.home)}"
+        self.audit.record("RENAME", self.settings.memory_dir / f"{row_id}.json", f"{moved}: {detail}")
+        return moved
 
     def _graph(self, report: DoctorReport, fix: bool) -> None:
         entities: set[str] = set()
@@ -364,13 +421,19 @@ class Doctor:
                     path.unlink(missing_ok=True)
                     finding.fixed = "removed"
 
-    def _indexes(self, report: DoctorReport, fix: bool, memory_ids: set[str]) -> None:
+    def _indexes(self, report: DoctorReport, fix: bool, memory_ids: set[str], shared: bool = False) -> None:
         """A snapshot that cannot be read, or disagrees with the files, makes a start slower or (edited files)
-        stale; --fix deletes the derived indexes so they are rebuilt from the files."""
+        stale; --fix deletes the derived indexes so they are rebuilt from the files. A database store's snapshot
+        lags its rows by design (the change feed catches it up), so only its readability is checked."""
         index = self.settings.index_dir
         stale = []
         memory_snapshot = index / DERIVED_SNAPSHOTS[0]
-        if memory_snapshot.exists():
+        if memory_snapshot.exists() and shared:
+            from rockmem_mcp.search.memory_index import MemoryIndex
+
+            if MemoryIndex.load(memory_snapshot, with_vectors=False) is None:
+                stale.append((memory_snapshot, "unreadable or from another version"))
+        elif memory_snapshot.exists():
             from rockmem_mcp.search.memory_index import MemoryIndex
 
             loaded = MemoryIndex.load(memory_snapshot, with_vectors=False)

@@ -181,3 +181,28 @@ def test_migrate_store_moves_every_memory_to_the_database_and_back_exactly(datab
     moved = json.loads(ok("--home", second, "get", pinned["id"], "--json", env=env).stdout)
     assert moved["pinned"] is True
     assert json.loads(ok("--home", second, "get", gone["id"], "--json", env=env).stdout)["archived_at"]
+
+
+def test_doctor_checks_a_database_store_and_quarantines_a_broken_row(database: str, tmp_path: Path) -> None:  # noqa: F811
+    import json
+
+    import psycopg
+
+    from tests.test_cli import clean_env, ok, rockmem
+
+    env = clean_env(ROCKMEM_STORE=database, ROCKMEM_EMBEDDING_MODEL="off")
+    home = tmp_path / "replica"
+    kept = json.loads(ok("--home", home, "add", "A sound memory", "--json", env=env).stdout)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("INSERT INTO memories (id, category, doc) VALUES ('0badc0ffee00', NULL, '{\"content\": 5')")
+    checked = rockmem("--home", home, "doctor", "--json", env=env)
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1 and not report["healthy"]
+    assert report["checked"]["store memories"] == 2 and report["checked"]["store schema"] >= 1
+    assert [(f["kind"], f["path"]) for f in report["findings"]] == [("malformed", "store:memories/0badc0ffee00")]
+    fixed = json.loads(rockmem("--home", home, "doctor", "--fix", "--json", env=env).stdout)
+    assert fixed["findings"][0]["fixed"].startswith("moved to quarantine/")
+    assert list((home / "quarantine").rglob("0badc0ffee00.json"))[0].read_text() == '{"content": 5'
+    again = json.loads(ok("--home", home, "doctor", "--json", env=env).stdout)
+    assert again["healthy"] and again["checked"]["store memories"] == 1
+    assert json.loads(ok("--home", home, "get", kept["id"], "--json", env=env).stdout)["content"] == "A sound memory"
