@@ -202,7 +202,7 @@ def test_doctor_checks_a_database_store_and_quarantines_a_broken_row(database: s
     assert [(f["kind"], f["path"]) for f in report["findings"]] == [("malformed", "store:memories/0badc0ffee00")]
     fixed = json.loads(rockmem("--home", home, "doctor", "--fix", "--json", env=env).stdout)
     assert fixed["findings"][0]["fixed"].startswith("moved to quarantine/")
-    assert list((home / "quarantine").rglob("0badc0ffee00.json"))[0].read_text() == '{"content": 5'
+    assert next((home / "quarantine").rglob("0badc0ffee00.json")).read_text() == '{"content": 5'
     again = json.loads(ok("--home", home, "doctor", "--json", env=env).stdout)
     assert again["healthy"] and again["checked"]["store memories"] == 1
     assert json.loads(ok("--home", home, "get", kept["id"], "--json", env=env).stdout)["content"] == "A sound memory"
