@@ -127,7 +127,7 @@ class MemoryService:
         if self.shared:
             from rockmem_mcp.storage.pg_memory import open_memory_store  # psycopg only where a database is named
 
-            self.files, self.journal, self._id_locks, self._shared_snapshots = open_memory_store(
+            self.files, self.journal, self._id_locks, self._shared_snapshots, shared_vectors = open_memory_store(
                 str(settings.store), settings.memory_dir, settings.store_schema
             )
         else:
@@ -148,7 +148,7 @@ class MemoryService:
         self.index, self._position = self._open_index()
         self._generation = 0  # bumped whenever self.index is replaced: vector jobs of an older index are void
         self._refused_slots: set[int] = set()  # the provider would not embed these (until they change)
-        self.vector_files = VectorFiles(settings.embeddings_dir)
+        self.vector_files = shared_vectors if self.shared else VectorFiles(settings.embeddings_dir)
         self.vector_worker = VectorWorker(self.embedder, self, self.vector_files)
         if not self.shared:  # a database is made in today's format: nothing to migrate
             with acting_as("system:init"):

@@ -52,6 +52,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (3, ["CREATE TABLE IF NOT EXISTS working (root text PRIMARY KEY, entries text NOT NULL)"]),
+    (4, ["CREATE TABLE IF NOT EXISTS vectors (id text PRIMARY KEY, data bytea NOT NULL)"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

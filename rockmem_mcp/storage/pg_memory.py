@@ -12,6 +12,7 @@ the service runs unchanged over either.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -22,11 +23,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rockmem_mcp.errors import CorruptEntryError
+import numpy as np
+
+from rockmem_mcp.errors import CorruptEntryError, StorageError
 from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.search.vectors import STAMP_BYTES, vector_stamp
 from rockmem_mcp.storage.changes import JournalPosition, JournalRead
 from rockmem_mcp.storage.memory_files import EntryLocation
-from rockmem_mcp.storage.pg import CHANGES_LOCK, ID_LOCKS, NOTIFY_CHANNEL, Database, redacted
+from rockmem_mcp.storage.pg import CHANGES_LOCK, ID_LOCKS, NOTIFY_CHANNEL, Database, redacted, shared_database
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +265,60 @@ class SharedSnapshots:
         return b"".join(bytes(row[0]) for row in rows) if rows else None
 
 
+class PgVectorRows:
+    """VectorFiles' interface over the `vectors` table (bytea: the same stamp and float32 bytes as a `.bin` file,
+    no extension needed), so a memory is embedded once for every replica; each replica keeps the vectors it uses
+    in its own index and snapshot. The model record is in `rockmem_meta`: replicas must share one model (another
+    model's vectors are dropped, as a file home's cache is)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def read(self, entry_id: str, text: str, dim: int) -> np.ndarray | None:
+        rows = self.db.all("SELECT data FROM vectors WHERE id = %s", (entry_id,))
+        if not rows:
+            return None
+        data = bytes(rows[0][0])
+        if len(data) != STAMP_BYTES + 4 * dim or data[:STAMP_BYTES] != vector_stamp(text, data[STAMP_BYTES:]):
+            return None
+        return np.frombuffer(data, dtype=np.float32, offset=STAMP_BYTES)
+
+    def write(self, entry_id: str, text: str, vector: np.ndarray) -> None:
+        data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+        try:
+            with self.db.transaction() as cursor:
+                cursor.execute(
+                    "INSERT INTO vectors (id, data) VALUES (%s, %s)"
+                    " ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data",
+                    (entry_id, vector_stamp(text, data) + data),
+                )
+        except StorageError as exc:  # a cache: a vector not kept is made again later, nothing else
+            log.debug("could not keep the vector of %s: %s", entry_id, exc)
+
+    def remove(self, entry_id: str) -> None:
+        with contextlib.suppress(StorageError), self.db.transaction() as cursor:
+            cursor.execute("DELETE FROM vectors WHERE id = %s", (entry_id,))
+
+    def record(self) -> tuple[str, int] | None:
+        rows = self.db.all("SELECT value FROM rockmem_meta WHERE key = 'vector_model'")
+        if not rows:
+            return None
+        model, _, dim = rows[0][0].rpartition(":")
+        return model, int(dim)
+
+    def adopt(self, model_id: str, dim: int) -> None:
+        if self.record() == (model_id, dim):
+            return
+        with self.db.transaction() as cursor:
+            cursor.execute("DELETE FROM vectors")
+            cursor.execute(
+                "INSERT INTO rockmem_meta (key, value) VALUES ('vector_model', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (f"{model_id}:{dim}",),
+            )
+        log.warning("embedding model of the store is now %s (%d dims): its kept vectors were dropped", model_id, dim)
+
+
 def _epoch_number(epoch: str) -> int:
     """The database's epoch as the int64 a snapshot header keeps."""
     return zlib.crc32(epoch.encode()) or 1
@@ -315,8 +373,12 @@ class PgIdLocks:
 
 def open_memory_store(
     url: str, memory_dir: Path, schema: str | None = None
-) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks, SharedSnapshots]:
+) -> tuple[PgMemoryRows, PgChangeFeed, PgIdLocks, SharedSnapshots, PgVectorRows]:
     db = Database(url, schema)
     parsed = ParsedRows()
+    vectors = PgVectorRows(shared_database(url, "vectors", schema))  # the vector worker's thread: its own connection
     # The locks take a connection of their own from the same address (held across the caller's queries).
-    return PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory"), SharedSnapshots(db)
+    return (
+        PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory"),
+        SharedSnapshots(db), vectors,
+    )  # fmt: skip

@@ -182,3 +182,36 @@ def test_one_dream_at_a_time_across_replicas(replica: Replica) -> None:
     finally:
         for _, graph in dreamers:
             graph.close()
+
+
+def test_vectors_are_kept_in_the_database_and_embedded_once_for_every_replica(database: str, tmp_path: Path) -> None:  # noqa: F811
+    from tests.embedding_server import EmbeddingServer, local_embedder, model_reply
+
+    server = EmbeddingServer()
+    server.replies = [model_reply(local_embedder())]
+    env = {"ROCKMEM_EMBEDDING_ENDPOINT": server.url, "ROCKMEM_EMBEDDING_MODEL": "test-embedder"}
+    opened: list[MemoryService] = []
+    try:
+
+        def start(name: str) -> MemoryService:
+            settings = Settings.load({"home": tmp_path / name, "store": database}, env=env)
+            opened.append(MemoryService(settings, embed_in_background=False))
+            return opened[-1]
+
+        a = start("a")
+        for text in ("green tea in the morning", "a bicycle with red wheels", "the tea ceremony"):
+            a.save(text)
+        assert a.vector_worker.drain() == 3
+        embedded = len(server.requests)
+        b = start("b")  # a new replica: the vectors are in the database already
+        b.vector_worker.drain()
+        later = [text for body, _ in server.requests[embedded:] for text in body["input"]]
+        assert later in ([], ["rockmem embedding probe"])  # at most the model's probe: no memory embedded again
+        assert b.missing_vector_count() == 0
+        found = b.search("tea drinking", mode="vector").results
+        assert {hit.entry.content for hit in found[:2]} == {"green tea in the morning", "the tea ceremony"}
+        assert not list((tmp_path / "a").rglob("*.bin"))  # not in the homes
+    finally:
+        for service in opened:
+            service.close()
+        server.close()
