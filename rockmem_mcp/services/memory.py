@@ -155,14 +155,27 @@ class MemoryService:
                 migrate(self, clock)  # once per home: the old importance mapped to salience's base and the vault
         if self.embedder.configured and embed_in_background:
             self.vector_worker.start()
+        self._listener = None
+        if self.shared and embed_in_background:  # a server: other replicas' writes wake it (not one-shot commands)
+            from rockmem_mcp.storage.pg_memory import ChangeListener
+
+            self._listener = ChangeListener(self.files.db, self._woken)  # type: ignore[attr-defined]
         if embed_in_background:  # one-shot commands write reinforcement once, at close
             self.reinforcer.start()
         # Called with each entry `save` made, after it is written; must return at once (the graph queues it).
         self.save_listeners: list[Callable[[MemoryEntry], None]] = []
 
     # ------------------------------------------------------------------ lifecycle
+    def _woken(self) -> None:
+        """Another replica wrote: follow its changes now (the next read would anyway), so the vector worker
+        fetches what it embedded while this replica is idle."""
+        with self._lock:
+            self._sync()
+
     def close(self) -> None:
         """Stop the vector worker, wait for a background snapshot, write a final one if anything changed."""
+        if self._listener is not None:
+            self._listener.close()
         self.vector_worker.stop()
         self.reinforcer.close()
         thread = self._snapshot_thread

@@ -324,6 +324,41 @@ def _epoch_number(epoch: str) -> int:
     return zlib.crc32(epoch.encode()) or 1
 
 
+class ChangeListener:
+    """LISTEN for the feed's NOTIFY on a connection of its own, in a daemon thread: each wake-up calls `woken`
+    (the service then reads the feed at once, and its vector worker picks up what other replicas embedded). Only a
+    wake-up: correctness never waits for it, since every read reads the feed first."""
+
+    def __init__(self, db: Database, woken: Callable[[], None]) -> None:
+        self.db, self.woken = db, woken
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rockmem-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn = self.db.connect()
+            except StorageError:
+                self._stop.wait(5.0)  # the store is away: try again
+                continue
+            try:
+                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                while not self._stop.is_set():
+                    if any(True for _ in conn.notifies(timeout=0.5, stop_after=1)):
+                        self.woken()
+            except Exception as exc:  # a lost connection: listen again (the feed is still the truth)
+                log.debug("change listener: %s", exc)
+                self._stop.wait(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
 class PgIdLocks:
     """IdLocks' interface: session advisory locks on a connection of this process's own, held across the caller's
     code. Stripes this process holds already are not taken again (the service's own lock orders its threads)."""

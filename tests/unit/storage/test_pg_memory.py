@@ -215,3 +215,24 @@ def test_vectors_are_kept_in_the_database_and_embedded_once_for_every_replica(da
         for service in opened:
             service.close()
         server.close()
+
+
+def test_a_serving_replica_is_woken_by_another_replicas_write(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """LISTEN/NOTIFY as the wake-up: an idle serving replica follows another's save without being asked."""
+    import time
+
+    env = {"ROCKMEM_EMBEDDING_MODEL": "off"}
+    idle = MemoryService(Settings.load({"home": tmp_path / "idle", "store": database}, env=env))  # a server's
+    writer = MemoryService(
+        Settings.load({"home": tmp_path / "w", "store": database}, env=env), embed_in_background=False
+    )
+    try:
+        assert len(idle.index) == 0
+        writer.save("Kim moved the standup to 9:15")
+        deadline = time.monotonic() + 10
+        while len(idle.index) == 0 and time.monotonic() < deadline:  # len() reads nothing: only the wake-up
+            time.sleep(0.01)
+        assert len(idle.index) == 1
+    finally:
+        writer.close()
+        idle.close()
