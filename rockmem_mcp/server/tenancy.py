@@ -37,7 +37,8 @@ from rockmem_mcp.errors import ConfigError, InvalidInputError, StorageError
 
 log = logging.getLogger(__name__)
 
-TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+# No '_': a schema name is the tenant's with '-' as '_', which must name one tenant only ('a-b' and 'a_b' would not).
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 current_services: ContextVar[Any] = ContextVar("rockmem_tenant_services", default=None)
 
 
@@ -73,7 +74,7 @@ class TenantTokens:
             by_hash = {}
             for name, hashes in tenants.items():
                 if not TENANT_NAME.fullmatch(name):
-                    raise ValueError(f"tenant name {name!r}: use lower-case letters, digits, '-' and '_'")
+                    raise ValueError(f"tenant name {name!r}: use lower-case letters, digits and '-'")
                 for entry in hashes:
                     if not (isinstance(entry, str) and entry.startswith("sha256:") and len(entry) == 71):
                         raise ValueError(f"tenant {name!r}: each token is kept as 'sha256:<64 hex digits>'")
@@ -107,7 +108,7 @@ def edit_tenants(path: Path, name: str, action: str) -> str | None:
     from rockmem_mcp.storage.atomic import atomic_write
 
     if not TENANT_NAME.fullmatch(name):
-        raise InvalidInputError(f"invalid tenant name {name!r}: lower-case letters, digits, '-' and '_'")
+        raise InvalidInputError(f"invalid tenant name {name!r}: lower-case letters, digits and '-'")
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"tenants": {}}
         tenants = data["tenants"]

@@ -45,3 +45,12 @@ def test_a_tenant_has_its_own_home_and_schema(tmp_path: Path) -> None:
     mine = tenant_settings(settings, "design-team")
     assert mine.home == tmp_path / "tenants" / "design-team" and mine.store_schema == "tenant_design_team"
     assert mine.store == settings.store and mine.tenants_file is None
+
+
+def test_two_tenants_never_share_a_schema(tmp_path: Path) -> None:
+    settings = Settings.load({"home": tmp_path, "store": "postgresql://x@127.0.0.1/db"}, env={})
+    assert tenant_settings(settings, "a-b").store_schema == "tenant_a_b"
+    with pytest.raises(InvalidInputError):
+        tenant_settings(settings, "a_b")  # would be the same schema: '_' is not allowed in a name
+    with pytest.raises(InvalidInputError):
+        edit_tenants(tmp_path / "t.json", "a_b", "add")
