@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.subscriptions import ListenHandler, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp_types import (
     EmptyResult,
     SubscribeRequestParams,
@@ -29,9 +29,21 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from rockmem_mcp.server.tenancy import current_services
+
 log = logging.getLogger(__name__)
 
 GONE = "gone"  # the digest of a resource that can no longer be read
+
+
+Watched = tuple[int, str]  # (the caller's tenant, as `_scope` tells it; the address)
+
+
+def _scope() -> int:
+    """Which tenant's stores a request reaches (server/tenancy.py): 0 for the server's own. Addresses are watched
+    per tenant, so one tenant's change is never compared with, or told to, another's subscribers."""
+    opened = current_services.get()
+    return 0 if opened is None else id(opened)
 
 
 class ResourceSubscriptions:
@@ -39,58 +51,64 @@ class ResourceSubscriptions:
 
     def __init__(self) -> None:
         self.server: MCPServer[Any] | None = None
-        self._sessions: dict[str, dict[int, Any]] = {}  # uri -> {id(connection): its session}
-        self._listening: dict[str, int] = {}  # uri -> open listen streams naming it (2026-07-28)
-        self._digests: dict[str, str] = {}  # uri -> digest of what was last read there
-        self._listen: ListenHandler | None = None
+        self._sessions: dict[Watched, dict[int, Any]] = {}  # -> {id(connection): its session}
+        self._listening: dict[Watched, int] = {}  # -> open listen streams naming it (2026-07-28)
+        self._digests: dict[Watched, str] = {}  # -> digest of what was last read there
+        self._streams: dict[int, tuple[InMemorySubscriptionBus, ListenHandler]] = {}  # a bus per tenant
 
     def register(self, server: MCPServer[Any]) -> None:
         self.server = server
         lowlevel = server._lowlevel_server  # the SDK has no public way to add these two handlers
         lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, self._subscribe)
         lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe)
-        # The SDK's own listen handler, over the server's bus, wrapped to learn which resources streams watch.
-        self._listen = ListenHandler(server._subscriptions)
+        # The SDK's own listen handler, over a bus per tenant, wrapped to learn which resources streams watch.
         lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self._listen_stream)
         server.middleware.append(self)
+
+    def _bus(self, scope: int) -> tuple[InMemorySubscriptionBus, ListenHandler]:
+        found = self._streams.get(scope)
+        if found is None:
+            bus = InMemorySubscriptionBus()
+            found = self._streams[scope] = (bus, ListenHandler(bus))
+        return found
 
     async def _listen_stream(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         """One 2026-07-28 listen stream: its resources are watched (read now, so a later change is seen) for as
         long as it is open."""
-        assert self._listen is not None
-        uris = [str(uri) for uri in params.notifications.resource_subscriptions or ()]
-        for uri in uris:
-            if uri not in self._digests:
-                self._digests[uri] = await self._digest(ctx, uri)
-            self._listening[uri] = self._listening.get(uri, 0) + 1
+        scope = _scope()
+        watched = [(scope, str(uri)) for uri in params.notifications.resource_subscriptions or ()]
+        for key in watched:
+            if key not in self._digests:
+                self._digests[key] = await self._digest(ctx, key[1])
+            self._listening[key] = self._listening.get(key, 0) + 1
         try:
-            return await self._listen(ctx, params)
+            return await self._bus(scope)[1](ctx, params)
         finally:
-            for uri in uris:
-                self._listening[uri] -= 1
-                if not self._listening[uri]:
-                    del self._listening[uri]
-                    if uri not in self._sessions:
-                        self._digests.pop(uri, None)
+            for key in watched:
+                self._listening[key] -= 1
+                if not self._listening[key]:
+                    del self._listening[key]
+                    if key not in self._sessions:
+                        self._digests.pop(key, None)
 
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-        uri = str(params.uri)
+        key = (_scope(), str(params.uri))
         # An address with nothing there yet may be subscribed to: the client is told when something appears.
-        digest = await self._digest(ctx, uri)
-        self._sessions.setdefault(uri, {})[_connection_of(ctx)] = ctx.session
-        self._digests[uri] = digest
+        digest = await self._digest(ctx, key[1])
+        self._sessions.setdefault(key, {})[_connection_of(ctx)] = ctx.session
+        self._digests[key] = digest
         return EmptyResult()
 
     async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-        uri = str(params.uri)
-        sessions = self._sessions.get(uri, {})
+        key = (_scope(), str(params.uri))
+        sessions = self._sessions.get(key, {})
         sessions.pop(_connection_of(ctx), None)
         if not sessions:
-            self._sessions.pop(uri, None)
-            if uri not in self._listening:
-                self._digests.pop(uri, None)
+            self._sessions.pop(key, None)
+            if key not in self._listening:
+                self._digests.pop(key, None)
         return EmptyResult()
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -100,21 +118,23 @@ class ResourceSubscriptions:
         return result
 
     async def _notify_changed(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        for uri in [*self._sessions, *(u for u in self._listening if u not in self._sessions)]:
+        scope = _scope()  # the caller's tenant: only its own addresses can have changed through this call
+        watched = [k for k in dict.fromkeys([*self._sessions, *self._listening]) if k[0] == scope]
+        for key in watched:
+            uri = key[1]
             digest = await self._digest(ctx, uri)
-            if digest == self._digests.get(uri):
+            if digest == self._digests.get(key):
                 continue
-            self._digests[uri] = digest
-            if uri in self._listening:
-                assert self.server is not None
-                await self.server._subscriptions.publish(ResourceUpdated(uri=uri))  # the SDK routes it to streams
-            sessions = self._sessions.get(uri, {})
-            for key, session in list(sessions.items()):
+            self._digests[key] = digest
+            if key in self._listening:
+                await self._bus(scope)[0].publish(ResourceUpdated(uri=uri))  # the SDK routes it to the streams
+            sessions = self._sessions.get(key, {})
+            for connection, session in list(sessions.items()):
                 try:
                     await session.send_resource_updated(uri)
                 except Exception as exc:  # a closed session: it hears nothing more
                     log.info("resource update for %s not sent (%s); the session's subscription ends", uri, exc)
-                    sessions.pop(key, None)
+                    sessions.pop(connection, None)
 
     async def _read(self, ctx: ServerRequestContext[Any, Any], uri: str) -> list[Any]:
         assert self.server is not None

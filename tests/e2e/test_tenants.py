@@ -87,3 +87,46 @@ async def test_each_token_reaches_its_own_memory_on_a_shared_database(
         rows = conn.execute("SELECT count(*) FROM tenant_alice.memories").fetchone()
         assert rows == (1,)
         assert conn.execute("SELECT count(*) FROM tenant_bob.memories").fetchone() == (0,)
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_a_subscriber_hears_of_its_own_tenants_changes_only(tmp_path: Path, call: Any) -> None:
+    import anyio
+    from mcp_types import ResourceUpdatedNotification
+
+    tenants_file = tmp_path / "tenants.json"
+    streams = {name: anyio.create_memory_object_stream[str](100) for name in ("alice", "bob")}
+
+    def listener(name: str) -> Any:
+        async def on_message(message: Any) -> None:
+            note = getattr(message, "root", message)
+            if isinstance(note, ResourceUpdatedNotification):
+                await streams[name][0].send(str(note.params.uri))
+
+        return on_message
+
+    async def next_for(name: str) -> str:
+        with anyio.fail_after(30):
+            return await streams[name][1].receive()
+
+    def nothing_for(name: str) -> bool:
+        return streams[name][1].statistics().current_buffer_used == 0
+
+    def client(url: str, token: str, name: str) -> Client:
+        headers = {"Authorization": f"Bearer {token}"}
+        transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30))
+        return Client(transport, mode="legacy", message_handler=listener(name))
+
+    with serving(tmp_path / "home", tmp_path / "server.log", ROCKMEM_TENANTS_FILE=str(tenants_file)) as url:
+        alice, bob = tenant_token(tenants_file, "add", "alice"), tenant_token(tenants_file, "add", "bob")
+        async with client(url, alice, "alice") as a, client(url, bob, "bob") as b:
+            await a.subscribe_resource("rockmem://categories")
+            await b.subscribe_resource("rockmem://categories")
+            await call(a, "save_memory", content="Alice files this", category="alice/notes")
+            assert await next_for("alice") == "rockmem://categories"  # before the call's answer
+            await call(b, "search_memory", query="anything")  # a round trip of bob's: nothing came for him
+            assert nothing_for("bob")
+            await call(b, "save_memory", content="Bob files this", category="bob/notes")
+            assert await next_for("bob") == "rockmem://categories"
+            await call(a, "search_memory", query="anything")
+            assert nothing_for("alice")  # not told of bob's change
