@@ -45,7 +45,9 @@ class Settings(BaseModel):
     port: int = Field(8765, ge=0, le=65535)
     # Where long-term memories live: unset, the home's files; postgresql://… a database several replicas share
     # (storage/pg.py). The home still keeps this replica's own index, access log and audit trail.
-    store: str | None = Field(None, repr=False, description="postgresql://user@host/db, or unset for the home")
+    store: str | None = Field(
+        None, repr=False, pattern=r"^postgres(ql)?://", description="postgresql://user@host/db, or unset for the home"
+    )
     store_schema: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,62}$", description="A database store's schema")
     # Tenants: a JSON file mapping tenants to their tokens' hashes (server/tenancy.py), read again when it changes.
     tenants_file: Path | None = Field(None, description="Bearer tokens per tenant, each tenant its own memory")

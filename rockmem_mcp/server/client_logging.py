@@ -18,6 +18,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import EmptyResult, SetLevelRequestParams
 
+from rockmem_mcp.server.tenancy import scope
+
 PACKAGE_LOGGER = "rockmem_mcp"
 # MCP's syslog levels as Python's, and back.
 LEVELS = {
@@ -39,8 +41,8 @@ class ClientLogging(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self._lock = threading.Lock()
-        # connection -> (its session, the level it asked for, the loop that sends)
-        self._sessions: dict[int, tuple[Any, int, asyncio.AbstractEventLoop]] = {}
+        # connection -> (its session, the level it asked for, the loop that sends, its tenant)
+        self._sessions: dict[int, tuple[Any, int, asyncio.AbstractEventLoop, int]] = {}
 
     def register(self, server: MCPServer[Any]) -> None:
         lowlevel = server._lowlevel_server  # the SDK has no public way to add this handler
@@ -56,15 +58,21 @@ class ClientLogging(logging.Handler):
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
         connection = id(getattr(ctx.session, "_connection", ctx.session))  # see server/subscriptions.py
         with self._lock:
-            self._sessions[connection] = (ctx.session, LEVELS[params.level], asyncio.get_running_loop())
+            self._sessions[connection] = (ctx.session, LEVELS[params.level], asyncio.get_running_loop(), scope())
         logger = logging.getLogger(PACKAGE_LOGGER)
         if self not in logger.handlers:
             logger.addHandler(self)
         return EmptyResult()
 
     def emit(self, record: logging.LogRecord) -> None:
+        # A record is sent to sessions of the tenant it was logged for (server/tenancy.py): one made while serving
+        # a tenant, or by no request (the server's own work), reaches only that tenant's sessions, or the server's.
+        mine = scope()
         with self._lock:
-            wanted = [(key, s, loop) for key, (s, level, loop) in self._sessions.items() if record.levelno >= level]
+            wanted = [
+                (key, s, loop) for key, (s, level, loop, whose) in self._sessions.items()
+                if record.levelno >= level and whose == mine
+            ]  # fmt: skip
         if not wanted:
             return
         message = {"message": self.format(record)}

@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ConfigError, RockmemError
-from rockmem_mcp.server.tenancy import TenantTokens
+from rockmem_mcp.server.tenancy import TenantTokens, bearer_of
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,16 @@ class BearerToken:
         # constant time: no guessing by timing (the scheme is public, the token is not)
         if self._expected is not None and hmac.compare_digest(given, self._expected):
             return True
-        return self._tenants is not None and self._tenants.tenant_of(given.decode(errors="replace")) is not None
+        try:
+            return self._tenants is not None and self._tenants.tenant_of(given.decode(errors="replace")) is not None
+        except ConfigError:  # an unusable tenants file names nobody
+            return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scheme, given = [*dict(scope["headers"]).get(b"authorization", b"").split(None, 1), b"", b""][:2]
-            if scheme.lower() != b"bearer" or not self._accepts(given.strip()):
+            values = [v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"]
+            given = bearer_of(values)  # read as the tenant routing reads it (server/tenancy.py)
+            if given is None or not self._accepts(given.encode()):
                 await _refuse(send)
                 return
         await self.app(scope, receive, send)
@@ -130,8 +134,9 @@ def readiness(running: list[Any]) -> Callable[[], str | None]:
             return "starting: the stores are not open yet"
         try:
             running[-1].memory.check_store()
-        except (RockmemError, OSError) as exc:
-            return f"the store does not answer: {exc}"
+        except (RockmemError, OSError) as exc:  # the why goes to the log: this answer needs no token
+            log.warning("not ready: the store does not answer (%s)", exc)
+            return "the store does not answer (the server's log says why)"
         return None
 
     return not_ready

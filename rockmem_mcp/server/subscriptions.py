@@ -29,7 +29,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
-from rockmem_mcp.server.tenancy import current_services
+from rockmem_mcp.server.tenancy import scope
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,9 @@ Watched = tuple[int, str]  # (the caller's tenant, as `_scope` tells it; the add
 
 
 def _scope() -> int:
-    """Which tenant's stores a request reaches (server/tenancy.py): 0 for the server's own. Addresses are watched
-    per tenant, so one tenant's change is never compared with, or told to, another's subscribers."""
-    opened = current_services.get()
-    return 0 if opened is None else id(opened)
+    """Which tenant's stores a request reaches: addresses are watched per tenant, so one tenant's change is never
+    compared with, or told to, another's subscribers."""
+    return scope()
 
 
 class ResourceSubscriptions:

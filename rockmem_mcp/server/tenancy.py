@@ -46,9 +46,20 @@ def token_hash(token: str) -> str:
     return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
 
 
-def bearer_of(authorization: str | None) -> str | None:
-    scheme, _, given = (authorization or "").partition(" ")
-    return given.strip() if scheme.lower() == "bearer" and given.strip() else None
+def bearer_of(authorizations: list[str]) -> str | None:
+    """The bearer token of a request's Authorization headers: exactly one header of exactly two words, the first
+    `Bearer` (any case, RFC 6750), else None. The HTTP check and the tenant routing both read it so, and only so:
+    a request the two read differently (a tab, two headers) could otherwise pass as one and be served as another."""
+    if len(authorizations) != 1:
+        return None
+    words = authorizations[0].split()
+    return words[1] if len(words) == 2 and words[0].lower() == "bearer" else None
+
+
+def scope() -> int:
+    """Which tenant a request (or a log record made while serving it) belongs to: 0 for the server's own."""
+    opened = current_services.get()
+    return 0 if opened is None else id(opened)
 
 
 class TenantTokens:
@@ -58,6 +69,7 @@ class TenantTokens:
         self.path = path
         self._seen: tuple[int, int] | None = None
         self._by_hash: dict[str, str] = {}
+        self._loaded = False  # once read, a later broken file keeps what was read (it never stops the server)
         self.reload()
 
     def reload(self) -> None:
@@ -80,11 +92,11 @@ class TenantTokens:
                         raise ValueError(f"tenant {name!r}: each token is kept as 'sha256:<64 hex digits>'")
                     by_hash[entry] = name
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            if self._seen is None:
+            if not self._loaded:
                 raise ConfigError(f"the tenants file {self.path} is not usable: {exc}") from None
             log.warning("the tenants file %s is not usable (%s); keeping the tenants read before", self.path, exc)
             return
-        self._seen, self._by_hash = seen, by_hash
+        self._seen, self._by_hash, self._loaded = seen, by_hash, True
 
     def names(self) -> list[str]:
         self.reload()
@@ -191,12 +203,14 @@ class TenantRouting:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         headers = getattr(ctx.request, "headers", None)
-        token = bearer_of(headers.get("authorization") if headers is not None else None)
-        if token is None or (self.own_token and hmac.compare_digest(token.encode(), self.own_token.encode())):
-            return await call_next(ctx)  # the server's own tenant (or stdio, which has no tokens)
+        if headers is None:
+            return await call_next(ctx)  # stdio: no tokens, the server's own tenant
+        token = bearer_of(headers.getlist("authorization"))
+        if token is not None and self.own_token and hmac.compare_digest(token.encode(), self.own_token.encode()):
+            return await call_next(ctx)  # the server's own token
         name = self.tenants.tokens.tenant_of(token)
-        if name is None:  # the HTTP layer let it through a moment ago: revoked since
-            raise InvalidInputError("this token names no tenant any more")
+        if name is None:  # never the server's own memory by default: revoked since the HTTP check, or malformed
+            raise InvalidInputError("this request's token names no tenant")
         opened = await self.tenants.services(name)
         reset = current_services.set(opened)
         try:

@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -105,6 +105,8 @@ class Doctor:
         report = DoctorReport(home=str(self.home))
         self._started = self._clock()
         if not self.home.exists():
+            if is_database_url(self.settings.store):  # a new replica's home: the store is checked all the same
+                self._database(report, fix)
             return report
         if not fix:
             report.in_use_by = home_users(self.home)
@@ -189,8 +191,9 @@ class Doctor:
             if version != MIGRATIONS[-1][0]:
                 report.findings.append(Finding("store-schema", "store:rockmem_schema", f"at {version}"))
             ids: set[str] = set()
-            rows = db.all("SELECT id, category, doc FROM memories")
-            for row_id, category, doc in rows:
+            count = 0
+            for row_id, category, doc in _rows(db):
+                count += 1
                 try:
                     entry = MemoryEntry.model_validate_json(doc)
                     if entry.id != row_id or entry.category != category:
@@ -201,7 +204,7 @@ class Doctor:
                     report.findings.append(finding)
                     if fix:
                         finding.fixed = self._quarantine_row(db, row_id, doc, finding.detail)
-            report.checked["store memories"] = len(rows)
+            report.checked["store memories"] = count
             working = db.all("SELECT root, entries FROM working")
             for root, body in working:
                 try:
@@ -223,8 +226,13 @@ class Doctor:
         self._quarantine_dir = folder.parent
         kept = folder / f"{row_id}.json"
         atomic_write(kept, doc.encode())
-        with db.transaction() as cursor:
+        from rockmem_mcp.storage.pg_memory import STORE, append_changes
+
+        with db.transaction() as cursor:  # the row and its change together: every replica drops it
+            cursor.execute("SELECT category FROM memories WHERE id = %s", (row_id,))
+            (category,) = cursor.fetchone() or (None,)
             cursor.execute("DELETE FROM memories WHERE id = %s", (row_id,))
+            append_changes(cursor, db.writer_id, [{"s": STORE, "op": "del", "id": row_id, "c": category}])
         moved = f"moved to {kept.relative_to(self.home)}"
         self.audit.record("RENAME", self.settings.memory_dir / f"{row_id}.json", f"{moved}: {detail}")
         return moved
@@ -497,6 +505,17 @@ class Doctor:
         said = f"{moved}: {detail}" if detail else moved
         self.audit.record("RENAME", path, said, undo=lambda: os.replace(target, path))
         return moved
+
+
+def _rows(db: Any, batch: int = 2_000) -> Iterator[tuple[str, str | None, str]]:
+    """A database store's memory rows, a batch at a time (never all at once: 1M rows are GBs of text)."""
+    last = ""
+    while True:
+        rows = db.all("SELECT id, category, doc FROM memories WHERE id > %s ORDER BY id LIMIT %s", (last, batch))
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1][0]
 
 
 def _files(root: Path) -> list[Path]:

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from rockmem_mcp.errors import ConfigError, StorageError
 
@@ -84,13 +84,18 @@ def store_lock(url: str, key: int, schema: str | None = None) -> Iterator[bool]:
 
 
 def redacted(url: str) -> str:
-    """The store's address without its password, for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The store's address for logs: scheme, user, host, port and database only — never a password (in the
+    address or its query, `?password=`), nor the query at all; an address that does not parse is not shown."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        user = f"{parts.username}@" if parts.username else ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{parts.scheme}://{user}{host}{port}{parts.path}" + ("?…" if parts.query else "")
+    except ValueError:
+        return f"{url.split(':', 1)[0]}://(an address that does not parse)"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -116,10 +121,14 @@ class Database:
         self.url = url
         self.schema = schema  # a tenant's tables, in a schema of their own (made by migrate)
         self._psycopg = psycopg
+        self.errors = psycopg.Error  # what a caller holding a connection of its own catches
         self._lock = threading.RLock()
         self._conn: Any = None
         self.writer_id = secrets.token_hex(6)
-        self.migrate()
+        try:
+            self.migrate()
+        except psycopg.Error as exc:
+            self._failed(exc)
         self.epoch = str(self.one("SELECT value FROM rockmem_meta WHERE key = 'epoch'")[0])
 
     def connect(self) -> Any:
@@ -127,7 +136,8 @@ class Database:
             options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
             return self._psycopg.connect(self.url, autocommit=True, **options)
         except self._psycopg.OperationalError as exc:
-            raise StorageError(f"cannot reach the store {redacted(self.url)}: {_first_line(exc)}") from None
+            log.warning("cannot reach the store %s: %s", redacted(self.url), _first_line(exc))
+            raise StorageError("cannot reach the shared store (the server's log says why)") from None
 
     @property
     def conn(self) -> Any:
@@ -155,7 +165,7 @@ class Database:
     def one(self, query: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...]:
         rows = self.all(query, params)
         if not rows:
-            raise StorageError(f"the store {redacted(self.url)} answered nothing to {query.split()[0]}")
+            raise StorageError(f"the shared store answered nothing to {query.split()[0]}")
         return rows[0]
 
     def all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -167,10 +177,12 @@ class Database:
                 self._failed(exc)
 
     def _failed(self, exc: BaseException) -> NoReturn:
-        """A database error as the store's one line (the connection is made anew after a lost one)."""
+        """A database error as one line for the caller, saying nothing of the store's address (a tenant may read
+        it); the details go to the log. The connection is made anew after a lost one."""
         if isinstance(exc, self._psycopg.OperationalError):
             self._conn = None
-        raise StorageError(f"the store {redacted(self.url)} failed: {_first_line(exc)}") from None
+        log.warning("the store %s failed: %s", redacted(self.url), _first_line(exc))
+        raise StorageError(f"the shared store failed ({type(exc).__name__}; the server's log says why)") from None
 
     def migrate(self) -> int:
         """Apply the schema steps this database lacks; returns how many. Safe when replicas start together."""

@@ -69,6 +69,20 @@ class ParsedRows:
             self._kept.clear()
 
 
+STORE = "memory"  # the records' store name, as MemoryService journals them
+
+
+def append_changes(cursor: Any, writer: str, records: list[dict[str, Any]]) -> None:
+    """Change rows inside the caller's transaction, in commit order (CHANGES_LOCK: a sequence number is taken only
+    by the transaction that will commit next), with a NOTIFY that wakes the other replicas at commit."""
+    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))
+    cursor.executemany(
+        "INSERT INTO changes (writer, record) VALUES (%s, %s)",
+        [(writer, json.dumps(r, separators=(",", ":"))) for r in records],
+    )
+    cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+
+
 class PgMemoryRows:
     """MemoryFiles' interface over the `memories` table. `path_for` still names a file: the audit trail and its
     readers speak of items by path, and the path is the same on every replica."""
@@ -141,6 +155,9 @@ class PgMemoryRows:
         self.write_many([entry])
 
     def write_many(self, entries: Iterable[MemoryEntry]) -> int:
+        """The rows and their change rows, in one transaction: another replica sees both or neither, whatever
+        fails or crashes between (the service's own journal records for them are then redundant: see
+        PgChangeFeed.append)."""
         written = list(entries)
         rows = [(e.id, e.category, self.encode(e)) for e in written]
         if rows:
@@ -151,6 +168,8 @@ class PgMemoryRows:
                     "ON CONFLICT (id) DO UPDATE SET category = EXCLUDED.category, doc = EXCLUDED.doc",
                     rows,
                 )
+                changes = [{"s": STORE, "op": "put", "id": e.id, "c": e.category} for e in written]
+                append_changes(cursor, self.db.writer_id, changes)
         return len(rows)
 
     def remove(self, location: EntryLocation) -> bool:
@@ -160,7 +179,11 @@ class PgMemoryRows:
                 "DELETE FROM memories WHERE id = %s AND category IS NOT DISTINCT FROM %s",
                 (location.entry_id, location.category),
             )
-            return bool(cursor.rowcount)
+            removed = bool(cursor.rowcount)
+            if removed:
+                change = {"s": STORE, "op": "del", "id": location.entry_id, "c": location.category}
+                append_changes(cursor, self.db.writer_id, [change])
+            return removed
 
     def walk(self) -> list[EntryLocation]:
         return [EntryLocation(i, c) for i, c in self.db.all("SELECT id, category FROM memories ORDER BY id")]
@@ -204,15 +227,11 @@ class PgChangeFeed:
         self.db.close()
 
     def append(self, records: list[dict[str, Any]], durable: bool = False) -> None:
-        if not records:
-            return
-        with self.db.transaction() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))  # sequence order = commit order
-            cursor.executemany(
-                "INSERT INTO changes (writer, record) VALUES (%s, %s)",
-                [(self.writer_id, json.dumps(r, separators=(",", ":"))) for r in records],
-            )
-            cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+        """Memory records are written with their rows (PgMemoryRows); any other store's are appended here."""
+        others = [r for r in records if r.get("s") != STORE]
+        if others:
+            with self.db.transaction() as cursor:
+                append_changes(cursor, self.writer_id, others)
 
     def end(self) -> JournalPosition:
         (seq,) = self.db.one("SELECT coalesce(max(seq), 0) FROM changes")
@@ -220,11 +239,23 @@ class PgChangeFeed:
 
     def read_since(self, position: JournalPosition) -> JournalRead:
         if position.generation != _epoch_number(self.db.epoch):
+            self._parsed.clear()
             return JournalRead([], self.end(), gap=True)  # another database than the snapshot's
-        rows = self.db.all("SELECT seq, writer, record FROM changes WHERE seq > %s ORDER BY seq", (position.offset,))
+        # The newest sequence number comes with the rows (one round trip): a feed behind the position (a database
+        # restored from a backup) is a gap, as a journal shorter than the offset is for a file home.
+        found = self.db.all(
+            "SELECT top.n, seq, writer, record FROM (SELECT coalesce(max(seq), 0) AS n FROM changes) AS top"
+            " LEFT JOIN changes ON seq > %s ORDER BY seq",
+            (position.offset,),
+        )
+        if found and found[0][0] < position.offset:
+            self._parsed.clear()
+            return JournalRead([], self.end(), gap=True)
+        rows = [row[1:] for row in found if row[1] is not None]
         if not rows:
             return JournalRead([], position, gap=False)
         records = [record for _, writer, record in rows if writer != self.writer_id]
+        self._parsed.drop(str(record.get("id")) for record in records)  # changed by another replica
         return JournalRead(records, JournalPosition(position.generation, int(rows[-1][0])), gap=False)
 
     def rotate(self, before: Callable[[], None] | None = None) -> JournalPosition:
@@ -380,26 +411,38 @@ class PgIdLocks:
 
     @contextmanager
     def hold(self, ids: Iterable[str], wait: bool = True) -> Iterator[bool]:
+        """Hold these ids' stripes for the body. A lost connection is the store's error, never a raw one; locks
+        held on a connection that was lost are gone with it (the body's own writes then fail on theirs)."""
         stripes = sorted({self._stripe(i) for i in ids} - self._held)
         taken: list[int] = []
         try:
             with self._lock:
-                conn = self._connection()
-                for stripe in stripes:
-                    key = (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
-                    if wait:
-                        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                    elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
-                        break
-                    taken.append(stripe)
+                try:
+                    conn = self._connection()
+                    for stripe in stripes:
+                        key = self._lock_key(stripe)
+                        if wait:
+                            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                        elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                            break
+                        taken.append(stripe)
+                except self.db.errors as exc:
+                    self._conn = None
+                    self.db._failed(exc)
                 self._held.update(taken)
             yield len(taken) == len(stripes)
         finally:
             with self._lock:
-                for stripe in taken:
-                    key = (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
-                    self._connection().execute("SELECT pg_advisory_unlock(%s)", (key,))
-                    self._held.discard(stripe)
+                self._held.difference_update(taken)
+                if taken and self._conn is not None:
+                    try:
+                        for stripe in taken:
+                            self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key(stripe),))
+                    except self.db.errors:  # the connection is gone, and its locks with it
+                        self._conn = None
+
+    def _lock_key(self, stripe: int) -> int:
+        return (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
 
     def close(self) -> None:
         if self._conn is not None:

@@ -130,3 +130,64 @@ async def test_a_subscriber_hears_of_its_own_tenants_changes_only(tmp_path: Path
             assert await next_for("bob") == "rockmem://categories"
             await call(a, "search_memory", query="anything")
             assert nothing_for("alice")  # not told of bob's change
+
+
+async def test_a_tenant_token_never_reaches_the_servers_own_memory(tmp_path: Path, call: Any) -> None:
+    """However the Authorization header is written (a tab, two headers, a lower-case scheme), a tenant's token is
+    served as that tenant or refused: never as the server's own tenant."""
+    own = "the-servers-own-token-0123456789"
+    tenants_file = tmp_path / "tenants.json"
+    env = {"ROCKMEM_TENANTS_FILE": str(tenants_file), "ROCKMEM_AUTH_TOKEN": own}
+    with serving(tmp_path / "home", tmp_path / "server.log", **env) as url:
+        alice = tenant_token(tenants_file, "add", "alice")
+        async with as_tenant(url, own) as owner:
+            await call(owner, "save_memory", content="OWNER SECRET: the vault code is 4242")
+        for headers in (
+            [("authorization", f"Bearer\t{alice}")],
+            [("authorization", "Basic eDp5"), ("authorization", f"Bearer {alice}")],
+            [("authorization", f"Bearer {alice}"), ("authorization", f"Bearer {own}")],
+            [("authorization", f"Bearer {alice} extra")],
+        ):
+            http = httpx2.AsyncClient(headers=httpx2.Headers(headers), timeout=30)
+            try:
+                async with Client(streamable_http_client(url, http_client=http)) as sneaky:
+                    found = await sneaky.call_tool("search_memory", {"query": "vault code"})
+            except Exception:
+                continue
+            assert "4242" not in str(found.content), headers  # served as alice at most, who has nothing
+        async with as_tenant(url, alice) as a:
+            assert (await call(a, "search_memory", query="vault code"))["results"] == []
+
+
+async def test_log_records_reach_only_their_own_tenants_sessions(tmp_path: Path, call: Any) -> None:
+    import anyio
+
+    tenants_file = tmp_path / "tenants.json"
+    env = {"ROCKMEM_TENANTS_FILE": str(tenants_file), "ROCKMEM_LOG_LEVEL": "INFO"}
+    received: dict[str, list[str]] = {"alice": [], "bob": []}
+
+    def logged(name: str) -> Any:
+        async def on_log(params: Any) -> None:
+            received[name].append(str(params.data))
+
+        return on_log
+
+    def client(url: str, token: str, name: str) -> Client:
+        headers = {"Authorization": f"Bearer {token}"}
+        transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=30))
+        return Client(transport, mode="legacy", logging_callback=logged(name))
+
+    with serving(tmp_path / "home", tmp_path / "server.log", **env) as url:
+        alice, bob = tenant_token(tenants_file, "add", "alice"), tenant_token(tenants_file, "add", "bob")
+        async with client(url, bob, "bob") as b:
+            await b.set_logging_level("debug")
+            async with client(url, alice, "alice") as a:
+                await a.set_logging_level("debug")
+                await call(a, "save_memory", content="Alice's note")
+                await call(a, "dream", mode="deterministic")  # logs its summary at info, for alice
+                with anyio.fail_after(30):
+                    while not received["alice"]:
+                        await call(a, "search_memory", query="note")
+            await call(b, "search_memory", query="note")
+    assert received["alice"] and not any("alice" in line.lower() for line in received["bob"])
+    assert received["bob"] == [] or all("dream " not in line for line in received["bob"])

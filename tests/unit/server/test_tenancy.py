@@ -54,3 +54,20 @@ def test_two_tenants_never_share_a_schema(tmp_path: Path) -> None:
         tenant_settings(settings, "a_b")  # would be the same schema: '_' is not allowed in a name
     with pytest.raises(InvalidInputError):
         edit_tenants(tmp_path / "t.json", "a_b", "add")
+
+
+def test_a_tenants_file_that_goes_and_comes_back_broken_keeps_the_tenants_read(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.json"
+    token = edit_tenants(path, "ops", "add")
+    tokens = TenantTokens(path)
+    path.unlink()
+    assert tokens.tenant_of(token) is None  # removed: nobody
+    path.write_text("{ half written")
+    assert tokens.tenant_of(token) is None and tokens.names() == []  # never an error on a request
+
+
+def test_a_store_that_is_not_a_database_address_is_refused() -> None:
+    for typo in ("PostgreSQL://u@h/db", "postgresql+psycopg://u@h/db", "mysql://u@h/db", "/var/lib/db"):
+        with pytest.raises(ConfigError, match="ROCKMEM_STORE"):
+            Settings.load({}, env={"ROCKMEM_STORE": typo})
+    assert Settings.load({}, env={"ROCKMEM_STORE": "postgres://u@h/db"}).store == "postgres://u@h/db"
