@@ -159,6 +159,7 @@ async def test_a_tenant_token_never_reaches_the_servers_own_memory(tmp_path: Pat
             assert (await call(a, "search_memory", query="vault code"))["results"] == []
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_log_records_reach_only_their_own_tenants_sessions(tmp_path: Path, call: Any) -> None:
     import anyio
 
