@@ -195,9 +195,10 @@ class MemoryService:
         elif not self.settings.memory_dir.is_dir():
             raise StorageError(f"{self.settings.memory_dir} is gone")
 
-    def _open_index(self) -> tuple[MemoryIndex, JournalPosition]:
-        if self.shared and not self._snapshot_path.exists():
+    def _open_index(self, fetched: bool = False) -> tuple[MemoryIndex, JournalPosition]:
+        if self.shared and not fetched and not self._snapshot_path.exists():
             self._fetch_shared_snapshot()  # a new replica: the newest index another replica kept, then the feed
+            fetched = True
         try:
             snapshot_time = os.stat(self._snapshot_path).st_mtime_ns
         except OSError:
@@ -214,6 +215,8 @@ class MemoryService:
                 if not self.shared:  # rows change only through the feed; files also by hand
                     self._reconcile_with_files(index, snapshot_time)
                 return index, read.position
+            if self.shared and not fetched and self._fetch_shared_snapshot():
+                return self._open_index(fetched=True)  # the feed's early part was pruned: a newer snapshot, once
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
         position = self.journal.end()  # taken before reading: later changes are replayed on next sync
         index = self._build_from_files()
@@ -463,14 +466,17 @@ class MemoryService:
         except (RockmemError, OSError) as exc:  # derived data: a new replica then builds from the rows
             log.warning("the index snapshot was not kept in the store: %s", exc)
 
-    def _fetch_shared_snapshot(self) -> None:
+    def _fetch_shared_snapshot(self) -> bool:
+        """The newest snapshot kept in the store, as this replica's own; whether there was one."""
         try:
             data = self._shared_snapshots.get(SNAPSHOT_NAME)
             if data is not None:
                 atomic_write(self._snapshot_path, data)
                 log.info("index snapshot taken from the store (%d bytes); replaying the changes after it", len(data))
+                return True
         except (RockmemError, OSError) as exc:
             log.warning("no index snapshot from the store (%s); building the index from the rows", exc)
+        return False
 
     def _snapshot_in_background(self) -> None:
         if self._snapshot_thread is not None and self._snapshot_thread.is_alive():

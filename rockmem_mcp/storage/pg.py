@@ -53,6 +53,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     (3, ["CREATE TABLE IF NOT EXISTS working (root text PRIMARY KEY, entries text NOT NULL)"]),
     (4, ["CREATE TABLE IF NOT EXISTS vectors (id text PRIMARY KEY, data bytea NOT NULL)"]),
+    (5, ["INSERT INTO rockmem_meta (key, value) VALUES ('pruned_through', '0') ON CONFLICT (key) DO NOTHING"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

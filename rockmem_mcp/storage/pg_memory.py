@@ -35,6 +35,7 @@ from rockmem_mcp.storage.pg import CHANGES_LOCK, ID_LOCKS, NOTIFY_CHANNEL, Datab
 log = logging.getLogger(__name__)
 
 STRIPES = 64
+KEEP_CHANGES = 100_000  # change rows kept behind the store's snapshot (a replica a little behind replays them)
 
 
 class ParsedRows:
@@ -243,15 +244,17 @@ class PgChangeFeed:
             return JournalRead([], self.end(), gap=True)  # another database than the snapshot's
         # The newest sequence number comes with the rows (one round trip): a feed behind the position (a database
         # restored from a backup) is a gap, as a journal shorter than the offset is for a file home.
+        # So does the pruning mark: a position before it has lost changes (rotate pruned them), a gap too.
         found = self.db.all(
-            "SELECT top.n, seq, writer, record FROM (SELECT coalesce(max(seq), 0) AS n FROM changes) AS top"
+            "SELECT top.n, top.p, seq, writer, record FROM (SELECT coalesce(max(seq), 0) AS n,"
+            " (SELECT value::bigint FROM rockmem_meta WHERE key = 'pruned_through') AS p FROM changes) AS top"
             " LEFT JOIN changes ON seq > %s ORDER BY seq",
             (position.offset,),
         )
-        if found and found[0][0] < position.offset:
+        if found and (found[0][0] < position.offset or position.offset < (found[0][1] or 0)):
             self._parsed.clear()
             return JournalRead([], self.end(), gap=True)
-        rows = [row[1:] for row in found if row[1] is not None]
+        rows = [row[2:] for row in found if row[2] is not None]
         if not rows:
             return JournalRead([], position, gap=False)
         records = [record for _, writer, record in rows if writer != self.writer_id]
@@ -259,10 +262,21 @@ class PgChangeFeed:
         return JournalRead(records, JournalPosition(position.generation, int(rows[-1][0])), gap=False)
 
     def rotate(self, before: Callable[[], None] | None = None) -> JournalPosition:
-        """The snapshot is written; change rows are kept (a few dozen bytes each; a replica that restarts from an
-        old snapshot replays them rather than rebuilding)."""
+        """Prune change rows no replica needs: those more than KEEP_CHANGES before the snapshot kept in the store
+        (a new replica starts from it; one whose own snapshot is older takes that one, a gap it is told of by the
+        pruning mark). The mark moves first, in the same transaction."""
         if before is not None:
             before()
+        with self.db.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))
+            cursor.execute("SELECT min(seq) FROM snapshots")
+            (kept,) = cursor.fetchone()
+            cutoff = (kept or 0) - KEEP_CHANGES
+            cursor.execute("SELECT value::bigint FROM rockmem_meta WHERE key = 'pruned_through'")
+            (pruned,) = cursor.fetchone() or (0,)
+            if cutoff > pruned:
+                cursor.execute("UPDATE rockmem_meta SET value = %s WHERE key = 'pruned_through'", (str(cutoff),))
+                cursor.execute("DELETE FROM changes WHERE seq <= %s", (cutoff,))
         return self.end()
 
 

@@ -272,3 +272,32 @@ def test_a_feed_behind_a_replicas_position_is_a_gap(replica: Replica, database: 
         assert len(again.index) == 6 and contents(again, "restore") == ["written after the restore"]
     finally:
         again.close()
+
+
+def test_old_changes_are_pruned_and_a_replica_behind_them_starts_from_the_stores_snapshot(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rockmem_mcp.storage import pg_memory
+
+    monkeypatch.setattr(pg_memory, "KEEP_CHANGES", 2)
+    env = {"ROCKMEM_EMBEDDING_MODEL": "off"}
+    late_settings = Settings.load({"home": tmp_path / "late", "store": database}, env=env)
+    late = MemoryService(late_settings, embed_in_background=False)  # its snapshot: the empty store, at seq 0
+    late.close()
+    a = MemoryService(Settings.load({"home": tmp_path / "a", "store": database}, env=env), embed_in_background=False)
+    try:
+        ids = [a.save(f"harbour note {i}").id for i in range(10)]
+        a.write_snapshot()  # kept in the store at seq 10
+        a.journal.rotate()  # prunes the changes up to 8
+        assert a.files.db.one("SELECT count(*) FROM changes") == (2,)
+        position = a.journal.end()
+        assert a.journal.read_since(type(position)(position.generation, 3)).gap  # behind the mark: told
+        again = MemoryService(late_settings, embed_in_background=False)  # its own snapshot is behind the mark
+        try:
+            assert len(again.index) == 10 and again.get(ids[0]).content == "harbour note 0"
+        finally:
+            again.close()
+    finally:
+        a.close()
