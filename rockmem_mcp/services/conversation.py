@@ -34,6 +34,7 @@ from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import make_folders, read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,14 @@ class ConversationMemory:
 
 
 def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
-    """The durable conversation log the dream pass reads (written only with `conversation_log` on)."""
+    """The durable conversation log the dream pass reads (written only with `conversation_log` on): the home's
+    day files, or the database replicas share (ROCKMEM_STORE), so a dream reads every replica's turns."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_daily_log import PgDailyLog
+
+        db = shared_database(str(settings.store), "logs", settings.store_schema)
+        return PgDailyLog(db, "conversations", ConversationTurn, settings.conversations_dir)  # type: ignore[return-value]
     return DailyLog(settings.conversations_dir, ConversationTurn)
 
 

@@ -54,6 +54,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (3, ["CREATE TABLE IF NOT EXISTS working (root text PRIMARY KEY, entries text NOT NULL)"]),
     (4, ["CREATE TABLE IF NOT EXISTS vectors (id text PRIMARY KEY, data bytea NOT NULL)"]),
     (5, ["INSERT INTO rockmem_meta (key, value) VALUES ('pruned_through', '0') ON CONFLICT (key) DO NOTHING"]),
+    (
+        6,
+        [
+            "CREATE TABLE IF NOT EXISTS daily_logs (seq bigserial PRIMARY KEY, log text NOT NULL, day date NOT NULL,"
+            " line text NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS daily_logs_by_day ON daily_logs (log, day, seq)",
+        ],
+    ),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

@@ -1,0 +1,36 @@
+"""The conversation log in PostgreSQL (storage/pg_daily_log.py) against the machine's real server: turns recorded on
+two replicas are one log, read in order with positions, consumed up to a mark (what came after stays)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.services.conversation import ConversationMemory, consume_log, conversation_log, read_log
+from tests.pg_server import database  # noqa: F401  (the fixture)
+
+
+def replica_settings(tmp_path: Path, name: str, store: str) -> Settings:
+    env = {"ROCKMEM_EMBEDDING_MODEL": "off", "ROCKMEM_CONVERSATION_LOG": "true"}
+    return Settings.load({"home": tmp_path / name, "store": store}, env=env)
+
+
+def test_replicas_share_one_conversation_log(database: str, tmp_path: Path) -> None:  # noqa: F811
+    a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
+    a, b = ConversationMemory(a_settings), ConversationMemory(b_settings)
+    a.record("s1", "user", "I prefer tea in the morning")
+    b.record("s2", "user", "Please answer in French")
+    a.record("s1", "assistant", "Noted: tea")
+    logged = read_log(b_settings)  # what a dream on either replica reads
+    assert [turn.content for turn, _ in logged] == [
+        "I prefer tea in the morning", "Please answer in French", "Noted: tea"
+    ]  # fmt: skip
+    through = logged[1][1]
+    b.record("s2", "assistant", "D'accord")  # after the read: stays for the next pass
+    consume_log(a_settings, through)
+    assert [turn.content for turn, _ in read_log(b_settings)] == ["Noted: tea", "D'accord"]
+    log = conversation_log(a_settings)
+    day = log.days()[0]
+    assert log.remove_where(day, lambda turn: turn.role == "assistant") == 2
+    assert read_log(a_settings) == []
+    assert not list((tmp_path / "a").rglob("*.jsonl"))  # in the database, not the homes
