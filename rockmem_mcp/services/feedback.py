@@ -13,16 +13,29 @@ from rockmem_mcp.models import Feedback, FeedbackType, check_metadata, check_tex
 from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.conversation import check_session_id
 from rockmem_mcp.storage.daily_log import DailyLog
+from rockmem_mcp.storage.pg import is_database_url
 
 FEEDBACK_TYPES: tuple[str, ...] = get_args(FeedbackType)
 RECENT_DAYS = 7
 RECENT_LIMIT = 50
 
 
+def feedback_log(settings: Settings) -> DailyLog[Feedback]:
+    """The feedback log: the home's day files, or the database replicas share (ROCKMEM_STORE), so corrections
+    recorded on any replica become every replica's learnings and the dream's anti-patterns."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_daily_log import PgDailyLog
+
+        db = shared_database(str(settings.store), "logs", settings.store_schema)
+        return PgDailyLog(db, "feedback", Feedback, settings.feedback_dir)  # type: ignore[return-value]
+    return DailyLog(settings.feedback_dir, Feedback)
+
+
 class FeedbackLog:
     def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
         self.settings = settings
-        self.log = DailyLog(settings.feedback_dir, Feedback)
+        self.log = feedback_log(settings)
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
 

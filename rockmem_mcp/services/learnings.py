@@ -17,7 +17,6 @@ fixed word; every piece of it goes through `visible`, so no terminal control cod
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -50,7 +49,7 @@ LEARNINGS_HEADING = "Learnings (recent tool failures and corrections):"
 
 @dataclass(frozen=True)
 class _Day:
-    identity: tuple[int, int, int]  # inode, size, mtime of the file when it was read
+    identity: tuple[int, ...]  # the day's log as it was read (DailyLog.identity)
     learnings: tuple[Feedback, ...]  # its ToolFailure and Correction records, newest first
 
 
@@ -78,12 +77,9 @@ class Learnings:
         return found[:limit], len(found) > limit
 
     def _learnings_of(self, day: date) -> tuple[Feedback, ...]:
-        path = self.feedback.log.path(day)
-        try:
-            stat = os.lstat(path)
-        except FileNotFoundError:
+        identity = self.feedback.log.identity(day)
+        if identity is None:
             return ()
-        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         with self._lock:
             cached = self._days.get(day)
         if cached is not None and cached.identity == identity:

@@ -42,15 +42,15 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.conversation import check_session_id
+from rockmem_mcp.services.feedback import feedback_log
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.migrations import mapped
 from rockmem_mcp.services.procedures import Procedures
-from rockmem_mcp.services.working import drop_expired, make_room, namespace_of
+from rockmem_mcp.services.working import drop_expired, make_room, namespace_of, working_store
 from rockmem_mcp.storage.atomic import atomic_create, remove_durably
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
-from rockmem_mcp.storage.working_files import WorkingFiles
 from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,8 @@ class HomeStores:
         self.settings = settings
         self.graph = graph
         self.audit = Audit(settings)
-        self.files = WorkingFiles(settings.working_dir)
-        self.feedback = DailyLog(settings.feedback_dir, Feedback)
+        self.files = working_store(settings)  # the home's files, or the database replicas share
+        self.feedback = feedback_log(settings)
         self.episodes = DailyLog(settings.episodes_dir, Episode)
         self._episodes: list[Episode] = []
         self.procedures = Procedures(settings, graph.reinforcer)

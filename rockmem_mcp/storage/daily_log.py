@@ -67,6 +67,14 @@ class DailyLog(Generic[Record]):
                     continue
         return sorted(found)
 
+    def identity(self, day: date) -> tuple[int, ...] | None:
+        """What changes whenever `day`'s log does (its file's inode, size and modification time); None if none."""
+        try:
+            stat = os.lstat(self.path(day))
+        except FileNotFoundError:
+            return None
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
     def read(self, day: date) -> list[Record]:
         """The records logged on `day`, in order; unreadable lines are skipped (with one warning per file)."""
         return [record for record, _ in self.read_positions(day)[0]]

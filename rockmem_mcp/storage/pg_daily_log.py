@@ -37,6 +37,14 @@ class PgDailyLog(Generic[Record]):
         rows = self.db.all("SELECT DISTINCT day FROM daily_logs WHERE log = %s ORDER BY day", (self.name,))
         return [row[0] for row in rows]
 
+    def identity(self, day: date) -> tuple[int, ...] | None:
+        """What changes whenever `day`'s log does: how many records, and the newest's position; None if none."""
+        rows = self.db.all(
+            "SELECT count(*), coalesce(max(seq), 0) FROM daily_logs WHERE log = %s AND day = %s", (self.name, day)
+        )
+        count, newest = rows[0]
+        return (int(count), int(newest)) if count else None
+
     def read(self, day: date) -> list[Record]:
         return [record for record, _ in self.read_positions(day)[0]]
 

@@ -34,3 +34,23 @@ def test_replicas_share_one_conversation_log(database: str, tmp_path: Path) -> N
     assert log.remove_where(day, lambda turn: turn.role == "assistant") == 2
     assert read_log(a_settings) == []
     assert not list((tmp_path / "a").rglob("*.jsonl"))  # in the database, not the homes
+
+
+def test_feedback_on_one_replica_is_every_replicas_learning(database: str, tmp_path: Path) -> None:  # noqa: F811
+    from rockmem_mcp.services.feedback import FeedbackLog
+    from rockmem_mcp.services.learnings import Learnings
+    from rockmem_mcp.services.memory import MemoryService
+
+    a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
+    recorded = FeedbackLog(a_settings).record("Correction", "Use metric units, not imperial", "s1")
+    b_log = FeedbackLog(b_settings)
+    assert [f.id for f in b_log.recent()] == [recorded.id]
+    memory = MemoryService(b_settings, embed_in_background=False)
+    try:
+        learnings = Learnings(b_log, memory, b_settings)
+        assert "Use metric units, not imperial" in learnings.markdown("corrections")
+        FeedbackLog(a_settings).record("ToolFailure", "grep timed out on the monorepo", "s1")
+        assert "grep timed out on the monorepo" in learnings.markdown("errors")  # the day's log changed: re-read
+    finally:
+        memory.close()
+    assert not list((tmp_path / "a").rglob("feedback/*.jsonl"))
