@@ -41,6 +41,7 @@ from rockmem_mcp.models import (
     utc_now,
 )
 from rockmem_mcp.services.audit import Audit, acting_as, quoted
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.proposal_files import ProposalFiles, checked_id, new_id
 from rockmem_mcp.text import fold
 
@@ -132,10 +133,17 @@ class Proposals:
         self.audit = audit
         self.writer = writer
         self._written = written
-        self.files = ProposalFiles(
-            settings.home, settings.meta_dir / "proposals", settings.meta_dir / "proposals.lock",
-            settings.meta_dir / READABLE_NAME,
-        )  # fmt: skip
+        where = (settings.home, settings.meta_dir / "proposals", settings.meta_dir / "proposals.lock",
+                 settings.meta_dir / READABLE_NAME)  # fmt: skip
+        if is_database_url(settings.store):  # replicas share one queue: a sub-agent's proposal, reviewed anywhere
+            from rockmem_mcp.storage.pg import shared_database
+            from rockmem_mcp.storage.pg_proposals import PgProposalRows
+
+            self.files = PgProposalRows(
+                shared_database(str(settings.store), "proposals", settings.store_schema), *where
+            )
+        else:
+            self.files = ProposalFiles(*where)
         self._clock = clock
         self.gated = gates(settings)
         self.agent = agent_name(settings)

@@ -29,6 +29,7 @@ SCHEMA_LOCK = 7_261_001  # advisory lock keys (an arbitrary constant per purpose
 CHANGES_LOCK = 7_261_002
 ID_LOCKS = 7_261_003
 DREAM_LOCK = 7_261_004
+PROPOSALS_LOCK = 7_261_005
 NOTIFY_CHANNEL = "rockmem_changes"
 
 # (version, statements): applied in order, each once; never edit one that has shipped, add the next.
@@ -62,6 +63,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS daily_logs_by_day ON daily_logs (log, day, seq)",
         ],
     ),
+    (7, ["CREATE TABLE IF NOT EXISTS proposals (id text PRIMARY KEY, doc text NOT NULL)"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}
@@ -90,6 +92,22 @@ def store_lock(url: str, key: int, schema: str | None = None) -> Iterator[bool]:
     finally:
         conn.close()  # releases the lock
         db.close()
+
+
+@contextmanager
+def store_mutex(db: Database, key: int) -> Iterator[None]:
+    """A store-wide lock for the body, waited for (a session advisory lock on a connection of its own, so the
+    body's own queries run beside it; one per schema)."""
+    conn = db.connect()
+    try:
+        scoped = key ^ (zlib.crc32(db.schema.encode()) if db.schema else 0)
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (scoped,))
+        except db.errors as exc:
+            db._failed(exc)
+        yield
+    finally:
+        conn.close()  # releases the lock
 
 
 def redacted(url: str) -> str:

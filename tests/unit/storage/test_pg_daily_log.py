@@ -54,3 +54,22 @@ def test_feedback_on_one_replica_is_every_replicas_learning(database: str, tmp_p
     finally:
         memory.close()
     assert not list((tmp_path / "a").rglob("feedback/*.jsonl"))
+
+
+def test_a_proposal_filed_on_one_replica_is_reviewed_from_another(database: str, tmp_path: Path) -> None:  # noqa: F811
+    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.services.proposals import Proposals
+
+    def proposals(name: str, namespace: str | None = None) -> Proposals:
+        env = {"ROCKMEM_EMBEDDING_MODEL": "off"}
+        settings = Settings.load({"home": tmp_path / name, "store": database, "namespace": namespace}, env=env)
+        return Proposals(settings, Audit(settings))
+
+    scout = proposals("a", "subagent/scout")  # a gated sub-agent's replica
+    filed = scout.propose_save("The staging cluster is in eu-west-2")
+    lead = proposals("b")  # the main agent's replica
+    assert [p.id for p in lead.pending()] == [filed.id]
+    rejected = lead.reject(filed.id, "wrong region")
+    assert rejected.status == "rejected" and scout.get(filed.id).status == "rejected"
+    assert (tmp_path / "b" / "meta" / "pending-memories.md").exists()  # the readable view, in each home
+    assert not list((tmp_path / "a").rglob("meta/proposals/*.json"))  # the records are in the database
