@@ -67,6 +67,7 @@ from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.audit import Audit, quoted
 from rockmem_mcp.services.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.storage.access_log import uses_of, with_uses
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.procedure_files import Identity, ProcedureFiles
 from rockmem_mcp.text import clean, visible
 
@@ -91,7 +92,15 @@ class Procedures:
     ) -> None:
         """`reinforcer`: the memory store's (one per process); without one the store opens its own."""
         self.settings = settings
-        self.files = ProcedureFiles(settings.home, settings.procedures_dir, settings.meta_dir / "procedures.lock")
+        where = (settings.home, settings.procedures_dir, settings.meta_dir / "procedures.lock")
+        if is_database_url(settings.store):  # replicas share one set of procedures
+            from rockmem_mcp.storage.pg import shared_database
+            from rockmem_mcp.storage.pg_procedures import PgProcedureRows
+
+            db = shared_database(str(settings.store), "procedures", settings.store_schema)
+            self.files: ProcedureFiles = PgProcedureRows(db, *where)
+        else:
+            self.files = ProcedureFiles(*where)
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._owns_reinforcer = reinforcer is None

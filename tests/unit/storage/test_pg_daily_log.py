@@ -73,3 +73,22 @@ def test_a_proposal_filed_on_one_replica_is_reviewed_from_another(database: str,
     assert rejected.status == "rejected" and scout.get(filed.id).status == "rejected"
     assert (tmp_path / "b" / "meta" / "pending-memories.md").exists()  # the readable view, in each home
     assert not list((tmp_path / "a").rglob("meta/proposals/*.json"))  # the records are in the database
+
+
+def test_a_procedure_learned_through_one_replica_is_offered_by_another(database: str, tmp_path: Path) -> None:  # noqa: F811
+    from rockmem_mcp.services.procedures import Procedures
+
+    a = Procedures(replica_settings(tmp_path, "a", database))
+    b = Procedures(replica_settings(tmp_path, "b", database))
+    try:
+        saved = a.save("Deploy the site", ["deploy"], ["build", "push", "check the health page"])
+        assert [p.name for _, p in b.search("deploy the site", 3)] == ["Deploy the site"]
+        b.save("Deploy the site", ["deploy"], ["build", "push", "check the health page", "announce it"],
+               version=saved.version)  # fmt: skip
+        assert a.get("Deploy the site").steps[-1] == "announce it"  # the other replica's change, read
+        a.archive("Deploy the site")
+        assert b.list() == [] and b.get("Deploy the site").archived
+        assert not list((tmp_path / "a").rglob("procedures/*.json"))
+    finally:
+        a.close()
+        b.close()
