@@ -47,6 +47,7 @@ from rockmem_mcp.storage.core_file import (
     split_lines,
 )
 from rockmem_mcp.storage.edited_files import version_of
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.text import fold
 from rockmem_mcp.tokens import estimate_tokens
 
@@ -114,7 +115,14 @@ class CoreMemory:
         """`memory`: the store Critical Facts are pinned in (None: no mirror, e.g. a read-only tool)."""
         self.settings = settings
         self.memory = memory
-        self.file = CoreFile(settings.core_file, settings.meta_dir)
+        if is_database_url(settings.store):  # replicas share one core (no file to edit by hand)
+            from rockmem_mcp.storage.pg import shared_database
+            from rockmem_mcp.storage.pg_core import PgCoreDocument
+
+            db = shared_database(str(settings.store), "core", settings.store_schema)
+            self.file: CoreFile = PgCoreDocument(db, settings.core_file)  # type: ignore[assignment]
+        else:
+            self.file = CoreFile(settings.core_file, settings.meta_dir)
         self.audit = Audit(settings)
         self.caps = {
             "Identity": settings.core_identity_tokens,

@@ -37,6 +37,7 @@ from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, clean_field, format_time, parse_time
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,10 @@ class CriticalFiles:
         self.alerts_path = settings.meta_dir / ALERTS_NAME
         self._lock_path = settings.meta_dir / LOCK_NAME
         self.paths: dict[str, Path] = {}
+        shared_core = is_database_url(settings.store)  # MEMORY.md is a row: nothing on disk to change by hand
         for name in settings.critical_files:
+            if shared_core and name == "MEMORY.md":
+                continue
             parts = PurePosixPath(name.replace("\\", "/")).parts
             if not parts or parts[0] == "/" or ".." in parts:
                 log.warning("critical file %r is not a path inside the home; it is not watched", name)

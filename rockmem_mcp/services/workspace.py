@@ -20,6 +20,7 @@ from rockmem_mcp.models import WorkspaceFileInfo, WorkspaceHit, WorkspaceListing
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.services.audit import Audit, line_changes
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.workspace_files import WORKSPACE_FILES, WorkspaceFile, WorkspaceFiles
 from rockmem_mcp.tokens import estimate_tokens
 
@@ -171,7 +172,9 @@ def _versions(files: Sequence[WorkspaceFile]) -> FilesSeen:
 class Workspace:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        paths = {**{name: settings.home / name for name in WORKSPACE_FILES}, CORE_FILE: settings.core_file}
+        paths = {name: settings.home / name for name in WORKSPACE_FILES}
+        if not is_database_url(settings.store):  # a shared core is a row in the store, reached as core memory
+            paths[CORE_FILE] = settings.core_file
         self.files_on_disk = WorkspaceFiles(paths, settings.meta_dir / "workspace.lock")
         self.audit = Audit(settings)
         self._lock = threading.Lock()
@@ -183,7 +186,11 @@ class Workspace:
     # ------------------------------------------------------------------ reading
     def _present(self, names: Sequence[str]) -> list[WorkspaceFile]:
         """The files of `names` that exist and can be read, in that order (a refused one is logged, left out)."""
-        return [file for name in names if (file := self.files_on_disk.readable(name)) is not None]
+        return [
+            file
+            for name in names
+            if name in self.files_on_disk.paths and (file := self.files_on_disk.readable(name)) is not None
+        ]  # a shared core is not among the files (it is a row in the store)
 
     def files(self) -> WorkspaceListing:
         """Which workspace files are in the home, with their size in tokens and their version."""

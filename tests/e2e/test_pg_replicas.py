@@ -206,3 +206,25 @@ def test_doctor_checks_a_database_store_and_quarantines_a_broken_row(database: s
     again = json.loads(ok("--home", home, "doctor", "--json", env=env).stdout)
     assert again["healthy"] and again["checked"]["store memories"] == 1
     assert json.loads(ok("--home", home, "get", kept["id"], "--json", env=env).stdout)["content"] == "A sound memory"
+
+
+async def test_two_replicas_share_one_core_memory(database: str, tmp_path: Path, stdio_server: Any, call: Any) -> None:  # noqa: F811
+    """MEMORY.md is a row of the store: an edit through one replica is what the other loads; no critical-file
+    alert is raised for a file that is not on disk."""
+    async with (
+        stdio_server(tmp_path / "a", ROCKMEM_STORE=database) as a,
+        stdio_server(tmp_path / "b", ROCKMEM_STORE=database) as b,
+    ):
+        version = (await call(a, "core_memory", action="read"))["version"]
+        edit = {"action": "append", "block": "Critical Facts", "text": "The user is allergic to penicillin"}
+        await call(a, "core_memory", version=version, **edit)
+        core = await call(b, "core_memory", action="read")
+        assert core["blocks"][3]["lines"] == ["- The user is allergic to penicillin"]
+        stale = await b.call_tool("core_memory", {"action": "append", "block": "Persona", "text": "x",
+                                                  "version": version})  # fmt: skip
+        assert stale.is_error  # read before a's edit: refused, as for a file
+        recalled = (await b.call_tool("recall", {"message": "what should I know about medicine?"})).content[0].text
+        assert "penicillin" in recalled and "CRITICAL" not in recalled  # the core is loaded, no alert
+        pinned = await call(b, "search_memory", query="penicillin", stores=["memories"])
+        assert pinned["results"] and pinned["results"][0]["entry"]["pinned"]  # Critical Facts mirrored in the vault
+    assert not (tmp_path / "a" / "MEMORY.md").exists() and not (tmp_path / "b" / "MEMORY.md").exists()
