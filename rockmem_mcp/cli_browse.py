@@ -204,7 +204,7 @@ def working(settings: Settings, args: argparse.Namespace) -> int:
 def status(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.cli import _audit, _graph, _start_summary
     from rockmem_mcp.services.proposals import Proposals
-    from rockmem_mcp.storage.reflection_files import ReflectionFiles
+    from rockmem_mcp.storage.reflection_files import reflection_store
 
     with _memory(settings) as memory:
         summary = _start_summary(settings, memory)
@@ -219,7 +219,7 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
         "graph_entities": counts["entities"],
         "graph_triples": counts["triples"],
         "working_entries": working_entries,
-        "pending_reflections": len(list(ReflectionFiles(settings).with_status("pending"))),
+        "pending_reflections": len(list(reflection_store(settings).with_status("pending"))),
         "open_proposals": len(Proposals(settings, _audit(settings)).pending()),
     }
 

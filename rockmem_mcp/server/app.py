@@ -68,7 +68,7 @@ from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.services.working import sweep_expired
 from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.services.workspace import Workspace
-from rockmem_mcp.storage.reflection_files import ReflectionFiles
+from rockmem_mcp.storage.reflection_files import reflection_store
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ async def open_services(
         compactor.propose_fact = proposals.propose_fact
     # A session's first recall: core memory, then these (seed 003's layers 4 and 3), then open proposals.
     starters = [learnings.session_lines, lambda _message: workspace.session_lines(), proposals.session_lines]
-    reflections = ReflectionFiles(settings)
+    reflections = reflection_store(settings)
     if process_actor(settings.namespace) == "main":  # the user's session: reflections wait for their word
         starters.insert(0, lambda _message: pending_lines(reflections))
     # Critical files (seed 004 §12.5): the server's own writes keep their checksums; the check for changes

@@ -56,7 +56,7 @@ from rockmem_mcp.services.dream_journal import version
 from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.proposals import Proposals
 from rockmem_mcp.services.reflection_summary import evolution_entry, log_entry, summary
-from rockmem_mcp.storage.reflection_files import ReflectionBusy, ReflectionFiles
+from rockmem_mcp.storage.reflection_files import ReflectionBusy, ReflectionFiles, reflection_store
 from rockmem_mcp.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class Reflector:
         self.dreamer = dreamer
         self.memory = dreamer.memory
         self.core = core
-        self.files = ReflectionFiles(settings)
+        self.files = reflection_store(settings)
         self._clock = clock
         self.proposals = proposals
         self._read: dict[str, str] = {}  # during a run: each live memory's version as read

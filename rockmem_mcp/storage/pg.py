@@ -32,6 +32,7 @@ DREAM_LOCK = 7_261_004
 PROPOSALS_LOCK = 7_261_005
 PROCEDURES_LOCK = 7_261_006
 CORE_LOCK = 7_261_007
+REFLECTION_LOCK = 7_261_008
 NOTIFY_CHANNEL = "rockmem_changes"
 
 # (version, statements): applied in order, each once; never edit one that has shipped, add the next.
@@ -68,6 +69,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (7, ["CREATE TABLE IF NOT EXISTS proposals (id text PRIMARY KEY, doc text NOT NULL)"]),
     (8, ["CREATE TABLE IF NOT EXISTS procedures (slug text PRIMARY KEY, doc text NOT NULL, version bigint NOT NULL)"]),
     (9, ["CREATE TABLE IF NOT EXISTS documents (name text PRIMARY KEY, body bytea NOT NULL, version bigint NOT NULL)"]),
+    (10, ["CREATE TABLE IF NOT EXISTS reflections (number integer PRIMARY KEY, doc text NOT NULL)"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

@@ -43,6 +43,18 @@ class ReflectionBusy(RockmemError):
     """Another reflection is running on this home."""
 
 
+def reflection_store(settings: Settings) -> ReflectionFiles:
+    """The reflections: the home's files, or the database replicas share (ROCKMEM_STORE)."""
+    from rockmem_mcp.storage.pg import is_database_url
+
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_reflections import PgReflectionRows
+
+        return PgReflectionRows(settings, shared_database(str(settings.store), "reflections", settings.store_schema))
+    return ReflectionFiles(settings)
+
+
 class ReflectionFiles:
     def __init__(self, settings: Settings) -> None:
         self.directory = settings.meta_dir / "reflections"

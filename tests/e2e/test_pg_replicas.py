@@ -228,3 +228,25 @@ async def test_two_replicas_share_one_core_memory(database: str, tmp_path: Path,
         pinned = await call(b, "search_memory", query="penicillin", stores=["memories"])
         assert pinned["results"] and pinned["results"][0]["entry"]["pinned"]  # Critical Facts mirrored in the vault
     assert not (tmp_path / "a" / "MEMORY.md").exists() and not (tmp_path / "b" / "MEMORY.md").exists()
+
+
+def test_a_reflection_run_on_one_replica_is_approved_on_another(database: str, tmp_path: Path) -> None:  # noqa: F811
+    import json
+
+    from tests.test_cli import clean_env, ok
+
+    env = clean_env(ROCKMEM_STORE=database, ROCKMEM_EMBEDDING_MODEL="off", ROCKMEM_REFLECTION_APPROVAL="always")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for _ in range(2):
+        ok("--home", a, "add", "Mo runs the Tuesday standup", env=env)
+    ok("--home", a, "reflect", "--run", env=env)
+    pending = json.loads(ok("--home", b, "reflect", "--json", env=env).stdout)  # the other replica sees it
+    assert [r["id"] for r in pending] == ["r-001"] and pending[0]["actions"]
+    ok("--home", b, "reflect", "r-001", "--approve", env=env)
+    assert json.loads(ok("--home", a, "reflect", "r-001", "--json", env=env).stdout)[0]["status"] == "approved"
+    hits = [json.loads(line) for line in ok("--home", a, "search", "standup", "--json", env=env).stdout.splitlines()]
+    assert len(hits) == 1  # the duplicates merged, seen from the replica that ran it
+    ok("--home", b, "reflect", "--run", env=env)
+    second = json.loads(ok("--home", a, "reflect", "r-002", "--json", env=env).stdout)  # numbered after the first
+    assert second[0]["id"] == "r-002" and second[0]["since"] is not None  # it knew of r-001: one numbering
+    assert not list(a.rglob("meta/reflections/r-*.json")) and not list(b.rglob("meta/reflections/r-*.json"))
