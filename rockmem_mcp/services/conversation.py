@@ -195,7 +195,7 @@ def conversation_log(settings: Settings) -> DailyLog[ConversationTurn]:
         from rockmem_mcp.storage.pg import shared_database
         from rockmem_mcp.storage.pg_daily_log import PgDailyLog
 
-        db = shared_database(str(settings.store), "logs", settings.store_schema)
+        db = shared_database(str(settings.store), "stores", settings.store_schema)
         return PgDailyLog(db, "conversations", ConversationTurn, settings.conversations_dir)  # type: ignore[return-value]
     return DailyLog(settings.conversations_dir, ConversationTurn)
 

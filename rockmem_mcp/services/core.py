@@ -119,7 +119,7 @@ class CoreMemory:
             from rockmem_mcp.storage.pg import shared_database
             from rockmem_mcp.storage.pg_core import PgCoreDocument
 
-            db = shared_database(str(settings.store), "core", settings.store_schema)
+            db = shared_database(str(settings.store), "stores", settings.store_schema)
             self.file: CoreFile = PgCoreDocument(db, settings.core_file)  # type: ignore[assignment]
         else:
             self.file = CoreFile(settings.core_file, settings.meta_dir)

@@ -27,7 +27,7 @@ def feedback_log(settings: Settings) -> DailyLog[Feedback]:
         from rockmem_mcp.storage.pg import shared_database
         from rockmem_mcp.storage.pg_daily_log import PgDailyLog
 
-        db = shared_database(str(settings.store), "logs", settings.store_schema)
+        db = shared_database(str(settings.store), "stores", settings.store_schema)
         return PgDailyLog(db, "feedback", Feedback, settings.feedback_dir)  # type: ignore[return-value]
     return DailyLog(settings.feedback_dir, Feedback)
 

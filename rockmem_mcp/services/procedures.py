@@ -97,7 +97,7 @@ class Procedures:
             from rockmem_mcp.storage.pg import shared_database
             from rockmem_mcp.storage.pg_procedures import PgProcedureRows
 
-            db = shared_database(str(settings.store), "procedures", settings.store_schema)
+            db = shared_database(str(settings.store), "stores", settings.store_schema)
             self.files: ProcedureFiles = PgProcedureRows(db, *where)
         else:
             self.files = ProcedureFiles(*where)

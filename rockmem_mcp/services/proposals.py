@@ -140,7 +140,7 @@ class Proposals:
             from rockmem_mcp.storage.pg_proposals import PgProposalRows
 
             self.files = PgProposalRows(
-                shared_database(str(settings.store), "proposals", settings.store_schema), *where
+                shared_database(str(settings.store), "stores", settings.store_schema), *where
             )
         else:
             self.files = ProposalFiles(*where)

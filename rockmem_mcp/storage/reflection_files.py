@@ -51,7 +51,7 @@ def reflection_store(settings: Settings) -> ReflectionFiles:
         from rockmem_mcp.storage.pg import shared_database
         from rockmem_mcp.storage.pg_reflections import PgReflectionRows
 
-        return PgReflectionRows(settings, shared_database(str(settings.store), "reflections", settings.store_schema))
+        return PgReflectionRows(settings, shared_database(str(settings.store), "stores", settings.store_schema))
     return ReflectionFiles(settings)
 
 
