@@ -77,8 +77,8 @@ from rockmem_mcp.services.llm import ChatLLM
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.services.templates import Templates
-from rockmem_mcp.storage.atomic import atomic_write, remove_durably
-from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
+from rockmem_mcp.storage.dream_reports import report_store
+from rockmem_mcp.storage.no_follow import make_folders, open_fd
 from rockmem_mcp.storage.pg import DREAM_LOCK, store_lock
 
 try:
@@ -280,21 +280,19 @@ class Dreamer:
             report.summary += f"; {len(report.tier_changes)} salience tier changes"
         if report.archive_candidates:
             report.summary += f"; {report.tiers.get('archive_candidate', 0)} archive candidates to review"
-        path = self.settings.dream_reports_dir / f"{report.id}.json"
-        atomic_write(path, report.model_dump_json(indent=2).encode() + b"\n")
-        self.memory.audit.record("CREATE", path, f"dream report: {report.summary}", undo=lambda: remove_durably(path))
+        reports = report_store(self.settings)
+        reports.write(report)
+        self.memory.audit.record(
+            "CREATE", reports.path(report.id), f"dream report: {report.summary}", undo=lambda: reports.remove(report.id)
+        )
         log.info("dream %s", report.summary)
         if not report.dry_run:
             self.journal.clear()  # every merge of this run is complete
         return report
 
     def reports(self) -> list[str]:
-        """Report ids, oldest first."""
-        try:
-            names = os.listdir(self.settings.dream_reports_dir)
-        except FileNotFoundError:
-            return []
-        return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
+        """Report ids, oldest first (a database store's: every replica's)."""
+        return report_store(self.settings).ids()
 
     def report(self, report_id: str | None = None) -> DreamReport:
         """A report by id, or the latest."""
@@ -306,9 +304,10 @@ class Dreamer:
                 if wanted is None
                 else f"no dream report {report_id!r}; the latest are: {', '.join(ids[-5:]) or 'none'}"
             )
-        path = self.settings.dream_reports_dir / f"{wanted}.json"
+        reports = report_store(self.settings)
+        path = reports.path(wanted)
         try:
-            return DreamReport.model_validate_json(read_bytes(path))
+            return reports.read(wanted)
         except (OSError, ValueError) as exc:
             problem = str(exc).splitlines()[0][:200]
             raise CorruptEntryError(

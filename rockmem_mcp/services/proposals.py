@@ -139,9 +139,7 @@ class Proposals:
             from rockmem_mcp.storage.pg import shared_database
             from rockmem_mcp.storage.pg_proposals import PgProposalRows
 
-            self.files = PgProposalRows(
-                shared_database(str(settings.store), "stores", settings.store_schema), *where
-            )
+            self.files = PgProposalRows(shared_database(str(settings.store), "stores", settings.store_schema), *where)
         else:
             self.files = ProposalFiles(*where)
         self._clock = clock

@@ -70,6 +70,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, ["CREATE TABLE IF NOT EXISTS procedures (slug text PRIMARY KEY, doc text NOT NULL, version bigint NOT NULL)"]),
     (9, ["CREATE TABLE IF NOT EXISTS documents (name text PRIMARY KEY, body bytea NOT NULL, version bigint NOT NULL)"]),
     (10, ["CREATE TABLE IF NOT EXISTS reflections (number integer PRIMARY KEY, doc text NOT NULL)"]),
+    (11, ["CREATE TABLE IF NOT EXISTS dream_reports (id text PRIMARY KEY, doc text NOT NULL)"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

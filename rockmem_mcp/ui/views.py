@@ -4,18 +4,18 @@ MCP tools. The page's own changes are logged as `manual`: the user, by hand."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
-from rockmem_mcp.models import ROOTS, CoreMemoryView, DreamReport, MemoryEntry, ProposalStore
+from rockmem_mcp.models import ROOTS, CoreMemoryView, MemoryEntry, ProposalStore
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.services.audit import MANUAL, acting_as
 from rockmem_mcp.services.decay import salience_listing
 from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.storage.dream_reports import report_store
 from rockmem_mcp.tokens import estimate_tokens
 
 TIERS = ("active", "fading", "dormant", "archive_candidate")
@@ -273,13 +273,11 @@ def revert(svc: Services, body: Revert) -> Any:
 def salience(svc: Services) -> dict[str, Any]:
     """Memories per salience tier now, and as each decay pass (a dream's) recorded them before."""
     listing = salience_listing(svc.memory, "least", 10)
-    folder = svc.settings.dream_reports_dir
-    listed = os.listdir(folder) if folder.is_dir() else []
-    names = sorted(n for n in listed if n.endswith(".json") and not n.startswith("."))
+    reports = report_store(svc.settings)
     past = []
-    for name in names[-HISTORY_REPORTS:]:
+    for report_id in reports.ids()[-HISTORY_REPORTS:]:
         try:
-            report = DreamReport.model_validate_json((folder / name).read_bytes())
+            report = reports.read(report_id)
         except (OSError, ValueError):  # a damaged report is left out of the picture
             continue
         if report.tiers and not report.dry_run:

@@ -250,3 +250,15 @@ def test_a_reflection_run_on_one_replica_is_approved_on_another(database: str, t
     second = json.loads(ok("--home", a, "reflect", "r-002", "--json", env=env).stdout)  # numbered after the first
     assert second[0]["id"] == "r-002" and second[0]["since"] is not None  # it knew of r-001: one numbering
     assert not list(a.rglob("meta/reflections/r-*.json")) and not list(b.rglob("meta/reflections/r-*.json"))
+
+
+def test_dream_reports_are_the_stores_so_replicas_schedule_one_dream(database: str, tmp_path: Path) -> None:  # noqa: F811
+    from tests.test_cli import clean_env, ok
+
+    env = clean_env(ROCKMEM_STORE=database, ROCKMEM_EMBEDDING_MODEL="off")
+    a, b = tmp_path / "a", tmp_path / "b"
+    ok("--home", a, "add", "Ola waters the ferns", env=env)
+    ok("--home", a, "dream", "--force", env=env)
+    later = ok("--home", b, "dream", env=env)  # another replica: the store dreamed a moment ago
+    assert "skipped: the last dream finished at" in later.stderr
+    assert not list(a.rglob("dream-reports/*.json")) and not list(b.rglob("dream-reports/*.json"))
