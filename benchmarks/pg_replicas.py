@@ -17,12 +17,14 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import secrets
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +63,26 @@ def _replica_saves(home: str, store: str, tag: str, out: Any) -> None:
         memory.close()
 
 
-def run(size: int, admin_url: str, work: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def scratch_database(admin_url: str) -> Iterator[str]:
+    """A new database on the server `admin_url` reaches, dropped afterwards; yields its address."""
     import psycopg
-
-    from rockmem_mcp.services.transfer import import_jsonl
 
     name = "rockmem_bench_" + secrets.token_hex(4)
     admin = psycopg.connect(admin_url, autocommit=True)
     admin.execute(f"CREATE DATABASE {name}")
-    store = f"{admin_url.rsplit('/', 1)[0]}/{name}"
-    report: dict[str, Any] = {"memories": size}
     try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+
+
+def run(size: int, admin_url: str, work: Path) -> dict[str, Any]:
+    from rockmem_mcp.services.transfer import import_jsonl
+
+    report: dict[str, Any] = {"memories": size}
+    with scratch_database(admin_url) as store:
         corpus = write_jsonl(work / "corpus.jsonl", size)
         for label, target in (("file_home", None), ("database", store)):
             memory = open_memory(work / f"{label}-import", target)
@@ -133,9 +144,6 @@ def run(size: int, admin_url: str, work: Path) -> dict[str, Any]:
         for worker in workers:
             worker.join()
         report["save_database_3_replicas"] = speed.percentiles(together)
-    finally:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
     return report
 
 
@@ -146,12 +154,8 @@ def fresh_replicas(size: int, admin_url: str, work: Path) -> dict[str, Any]:
 
     from rockmem_mcp.services.transfer import import_jsonl
 
-    name = "rockmem_bench_" + secrets.token_hex(4)
-    admin = psycopg.connect(admin_url, autocommit=True)
-    admin.execute(f"CREATE DATABASE {name}")
-    store = f"{admin_url.rsplit('/', 1)[0]}/{name}"
     report: dict[str, Any] = {"memories": size}
-    try:
+    with scratch_database(admin_url) as store:
         corpus = write_jsonl(work / "corpus.jsonl", size)
         memory = open_memory(work / "importer", store)
         started = time.perf_counter()
@@ -174,9 +178,6 @@ def fresh_replicas(size: int, admin_url: str, work: Path) -> dict[str, Any]:
         from_rows = open_memory(work / "replica-rows", store)
         report["fresh_replica_open_from_rows_s"] = round(time.perf_counter() - started, 2)
         from_rows.close()
-    finally:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
     return report
 
 

@@ -244,7 +244,7 @@ class Dreamer:
                 except BlockingIOError:
                     raise DreamBusy("another dream is running on this home; try again when it has finished") from None
             if self.memory.shared:  # replicas on one database: one dream on its memories at a time
-                with store_lock(str(self.settings.store), DREAM_LOCK, self.settings.store_schema) as had:
+                with store_lock(self.memory.files.db, DREAM_LOCK, wait=False) as had:  # type: ignore[attr-defined]
                     if not had:
                         raise DreamBusy("another replica is dreaming on this store; try again when it has finished")
                     yield

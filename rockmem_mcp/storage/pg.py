@@ -87,32 +87,22 @@ def shared_database(url: str, purpose: str, schema: str | None = None) -> Databa
 
 
 @contextmanager
-def store_lock(url: str, key: int, schema: str | None = None) -> Iterator[bool]:
-    """Try a store-wide lock (a session advisory lock on a connection of its own, held for the body; one per
-    schema): yields whether it was had. A replica that dies lets go of it with its connection."""
-    db = Database(url, schema)
-    conn = db.connect()
-    try:
-        scoped = key ^ (zlib.crc32(schema.encode()) if schema else 0)
-        (had,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (scoped,)).fetchone()
-        yield bool(had)
-    finally:
-        conn.close()  # releases the lock
-        db.close()
-
-
-@contextmanager
-def store_mutex(db: Database, key: int) -> Iterator[None]:
-    """A store-wide lock for the body, waited for (a session advisory lock on a connection of its own, so the
-    body's own queries run beside it; one per schema)."""
+def store_lock(db: Database, key: int, wait: bool = True) -> Iterator[bool]:
+    """A store-wide lock for the body (a session advisory lock, one per schema, on a connection of its own so the
+    body's queries run beside it): waited for, or with `wait=False` tried once; yields whether it was had. A
+    replica that dies lets go of it with its connection."""
     conn = db.connect()
     try:
         scoped = key ^ (zlib.crc32(db.schema.encode()) if db.schema else 0)
         try:
-            conn.execute("SELECT pg_advisory_lock(%s)", (scoped,))
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s)", (scoped,))
+                had = True
+            else:
+                (had,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (scoped,)).fetchone()
         except db.errors as exc:
             db._failed(exc)
-        yield
+        yield bool(had)
     finally:
         conn.close()  # releases the lock
 

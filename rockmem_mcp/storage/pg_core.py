@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rockmem_mcp.storage.pg import CORE_LOCK, Database, store_mutex
+from rockmem_mcp.storage.pg import CORE_LOCK, Database, store_lock
 
 NAME = "MEMORY.md"
 
@@ -29,7 +29,7 @@ class PgCoreDocument:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        with store_mutex(self.db, CORE_LOCK):
+        with store_lock(self.db, CORE_LOCK):
             yield
 
     def write(self, data: bytes) -> None:

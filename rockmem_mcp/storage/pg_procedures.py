@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import Procedure
-from rockmem_mcp.storage.pg import PROCEDURES_LOCK, Database, store_mutex
+from rockmem_mcp.storage.pg import PROCEDURES_LOCK, Database, store_lock
 from rockmem_mcp.storage.procedure_files import SUFFIX, Identity, ProcedureFiles
 
 
@@ -53,5 +53,5 @@ class PgProcedureRows(ProcedureFiles):
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        with store_mutex(self.db, PROCEDURES_LOCK):
+        with store_lock(self.db, PROCEDURES_LOCK):
             yield

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rockmem_mcp.errors import CorruptEntryError
 from rockmem_mcp.models import Proposal
-from rockmem_mcp.storage.pg import PROPOSALS_LOCK, Database, store_mutex
+from rockmem_mcp.storage.pg import PROPOSALS_LOCK, Database, store_lock
 from rockmem_mcp.storage.proposal_files import SUFFIX, ProposalFiles
 
 log = logging.getLogger(__name__)
@@ -70,5 +70,5 @@ class PgProposalRows(ProposalFiles):
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        with store_mutex(self.db, PROPOSALS_LOCK):
+        with store_lock(self.db, PROPOSALS_LOCK):
             yield

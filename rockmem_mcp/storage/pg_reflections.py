@@ -71,7 +71,7 @@ class PgReflectionRows(ReflectionFiles):
 
     @contextlib.contextmanager
     def claim(self) -> Iterator[None]:
-        with store_lock(self.db.url, REFLECTION_LOCK, self.db.schema) as had:
+        with store_lock(self.db, REFLECTION_LOCK, wait=False) as had:
             if not had:
                 raise ReflectionBusy("another reflection is running on this store; try again when it has finished")
             yield

@@ -89,9 +89,7 @@ def memory(svc: Services, entry_id: str) -> dict[str, Any]:
     assert svc.audit_trail is not None
     try:
         history = dump(svc.audit_trail.item_history(entry_id, limit=20))
-    except InvalidInputError as exc:  # e.g. an entry imported before the audit trail: no history to show
-        history = {"entries": [], "versions": [], "note": str(exc)}
-    except LookupError as exc:
+    except (InvalidInputError, LookupError) as exc:  # e.g. imported before the audit trail: no history to show
         history = {"entries": [], "versions": [], "note": str(exc)}
     return {"entry": dump(entry), "history": history}
 
