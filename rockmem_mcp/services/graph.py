@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -83,6 +83,11 @@ from rockmem_mcp.storage.changes import ChangeJournal
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, refuse_linked_store_folders
+from rockmem_mcp.storage.pg import is_database_url
+
+if TYPE_CHECKING:
+    from rockmem_mcp.storage.pg_graph import PgGraphRows
+    from rockmem_mcp.storage.pg_memory import PgChangeFeed, PgIdLocks
 
 try:
     import fcntl
@@ -136,8 +141,19 @@ class GraphService:
         self.settings = settings
         refuse_linked_store_folders(settings.store_dirs)  # also when opened without a memory store (CLI)
         self._claim = HomeClaim(settings.home)  # the home is in use (doctor --fix waits for it to close)
-        self.files = GraphFiles(settings.graph_dir)
-        self.journal = ChangeJournal(settings.index_dir / "graph")
+        self.shared = is_database_url(settings.store)  # the graph in a database several replicas share
+        self.files: GraphFiles | PgGraphRows
+        self.journal: ChangeJournal | PgChangeFeed
+        self._shared_lock: PgIdLocks | None = None
+        if self.shared:
+            from rockmem_mcp.storage.pg_graph import open_graph_store  # psycopg only where a database is named
+
+            self.files, self.journal, self._shared_lock = open_graph_store(
+                str(settings.store), settings.graph_dir, settings.store_schema
+            )
+        else:
+            self.files = GraphFiles(settings.graph_dir)
+            self.journal = ChangeJournal(settings.index_dir / "graph")
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._lock = threading.RLock()
@@ -203,7 +219,8 @@ class GraphService:
         if snapshot is not None and since is not None and not since.gap:
             self._position = snapshot.position
             self._sync()
-            self._reconcile(snapshot_ns)
+            if self.files.on_disk:  # rows change only with their change rows: nothing to reconcile
+                self._reconcile(snapshot_ns)
 
     def _reconcile(self, since_ns: int) -> None:
         """Re-read records whose files appeared, vanished or were rewritten without a journal record (by hand,
@@ -334,30 +351,39 @@ class GraphService:
         The body changes the in-memory index as it goes; if it fails (bad input found part-way) or a file
         write fails, every record it touched is re-read from its file, so memory matches the disk again.
         """
-        with self._lock:
-            make_folders(self.settings.graph_dir)
-            fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
+        with self._lock, self._store_locked():
+            self._sync()
+            changes = _Changes()
             try:
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                self._sync()
-                changes = _Changes()
-                try:
-                    yield changes
-                    before = self._on_disk(changes) if self.audit.enabled else None
-                    changes.writing = True
-                    self._write(changes)
-                    if before is not None:  # the last step: a change whose lines cannot be written is undone
-                        lines = list(self._audit_lines(changes, before))
-                        self.audit.record_many(lines, undo=lambda: self._put_back(changes, before))
-                except BaseException:
-                    self._reread(changes)
-                    raise
-                finally:
-                    if changes.writing:
-                        self._journal(changes)
+                yield changes
+                before = self._on_disk(changes) if self.audit.enabled else None
+                changes.writing = True
+                self._write(changes)
+                if before is not None:  # the last step: a change whose lines cannot be written is undone
+                    lines = list(self._audit_lines(changes, before))
+                    self.audit.record_many(lines, undo=lambda: self._put_back(changes, before))
+            except BaseException:
+                self._reread(changes)
+                raise
             finally:
-                os.close(fd)  # closing releases the lock
+                if changes.writing:
+                    self._journal(changes)
+
+    @contextlib.contextmanager
+    def _store_locked(self) -> Iterator[None]:
+        """The graph's write lock across processes: an advisory lock on a database store, else a file lock."""
+        if self._shared_lock is not None:
+            with self._shared_lock.hold([STORE]):
+                yield
+            return
+        make_folders(self.settings.graph_dir)
+        fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def _write(self, changes: _Changes) -> None:
         """Files are the truth: puts, then removals of triples before their entities."""
@@ -369,12 +395,9 @@ class GraphService:
             if (with_uses := self._with_uses(TRIPLE, triple)) is not triple:
                 changes.triples[triple_id] = with_uses
                 self._index_triple(with_uses)
-        self.files.entities.write_many(changes.entities.values())
-        self.files.triples.write_many(changes.triples.values())
-        for triple_id in changes.removed_triples:
-            self.files.triples.remove(triple_id)
-        for entity_id in changes.removed_entities:
-            self.files.entities.remove(entity_id)
+        self.files.write_change(
+            changes.entities.values(), changes.triples.values(), changes.removed_triples, changes.removed_entities
+        )
 
     def _on_disk(self, changes: _Changes) -> _Before:
         """The records a change touches as their files hold them before it (None: no file): what its audit
@@ -386,14 +409,12 @@ class GraphService:
 
     def _put_back(self, changes: _Changes, before: _Before) -> None:
         """Undo a written change: files as `before` holds them (the caller re-reads them into the index)."""
-        self.files.entities.write_many(e for e in before.entities.values() if e is not None)
-        self.files.triples.write_many(t for t in before.triples.values() if t is not None)
-        for triple_id in changes.triple_ids():
-            if before.triples.get(triple_id) is None:
-                self.files.triples.remove(triple_id)
-        for entity_id in changes.entity_ids():
-            if before.entities.get(entity_id) is None:
-                self.files.entities.remove(entity_id)
+        self.files.write_change(
+            (e for e in before.entities.values() if e is not None),
+            (t for t in before.triples.values() if t is not None),
+            [i for i in changes.triple_ids() if before.triples.get(i) is None],
+            [i for i in changes.entity_ids() if before.entities.get(i) is None],
+        )
 
     def _audit_lines(self, changes: _Changes, before: _Before) -> Iterator[AuditLine]:
         """One line per record file the change created, edited or removed (a rewrite that only carried uses

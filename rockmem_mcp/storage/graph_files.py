@@ -127,10 +127,28 @@ def _first_problem(exc: Exception) -> str:
 
 
 class GraphFiles:
+    on_disk = True
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.entities = RecordFiles(root / "entities", Entity)
         self.triples = RecordFiles(root / "triples", Triple)
+
+    def write_change(
+        self,
+        entities: Iterable[Entity],
+        triples: Iterable[Triple],
+        removed_triples: Iterable[str] = (),
+        removed_entities: Iterable[str] = (),
+    ) -> None:
+        """Puts first, then removals of triples before their entities: a crash between leaves no triple whose
+        entity is gone (the caller journals the change after)."""
+        self.entities.write_many(entities)
+        self.triples.write_many(triples)
+        for triple_id in removed_triples:
+            self.triples.remove(triple_id)
+        for entity_id in removed_entities:
+            self.entities.remove(entity_id)
 
 
 # ---------------------------------------------------------------------------------------------- snapshot

@@ -74,6 +74,7 @@ class HomeClaim:
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the lock
+            self._fd = None  # closed twice (a service closed by its caller and by a fixture) is once
 
 
 def read_only_notice(home: Path, reason: str) -> str:

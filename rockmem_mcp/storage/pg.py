@@ -71,6 +71,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (9, ["CREATE TABLE IF NOT EXISTS documents (name text PRIMARY KEY, body bytea NOT NULL, version bigint NOT NULL)"]),
     (10, ["CREATE TABLE IF NOT EXISTS reflections (number integer PRIMARY KEY, doc text NOT NULL)"]),
     (11, ["CREATE TABLE IF NOT EXISTS dream_reports (id text PRIMARY KEY, doc text NOT NULL)"]),
+    (
+        12,
+        [
+            "CREATE TABLE IF NOT EXISTS graph_records (kind char(1) NOT NULL, id text NOT NULL, doc text NOT NULL,"
+            " PRIMARY KEY (kind, id))",
+        ],
+    ),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

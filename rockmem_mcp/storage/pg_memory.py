@@ -215,21 +215,23 @@ class PgMemoryRows:
 
 
 class PgChangeFeed:
-    """ChangeJournal's interface over the `changes` table (module docstring)."""
+    """ChangeJournal's interface over the `changes` table (module docstring), for one store's records: `store`'s are
+    written with their rows, in their transaction; a read returns only that store's, from any replica but this."""
 
     read_only = False
 
-    def __init__(self, db: Database, parsed: ParsedRows) -> None:
+    def __init__(self, db: Database, parsed: ParsedRows, store: str = STORE) -> None:
         self.db = db
         self.writer_id = db.writer_id
         self._parsed = parsed
+        self.store = store
 
     def close(self) -> None:
         self.db.close()
 
     def append(self, records: list[dict[str, Any]], durable: bool = False) -> None:
-        """Memory records are written with their rows (PgMemoryRows); any other store's are appended here."""
-        others = [r for r in records if r.get("s") != STORE]
+        """The store's records are written with their rows (PgMemoryRows, PgGraphRows); others' are appended here."""
+        others = [r for r in records if r.get("s") != self.store]
         if others:
             with self.db.transaction() as cursor:
                 append_changes(cursor, self.writer_id, others)
@@ -245,21 +247,21 @@ class PgChangeFeed:
         # The newest sequence number comes with the rows (one round trip): a feed behind the position (a database
         # restored from a backup) is a gap, as a journal shorter than the offset is for a file home.
         # So does the pruning mark: a position before it has lost changes (rotate pruned them), a gap too.
+        # Change rows commit in sequence order (CHANGES_LOCK), so with the newest number seen every row up to it
+        # has been: the position moves to it even when none of those rows is this store's.
         found = self.db.all(
             "SELECT top.n, top.p, seq, writer, record FROM (SELECT coalesce(max(seq), 0) AS n,"
             " (SELECT value::bigint FROM rockmem_meta WHERE key = 'pruned_through') AS p FROM changes) AS top"
-            " LEFT JOIN changes ON seq > %s ORDER BY seq",
-            (position.offset,),
+            " LEFT JOIN changes ON seq > %s AND record->>'s' = %s ORDER BY seq",
+            (position.offset, self.store),
         )
         if found and (found[0][0] < position.offset or position.offset < (found[0][1] or 0)):
             self._parsed.clear()
             return JournalRead([], self.end(), gap=True)
-        rows = [row[2:] for row in found if row[2] is not None]
-        if not rows:
-            return JournalRead([], position, gap=False)
-        records = [record for _, writer, record in rows if writer != self.writer_id]
+        newest = JournalPosition(position.generation, int(found[0][0])) if found else position
+        records = [record for _, _, _, writer, record in found if record is not None and writer != self.writer_id]
         self._parsed.drop(str(record.get("id")) for record in records)  # changed by another replica
-        return JournalRead(records, JournalPosition(position.generation, int(rows[-1][0])), gap=False)
+        return JournalRead(records, newest, gap=False)
 
     def rotate(self, before: Callable[[], None] | None = None) -> JournalPosition:
         """Prune change rows no replica needs: those more than KEEP_CHANGES before the snapshot kept in the store
@@ -410,7 +412,7 @@ class PgIdLocks:
 
     def __init__(self, db: Database, prefix: str) -> None:
         self.db = db
-        self._key = zlib.crc32(prefix.encode()) & 0x7FFFFFFF
+        self._key = zlib.crc32(f"{prefix}:{db.schema or ''}".encode()) & 0x7FFFFFFF  # tenants apart
         self._held: set[int] = set()
         self._conn: Any = None
         self._lock = threading.Lock()
