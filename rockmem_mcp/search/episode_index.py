@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.strings import pack_strings, unpack_strings
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.changes import JournalPosition, JournalRead
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import open_fd
 from rockmem_mcp.storage.records import RACY_NS
@@ -38,6 +40,12 @@ log = logging.getLogger(__name__)
 
 FOLLOWED_DAYS = 2  # the newest day files are checked on every search; older ones when the directory changes
 TAIL_BYTES = 64
+
+
+class ChangeFeed(Protocol):
+    def end(self) -> JournalPosition: ...
+
+    def read_since(self, position: JournalPosition) -> JournalRead: ...
 
 
 def episode_tokens(episode: Episode) -> list[str]:
@@ -73,14 +81,26 @@ COLUMNS = {  # name -> dtype of the per-slot columns a snapshot keeps
 
 
 class EpisodeIndex:
-    def __init__(self, log: DailyLog[Episode], snapshot: Path | None = None) -> None:
-        """`snapshot`: where the index is saved between starts (restored by the first sync, if it is there)."""
+    def __init__(self, log: DailyLog[Episode], snapshot: Path | None = None, feed: ChangeFeed | None = None) -> None:
+        """`snapshot`: where the index is saved between starts (restored by the first sync, if it is there).
+        `feed`: a database store's change feed of the log (PgDailyLog): its rows are followed through it instead
+        of files, and a row's number stands for its byte range (no snapshot: a start reads the rows)."""
         self.log = log
-        self.snapshot = snapshot
+        self.feed = feed
+        self.snapshot = snapshot if feed is None else None
+        self._position: JournalPosition | None = None  # how far the feed has been read
+        self._empty()
+        self._listing_stamp: tuple[int, int] | None = _NEVER_LISTED
+        self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
+        self.lock = threading.RLock()  # held by a search around sync and reads
+        self.lines_since_snapshot = 0  # lines read from day files (or days dropped) since a snapshot was written
+        self.clock = time.time_ns  # what "a day changed just now" is measured by (tests move it on)
+
+    def _empty(self) -> None:
         self.bm25 = BM25Index()
         self.at = Column(np.float64)  # per slot: seconds since the epoch
         self.day = Column(np.int32)  # date ordinal
-        self.start = Column(np.int64)  # the line's byte range in its day file
+        self.start = Column(np.int64)  # the line's byte range in its day file (a database row's number: both)
         self.end = Column(np.int64)
         self.type_code = Column(np.int8)
         self.confidence_code = Column(np.int8)
@@ -88,11 +108,6 @@ class EpisodeIndex:
         self.uses = Column(np.int32)  # salience's inputs as this process knows them (its own uses at once)
         self.last_use = Column(np.float64)
         self._days: dict[date, _Day] = {}
-        self._listing_stamp: tuple[int, int] | None = _NEVER_LISTED
-        self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
-        self.lock = threading.RLock()  # held by a search around sync and reads
-        self.lines_since_snapshot = 0  # lines read from day files (or days dropped) since a snapshot was written
-        self.clock = time.time_ns  # what "a day changed just now" is measured by (tests move it on)
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -102,6 +117,9 @@ class EpisodeIndex:
         """Catch up with the day files: one stat of the directory, and of today's, yesterday's and the newest
         two days' logs, when nothing changed."""
         with self.lock:
+            if self.feed is not None:
+                self._follow_rows(self.feed)
+                return
             first = self._listing_stamp == _NEVER_LISTED
             if first and not self.built and self.snapshot is not None and not len(self.bm25):
                 self.restore(self.snapshot)  # once: the first listing then checks every day against it
@@ -118,6 +136,33 @@ class EpisodeIndex:
             today = datetime.now(UTC).date()
             for day in {today, today - timedelta(days=1), *sorted(self._days)[-FOLLOWED_DAYS:]}:
                 self._follow(day)
+
+    def _follow_rows(self, feed: ChangeFeed) -> None:
+        """A database store: every row at the first sync (or after a gap in the feed), then the log's changes since
+        the last — appended rows read by number, a day whose rows were removed read again whole."""
+        read = feed.read_since(self._position) if self._position is not None else None
+        if read is None or read.gap:
+            position = feed.end()  # before reading: a row added meanwhile comes in the feed after it
+            self._empty()
+            for day in self.log.days():
+                self._add_rows(day, self.log.read_positions(day)[0])
+            self._position, self.built = position, True
+            return
+        dropped = sorted({date.fromisoformat(r["day"]) for r in read.records if r.get("op") == "drop"})
+        for day in dropped:
+            self._drop_day(day)
+            self._add_rows(day, self.log.read_positions(day)[0])
+        added = [int(r["row"]) for r in read.records if r.get("op") == "put"]
+        by_day: dict[date, list[tuple[Episode, int]]] = {}
+        for seq, day, episode in self.log.read_rows(added) if added else ():  # type: ignore[attr-defined]
+            if episode.id not in self.bm25.slot_of:  # not read already with its day
+                by_day.setdefault(day, []).append((episode, seq))
+        for day, rows in by_day.items():
+            self._add_rows(day, rows)
+        self._position = read.position
+
+    def _add_rows(self, day: date, rows: list[tuple[Episode, int]]) -> None:
+        self._add(day, [(episode, seq, seq) for episode, seq in rows], self._days.setdefault(day, _Day()))
 
     def _follow(self, day: date) -> None:
         known = self._days.get(day)
@@ -293,6 +338,9 @@ class EpisodeIndex:
         """The episode in `slot`, read from its day file (None if its file changed under it: sync again)."""
         day = date.fromordinal(int(self.day.view[slot]))
         start, end = int(self.start.view[slot]), int(self.end.view[slot])
+        if self.feed is not None:  # a database row, by its number
+            found = self.log.read_rows([start])  # type: ignore[attr-defined]
+            return found[0][2] if found and found[0][2].id == self.bm25.keys[slot] else None
         try:
             fd = open_fd(self.log.path(day), os.O_RDONLY)
         except (FileNotFoundError, OSError):

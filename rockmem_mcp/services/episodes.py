@@ -19,7 +19,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError, NotFoundError, RockmemError
+from rockmem_mcp.errors import InvalidInputError, NotFoundError, RockmemError, StorageError
 from rockmem_mcp.models import (
     CONFIDENCES,
     EPISODE_SOURCES,
@@ -36,7 +36,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
-from rockmem_mcp.search.episode_index import SNAPSHOT_AFTER_LINES, EpisodeIndex, touch_directory
+from rockmem_mcp.search.episode_index import SNAPSHOT_AFTER_LINES, ChangeFeed, EpisodeIndex, touch_directory
 from rockmem_mcp.search.salience import (
     BASE_AGENT,
     BASE_DERIVED,
@@ -54,6 +54,7 @@ from rockmem_mcp.services.routing import route
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.text import inert_markdown
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,35 @@ EPISODE_SNAPSHOT = "episode-index.npz"  # in the index folder, beside the memory
 REFINED = 3  # a search weighs this many × limit candidates with every process's uses, not only this one's
 
 
+def episode_log(settings: Settings) -> DailyLog[Episode]:
+    """The episodic store: the home's day files, or the database replicas share (ROCKMEM_STORE), where every
+    append and removal also writes a change row, so each replica's episode index follows the others'."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_daily_log import PgDailyLog
+
+        db = shared_database(str(settings.store), "stores", settings.store_schema)
+        return PgDailyLog(db, "episodes", Episode, settings.episodes_dir, feed_store=EPISODE)  # type: ignore[return-value]
+    return DailyLog(settings.episodes_dir, Episode)
+
+
+def episode_feed(episodes: DailyLog[Episode]) -> ChangeFeed | None:
+    """The change feed an episode index follows a database's log by (None: it follows the files)."""
+    if episodes.on_disk:
+        return None
+    from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed
+
+    return PgChangeFeed(episodes.db, ParsedRows(0), store=EPISODE, skip_own=False)  # type: ignore[attr-defined]
+
+
 class Episodes:
     def __init__(
         self, settings: Settings, clock: Callable[[], datetime] = utc_now, reinforcer: Reinforcer | None = None
     ) -> None:
         """`reinforcer`: the memory store's (one per process), so episodes' uses reach the access log."""
         self.settings = settings
-        self.log = DailyLog(settings.episodes_dir, Episode)
-        self.index = EpisodeIndex(self.log, settings.index_dir / EPISODE_SNAPSHOT)
+        self.log = episode_log(settings)
+        self.index = EpisodeIndex(self.log, settings.index_dir / EPISODE_SNAPSHOT, episode_feed(self.log))
         self.reinforcer = reinforcer
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
@@ -121,7 +143,7 @@ class Episodes:
         try:
             with self.index.lock:
                 self.index.sync()
-        except OSError as exc:
+        except (OSError, StorageError) as exc:  # a day file, or the shared store, that failed
             log.warning("episode index not built yet (%s); the first search tries again", exc)
             return
         if self.index.lines_since_snapshot >= SNAPSHOT_AFTER_LINES:
@@ -455,7 +477,7 @@ class Episodes:
         whose every line is an episode as this server writes it (UTC times ending in Z) is read with plain JSON —
         a 10,000-episode day in about half the time full validation takes; any other day through the model."""
         try:
-            data = read_bytes(self.log.path(day))
+            data = read_bytes(self.log.path(day)) if self.log.on_disk else b""
         except FileNotFoundError:
             return []
         except OSError:  # a link, FIFO or unreadable file: the model's path reports it as before

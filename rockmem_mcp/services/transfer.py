@@ -42,6 +42,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.conversation import check_session_id
+from rockmem_mcp.services.episodes import episode_log
 from rockmem_mcp.services.feedback import feedback_log
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
 from rockmem_mcp.services.memory import MemoryService
@@ -108,7 +109,7 @@ class HomeStores:
         self.audit = Audit(settings)
         self.files = working_store(settings)  # the home's files, or the database replicas share
         self.feedback = feedback_log(settings)
-        self.episodes = DailyLog(settings.episodes_dir, Episode)
+        self.episodes = episode_log(settings)
         self._episodes: list[Episode] = []
         self.procedures = Procedures(settings, graph.reinforcer)
         self._procedures: list[Procedure] = []

@@ -40,6 +40,8 @@ _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class DailyLog(Generic[Record]):
+    on_disk = True  # a file per day (PgDailyLog: rows)
+
     def __init__(self, directory: Path, model: type[Record]) -> None:
         self.directory = directory
         self.model = model

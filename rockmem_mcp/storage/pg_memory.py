@@ -220,9 +220,10 @@ class PgChangeFeed:
 
     read_only = False
 
-    def __init__(self, db: Database, parsed: ParsedRows, store: str = STORE) -> None:
+    def __init__(self, db: Database, parsed: ParsedRows, store: str = STORE, skip_own: bool = True) -> None:
+        """`skip_own`: leave out this replica's own change rows (its index has them already)."""
         self.db = db
-        self.writer_id = db.writer_id
+        self.writer_id = db.writer_id if skip_own else None
         self._parsed = parsed
         self.store = store
 
@@ -234,7 +235,7 @@ class PgChangeFeed:
         others = [r for r in records if r.get("s") != self.store]
         if others:
             with self.db.transaction() as cursor:
-                append_changes(cursor, self.writer_id, others)
+                append_changes(cursor, self.db.writer_id, others)
 
     def end(self) -> JournalPosition:
         (seq,) = self.db.one("SELECT coalesce(max(seq), 0) FROM changes")
