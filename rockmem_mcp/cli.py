@@ -1213,13 +1213,15 @@ def _remembering(settings: Settings) -> Iterator[Any]:
 
 
 def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
-    """Long-term memories from one store to another, checked afterwards. A database side keeps its replica's
-    index and audit trail in this command's home (--home), or in a temporary folder when that is the other side."""
+    """Every store from one home or database to another (long-term memories, then what a backup carries besides),
+    checked afterwards. A database side keeps its replica's index and audit trail in this command's home (--home),
+    or in a temporary folder when that is the other side."""
     import tempfile
 
     from rockmem_mcp.cli_progress import Meter
+    from rockmem_mcp.services.graph import GraphService
     from rockmem_mcp.services.memory import MemoryService
-    from rockmem_mcp.services.transfer import migrate_memories
+    from rockmem_mcp.services.transfer import HomeStores, migrate_memories, migrate_other_stores
     from rockmem_mcp.storage.pg import is_database_url, redacted
 
     if args.source == args.target:
@@ -1238,18 +1240,26 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
                 chosen = settings.model_copy(update={"home": Path(where).expanduser().resolve(), "store": None})
             memory = MemoryService(chosen, embed_in_background=False)
             stack.callback(memory.close)
-            return memory
+            graph = GraphService(chosen, reinforcer=memory.reinforcer)
+            stack.callback(graph.close)
+            return memory, HomeStores(chosen, graph)
 
-        source, target = side(args.source), side(args.target)
+        (source, source_others), (target, target_others) = side(args.source), side(args.target)
         with Meter("migrating", "memories", len(source.index)) as meter:
             report = migrate_memories(source, target, meter.update)
+        migrate_other_stores(source_others, target_others, report)
     named = (redacted(args.source), redacted(args.target))
     if args.json:
         print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]}))
     else:
+        others = ", ".join(f"{n} {store}" for store, n in report.other_stores.items() if n) or "nothing else"
         print(f"migrated {report.moved} memories from {named[0]} to {named[1]} ({report.replaced} replaced ids "
-              f"the target had); {report.checked} read back, {len(report.differing)} differing",
-              file=sys.stderr)  # fmt: skip
+              f"the target had), and {others}; {report.checked} memories read back, every other store exported "
+              f"again and compared: {len(report.differing)} differing", file=sys.stderr)  # fmt: skip
+        for reason in report.skipped:
+            print(f"  kept the target's own: {reason}", file=sys.stderr)
+        for what in report.differing[:20]:
+            print(f"  differs: {what}", file=sys.stderr)
     return 1 if report.differing else 0
 
 

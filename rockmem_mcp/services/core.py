@@ -110,19 +110,23 @@ class _Parsed:
         return frozenset(_key(list_item(line) if is_list_line(line) else line) for line in self._lines)
 
 
+def core_document(settings: Settings) -> CoreFile:
+    """MEMORY.md: the home's file, or a row of the database replicas share (no file to edit by hand)."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_core import PgCoreDocument
+
+        db = shared_database(str(settings.store), "stores", settings.store_schema)
+        return PgCoreDocument(db, settings.core_file)  # type: ignore[return-value]
+    return CoreFile(settings.core_file, settings.meta_dir)
+
+
 class CoreMemory:
     def __init__(self, settings: Settings, memory: MemoryService | None = None) -> None:
         """`memory`: the store Critical Facts are pinned in (None: no mirror, e.g. a read-only tool)."""
         self.settings = settings
         self.memory = memory
-        if is_database_url(settings.store):  # replicas share one core (no file to edit by hand)
-            from rockmem_mcp.storage.pg import shared_database
-            from rockmem_mcp.storage.pg_core import PgCoreDocument
-
-            db = shared_database(str(settings.store), "stores", settings.store_schema)
-            self.file: CoreFile = PgCoreDocument(db, settings.core_file)  # type: ignore[assignment]
-        else:
-            self.file = CoreFile(settings.core_file, settings.meta_dir)
+        self.file = core_document(settings)
         self.audit = Audit(settings)
         self.caps = {
             "Identity": settings.core_identity_tokens,

@@ -42,6 +42,7 @@ from rockmem_mcp.models import (
 from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.conversation import check_session_id
+from rockmem_mcp.services.core import core_document
 from rockmem_mcp.services.episodes import episode_log
 from rockmem_mcp.services.feedback import feedback_log
 from rockmem_mcp.services.graph import MAX_SOURCE_CHARS, GraphService
@@ -56,6 +57,7 @@ from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
 
+CORE_NAME = "MEMORY.md"
 STORES = "entity, triple, working, feedback, episode, procedure or file"
 Logged = TypeVar("Logged", Feedback, Episode)  # records of the daily logs
 
@@ -118,8 +120,10 @@ class HomeStores:
         self._working: list[WorkingEntry] = []
         self._signals: list[Feedback] = []
         self._files: dict[str, str] = {}
-        # Markdown files a person edits, carried whole: core memory and the workspace files.
-        self.home_files = {"MEMORY.md": settings.core_file, **{n: settings.home / n for n in WORKSPACE_FILES}}
+        # Markdown files a person edits, carried whole: core memory (a file, or the database's row) and the
+        # workspace files (always the home's).
+        self.core = core_document(settings)
+        self.home_files = {CORE_NAME: settings.core_file, **{n: settings.home / n for n in WORKSPACE_FILES}}
         self.exported = 0
 
     def export_lines(self) -> Iterator[str]:
@@ -142,13 +146,14 @@ class HomeStores:
             yield json.dumps({"store": "procedure", **procedure.model_dump(mode="json")}, ensure_ascii=False)
         for name, path in self.home_files.items():
             try:
-                text = read_bytes(path).decode("utf-8")
+                text = (self.core.read(fresh=True) if name == CORE_NAME else read_bytes(path)).decode("utf-8")
             except FileNotFoundError:
                 continue
             except (OSError, UnicodeDecodeError) as exc:  # a link, a FIFO, bytes that are not text: said, kept out
                 log.warning("backup: %s left out (%s)", name, exc)
                 continue
-            yield json.dumps({"store": "file", "name": name, "text": text}, ensure_ascii=False)
+            if text or name != CORE_NAME:  # no core is no MEMORY.md (the database's row reads as empty)
+                yield json.dumps({"store": "file", "name": name, "text": text}, ensure_ascii=False)
 
     def add(self, record: dict[str, Any]) -> None:
         """Validate one tagged line (ValueError if it is not a valid record of its store)."""
@@ -271,6 +276,8 @@ class HomeStores:
         """Write a backed-up home file where there is none (None); a file already there is kept ('' when it
         is the same, else the reason): a restore never overwrites what a person may have written since."""
         path, data = self.home_files[name], text.encode("utf-8")
+        if name == CORE_NAME and not self.core.on_disk:
+            return self._restore_core(data)
         try:
             if atomic_create(path, data):
                 self.audit.record(
@@ -282,6 +289,19 @@ class HomeStores:
         except OSError as exc:  # e.g. a link or a FIFO by that name: refused, never followed
             return f"file {name}: {exc}"
         return "" if same else f"file {name}: the home has its own, kept (the backup's not restored)"
+
+    def _restore_core(self, data: bytes) -> str | None:
+        """A database's core row, as `_restore_file` a file: written only where there is none yet."""
+        with self.core.locked():
+            held = self.core.read(fresh=True)
+            if not held:
+                self.core.write(data)
+                self.audit.record(
+                    "CREATE", self.core.path, f"{CORE_NAME} restored from a backup ({len(data):,} bytes)",
+                    undo=self.core.remove,  # type: ignore[attr-defined]
+                )  # fmt: skip
+                return None
+        return "" if held == data else f"file {CORE_NAME}: the store has its own, kept (the backup's not restored)"
 
 
 def _append_new(
@@ -408,6 +428,8 @@ class MigrationReport:
     replaced: int = 0  # of them, ids the target had already
     checked: int = 0  # read back from the target and compared with the source
     differing: list[str] = field(default_factory=list)  # ids whose copy differs (none, unless something broke)
+    other_stores: dict[str, int] = field(default_factory=dict)  # graph, working, feedback, episodes, … moved
+    skipped: list[str] = field(default_factory=list)  # other-store records the target kept its own of, and why
 
 
 def migrate_memories(
@@ -443,6 +465,23 @@ def migrate_memories(
         if copy != source.with_uses(entry):
             report.differing.append(entry.id)
     return report
+
+
+def migrate_other_stores(source: HomeStores, target: HomeStores, report: MigrationReport) -> None:
+    """Copy the stores besides long-term memory (as a backup carries them: the graph, live working memory, the
+    feedback and episode logs, procedures, core memory and the workspace files) from `source` to `target`; then
+    export the target and check that it holds every record the source does. A record the target kept its own of
+    (GraphService.restore, HomeStores.finish say when) is in `report.skipped`, not among the differing."""
+    lines = list(source.export_lines())
+    for line in lines:
+        target.add(json.loads(line))
+    report.other_stores, report.skipped = target.finish()
+    report.skipped = [reason for reason in report.skipped if reason]
+    held = set(target.export_lines())
+    for line in lines:
+        if line not in held:
+            record = json.loads(line)
+            report.differing.append(f"{record['store']} {record.get('id') or record.get('name') or record.get('key')}")
 
 
 # ------------------------------------------------------------------------ the reference memory server's graph

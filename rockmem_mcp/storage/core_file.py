@@ -201,6 +201,8 @@ def _identity(info: os.stat_result) -> Identity:
 class CoreFile:
     """MEMORY.md on disk: read by identity (a hand edit is seen on the next read), changed under a lock."""
 
+    on_disk = True
+
     def __init__(self, path: Path, lock_dir: Path) -> None:
         self.path = path
         self._lock_path = lock_dir / "core.lock"

@@ -14,6 +14,8 @@ NAME = "MEMORY.md"
 
 
 class PgCoreDocument:
+    on_disk = False
+
     def __init__(self, db: Database, path: Path) -> None:
         self.db = db
         self.path = path  # what audit lines and listeners call it

@@ -183,6 +183,51 @@ def test_migrate_store_moves_every_memory_to_the_database_and_back_exactly(datab
     assert json.loads(ok("--home", second, "get", gone["id"], "--json", env=env).stdout)["archived_at"]
 
 
+def test_migrate_store_moves_every_other_store_to_the_database_and_back_exactly(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """Besides memories: the graph, live working memory, feedback, episodes, procedures, core memory and a workspace
+    file go home -> PostgreSQL -> another home, and the two homes' whole exports are the same lines."""
+    import json
+
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.services.feedback import FeedbackLog
+    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.services.procedures import Procedures
+    from rockmem_mcp.services.working import WorkingMemory
+    from tests.test_cli import clean_env, ok
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    settings = Settings.load({"home": first}, env={"ROCKMEM_EMBEDDING_MODEL": "off"})
+    graph = GraphService(settings)
+    graph.add_triples([{"subject": "Ida", "predicate": "keeps", "object": "the lighthouse", "confidence": 0.9}])
+    graph.close()
+    episodes = Episodes(settings)
+    episodes.record("The lamp was lit at dusk", type="event", tags=["lamp"])
+    episodes.close()
+    FeedbackLog(settings).record("Correction", "Ida spells her name with one d", "session-1")
+    Procedures(settings).save("light the lamp", ["dusk"], ["trim the wick", "light it"])
+    WorkingMemory(settings, "session/s1").save("now", "lighting the lamp", ttl_minutes=60)
+    (first / "MEMORY.md").write_text("# MEMORY\n\n## Identity\n- the keeper's agent\n", "utf-8")
+    (first / "USER.md").write_text("# USER\n\nIda, the keeper.\n", "utf-8")
+    env = clean_env(ROCKMEM_EMBEDDING_MODEL="off")
+    ok("--home", first, "add", "The old lamp burned oil", env=env)
+
+    there = ok("--home", tmp_path / "replica", "migrate-store", "--from", first, "--to", database, "--json", env=env)
+    report = json.loads(there.stdout)
+    assert report["differing"] == [] and report["skipped"] == [], report
+    assert {k: v for k, v in report["other_stores"].items() if v} == {
+        "files": 2, "entities": 2, "triples": 1, "working": 1, "feedback": 1, "episodes": 2, "procedures": 1,
+    }  # fmt: skip
+    back = ok("--home", tmp_path / "replica", "migrate-store", "--from", database, "--to", second, "--json", env=env)
+    assert json.loads(back.stdout)["differing"] == []
+
+    def everything(home: Path) -> list[str]:
+        return sorted(ok("--home", home, "export", "-", env=env).stdout.splitlines())
+
+    assert everything(first) == everything(second)
+    assert len(everything(first)) == 11  # 1 memory, 2 entities, a triple, 2 episodes, 2 files, and one of each other
+
+
 def test_doctor_checks_a_database_store_and_quarantines_a_broken_row(database: str, tmp_path: Path) -> None:  # noqa: F811
     import json
 
