@@ -964,11 +964,10 @@ def _alerts(settings: Settings, args: argparse.Namespace) -> int:
 def _audit_prune(settings: Settings, args: argparse.Namespace) -> int:
     """Fold audit lines older than ROCKMEM_AUDIT_RETENTION_DAYS into the monthly digests (the dream does it too)."""
     from rockmem_mcp.models import utc_now
-    from rockmem_mcp.services.audit import AUDIT_NAME
+    from rockmem_mcp.services.audit import audit_log
     from rockmem_mcp.services.audit_retention import ARCHIVE_NAME, fold_old_lines
-    from rockmem_mcp.storage.audit_log import AuditLog
 
-    result = fold_old_lines(settings, AuditLog(settings.meta_dir / AUDIT_NAME), utc_now())
+    result = fold_old_lines(settings, audit_log(settings), utc_now())
     if args.json:
         print(json.dumps(dataclasses.asdict(result)))
     else:

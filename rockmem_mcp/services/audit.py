@@ -25,6 +25,7 @@ from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, AuditLog, format_time
 from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.version_log import FileVersion, VersionLog
 
 log = logging.getLogger(__name__)
@@ -70,16 +71,29 @@ def quoted(text: str, limit: int = 60) -> str:
     return '"' + (text if len(text) <= limit else text[: limit - 1].rstrip() + "…") + '"'
 
 
+def audit_log(settings: Settings) -> AuditLog:
+    """The audit log: the home's `meta/audit.log`, or the table of the database replicas share (one trail)."""
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_audit_log import PgAuditLog
+
+        db = shared_database(str(settings.store), "stores", settings.store_schema)
+        return PgAuditLog(db, "the store's audit_lines table")  # type: ignore[return-value]
+    return AuditLog(settings.meta_dir / AUDIT_NAME)
+
+
 class Audit:
     def __init__(self, settings: Settings, clock: Callable[[], datetime] = utc_now) -> None:
         self.enabled = settings.audit
         self.home = settings.home
-        self.log = AuditLog(settings.meta_dir / AUDIT_NAME)
+        self.log = audit_log(settings)
         self._clock = clock
         self._process_actor = process_actor(settings.namespace)
-        # Each change's new bytes, for the git history to keep every version (storage/version_log.py).
+        # Each change's new bytes, for the git history to keep every version (storage/version_log.py): a home's
+        # files only (a database store's records are rows; its history is the database's own backups).
         self._git_dir = settings.home / ".git"
-        self.versions = VersionLog(self._git_dir / VERSIONS_NAME) if settings.audit_git else None
+        keeps_git = settings.audit_git and not is_database_url(settings.store)
+        self.versions = VersionLog(self._git_dir / VERSIONS_NAME) if keeps_git else None
         self._capturing = False  # the home is a git repository (checked until it is)
 
     def actor(self) -> str:

@@ -16,7 +16,6 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import CorruptEntryError, RockmemError
@@ -24,6 +23,7 @@ from rockmem_mcp.services.audit import current_actor
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import AuditLine, AuditLog, clean_field, format_time, parse_time
 from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
     log (see the module docstring); CorruptEntryError when the digests' state cannot be read (nothing is
     dropped then), OSError when a write fails."""
     cutoff = now - timedelta(days=settings.audit_retention_days)
-    state_path, archive_path = settings.meta_dir / STATE_NAME, settings.meta_dir / ARCHIVE_NAME
-    state = _load_state(state_path)
+    documents = DigestDocuments(settings)
+    state = _load_state(documents)
     counted: list[AuditLine] = []
 
     def keep(lines: list[AuditLine]) -> list[AuditLine]:
@@ -130,7 +130,7 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
         for line in new:
             state.months.setdefault(line.time.strftime("%Y-%m"), MonthDigest()).add(line)
         state.folded_before = cutoff if known is None else max(known, cutoff)
-        _save(state, state_path, archive_path, settings.audit_retention_days)  # before the lines leave the log
+        _save(state, documents, settings.audit_retention_days)  # before the lines leave the log
         return [line for line in lines if line.time >= cutoff]
 
     dropped = audit_log.rewrite(keep)
@@ -140,7 +140,7 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
             [AuditLine(now, "EDIT", f"meta/{ARCHIVE_NAME}", current_actor() or RETENTION, "auto", summary)]
         )
     if not dropped and state.months:  # a crash between the state and the markdown: render it again
-        _render_if_stale(state, archive_path, settings.audit_retention_days)
+        _render_if_stale(state, documents, settings.audit_retention_days)
     months = sorted({line.time.strftime("%Y-%m") for line in counted})
     return FoldResult(dropped=dropped, counted=len(counted), months=months)
 
@@ -158,22 +158,59 @@ def fold_quietly(settings: Settings, audit_log: AuditLog, now: datetime) -> Fold
 
 
 # ---------------------------------------------------------------------- the state and its markdown
-def _load_state(path: Path) -> ArchiveState:
+class DigestDocuments:
+    """Where the digests are kept: the home's meta folder, or rows of the database's `documents` table when the
+    store is one (one trail, so one digest; written inside the trail's rewrite transaction: the same connection,
+    a savepoint of it, so the digest and the lines it counted change together)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.meta = settings.meta_dir
+        self.db = None
+        if is_database_url(settings.store):
+            from rockmem_mcp.storage.pg import shared_database
+
+            self.db = shared_database(str(settings.store), "stores", settings.store_schema)
+
+    def where(self, name: str) -> str:
+        return f"meta/{name} in the store" if self.db is not None else str(self.meta / name)
+
+    def read(self, name: str) -> bytes:
+        """Its bytes; FileNotFoundError when there is none yet."""
+        if self.db is None:
+            return read_bytes(self.meta / name)
+        rows = self.db.all("SELECT body FROM documents WHERE name = %s", (f"meta/{name}",))
+        if not rows:
+            raise FileNotFoundError(name)
+        return bytes(rows[0][0])
+
+    def write(self, name: str, data: bytes) -> None:
+        if self.db is None:
+            atomic_write(self.meta / name, data)
+            return
+        with self.db.transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO documents (name, body, version) VALUES (%s, %s, 1) ON CONFLICT (name) DO UPDATE"
+                " SET body = EXCLUDED.body, version = documents.version + 1",
+                (f"meta/{name}", data),
+            )
+
+
+def _load_state(documents: DigestDocuments) -> ArchiveState:
     try:
-        raw = json.loads(read_bytes(path))
+        raw = json.loads(documents.read(STATE_NAME))
         months = {key: MonthDigest(**{**value, "files": set(value["files"])}) for key, value in raw["months"].items()}
         folded_before = parse_time(raw["folded_before"]) if raw.get("folded_before") else None
     except FileNotFoundError:
         return ArchiveState()
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptEntryError(
-            f"{path} cannot be read ({type(exc).__name__}); audit lines are not folded until it is fixed or "
-            "moved away (moving it away starts the digests anew)"
+            f"{documents.where(STATE_NAME)} cannot be read ({type(exc).__name__}); audit lines are not folded until "
+            "it is fixed or moved away (moving it away starts the digests anew)"
         ) from None
     return ArchiveState(folded_before, months)
 
 
-def _save(state: ArchiveState, state_path: Path, archive_path: Path, days: int) -> None:
+def _save(state: ArchiveState, documents: DigestDocuments, days: int) -> None:
     raw = {
         "version": 1,
         "folded_before": format_time(state.folded_before) if state.folded_before else None,
@@ -181,18 +218,18 @@ def _save(state: ArchiveState, state_path: Path, archive_path: Path, days: int) 
             key: {**asdict(digest), "files": sorted(digest.files)} for key, digest in sorted(state.months.items())
         },
     }
-    atomic_write(state_path, (json.dumps(raw, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
-    atomic_write(archive_path, render(state, days).encode("utf-8"))
+    documents.write(STATE_NAME, (json.dumps(raw, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    documents.write(ARCHIVE_NAME, render(state, days).encode("utf-8"))
 
 
-def _render_if_stale(state: ArchiveState, archive_path: Path, days: int) -> None:
+def _render_if_stale(state: ArchiveState, documents: DigestDocuments, days: int) -> None:
     text = render(state, days).encode("utf-8")
     try:
-        if read_bytes(archive_path) == text:
+        if documents.read(ARCHIVE_NAME) == text:
             return
     except FileNotFoundError:
         pass
-    atomic_write(archive_path, text)
+    documents.write(ARCHIVE_NAME, text)
 
 
 def _s(n: int) -> str:

@@ -52,6 +52,7 @@ from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.audit_log import NO_APPROVAL, AuditLine, format_time, moved_from, parse_time
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.version_log import VersionRead
 
 log = logging.getLogger(__name__)
@@ -152,10 +153,13 @@ class GitHistory:
         self.git_dir = self.home / ".git"
         self.audit_path = settings.meta_dir / AUDIT_NAME
         self.audit_file = audit.file(self.audit_path)  # meta/audit.log
-        self._git = shutil.which("git") if settings.audit_git and settings.audit else None
+        # A database store's records are rows, not the home's files: its history is the database's own backups.
+        self.shared = is_database_url(settings.store)
+        wanted = settings.audit_git and settings.audit and not self.shared
+        self._git = shutil.which("git") if wanted else None
         # History is driven by the audit lines: with the audit log off there is nothing to commit.
         self.available = self._git is not None
-        if settings.audit_git and settings.audit and self._git is None:
+        if wanted and self._git is None:
             _warn_missing("the git program was not found on PATH")
         elif (
             self.available

@@ -30,6 +30,7 @@ from rockmem_mcp.storage.audit_log import AuditLine, moved_from
 from rockmem_mcp.storage.daily_log import still_at
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import check_folders, open_fd, read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 
 try:
     import fcntl
@@ -89,6 +90,12 @@ class Rollback:
         self.critical = critical  # a critical file put back keeps its checksum (no false alert)
 
     def _git(self) -> GitHistory:
+        if is_database_url(self.settings.store):
+            raise InvalidInputError(
+                "rollback puts back a home's files from its git history; this server's store is a database, whose "
+                "history is the database's own backups (point-in-time recovery). The audit trail still says what "
+                "changed; to undo one change, write the old value back (memory_history or the audit line has it)"
+            )
         if self.history is None or not self.history.available:
             raise InvalidInputError(
                 "rollback needs the home's git history, and git is not available here (install git, keep "

@@ -78,6 +78,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " PRIMARY KEY (kind, id))",
         ],
     ),
+    (13, ["CREATE TABLE IF NOT EXISTS audit_lines (seq bigserial PRIMARY KEY, line text NOT NULL)"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

@@ -1,0 +1,83 @@
+"""The audit trail in PostgreSQL (storage/pg_audit_log.py, services/audit_retention.py's DigestDocuments) against the
+machine's real server: every replica's changes are one trail that every replica reads, retention folds old lines
+into one digest kept in the store (counted once whichever replica folds), and rollback, which needs a home's git
+history, refuses on a database store with a reason instead of writing files nobody reads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.services.audit import Audit
+from rockmem_mcp.services.audit_retention import ARCHIVE_NAME, DigestDocuments, fold_old_lines
+from rockmem_mcp.services.audit_trail import AuditTrail
+from rockmem_mcp.services.history import GitHistory
+from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.services.rollback import Rollback
+from rockmem_mcp.storage.audit_log import AuditLine
+from tests.pg_server import database  # noqa: F401  (the fixture)
+
+
+def replica_settings(tmp_path: Path, name: str, store: str) -> Settings:
+    return Settings.load({"home": tmp_path / name, "store": store}, env={"ROCKMEM_EMBEDDING_MODEL": "off"})
+
+
+def test_every_replicas_changes_are_one_trail(database: str, tmp_path: Path) -> None:  # noqa: F811
+    a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
+    a, b = MemoryService(a_settings, embed_in_background=False), MemoryService(b_settings, embed_in_background=False)
+    try:
+        saved_on_a = a.save("The lighthouse keeper is Ida")
+        saved_on_b = b.save("The lamp burns kerosene")
+        b.delete(saved_on_a.id)
+        for settings in (a_settings, b_settings):
+            trail = AuditTrail(Audit(settings)).entries()
+            said = [(entry.action, entry.file.rsplit("/", 1)[-1]) for entry in reversed(trail)]
+            assert said == [
+                ("CREATE", f"{saved_on_a.id}.json"), ("CREATE", f"{saved_on_b.id}.json"),
+                ("ARCHIVE", f"{saved_on_a.id}.json"),
+            ]  # fmt: skip
+            assert not (settings.meta_dir / "audit.log").exists()  # rows in the store, not the homes
+    finally:
+        a.close()
+        b.close()
+
+
+def test_retention_folds_old_lines_once_into_the_stores_one_digest(database: str, tmp_path: Path) -> None:  # noqa: F811
+    a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
+    now = datetime(2026, 5, 20, 12, tzinfo=UTC)
+    old = [
+        AuditLine(now - timedelta(days=120), "CREATE", "procedures/deploy.json", "main", "auto", 'new procedure "x"'),
+        AuditLine(now - timedelta(days=119), "MERGE", "memory/b.json", "dream:d-1", "auto", "3 duplicates into one"),
+    ]
+    recent = [AuditLine(now - timedelta(days=3), "EDIT", "MEMORY.md", "main", "auto", "added a line")]
+    Audit(a_settings).log.append(old + recent)
+    folded = fold_old_lines(a_settings, Audit(a_settings).log, now)
+    assert (folded.dropped, folded.counted, folded.months) == (2, 2, ["2026-01"])
+    again = fold_old_lines(b_settings, Audit(b_settings).log, now)  # another replica: nothing counted twice
+    assert (again.dropped, again.counted) == (0, 0)
+    kept = list(Audit(b_settings).log.lines())
+    assert kept[0] == recent[0] and [line.file for line in kept[1:]] == [f"meta/{ARCHIVE_NAME}"]
+    digest = DigestDocuments(b_settings).read(ARCHIVE_NAME).decode()
+    assert "# Audit Digest — January 2026" in digest and "- 2 total mutations across 2 files" in digest
+    assert not (a_settings.meta_dir / ARCHIVE_NAME).exists()
+
+
+def test_rollback_refuses_on_a_database_store_and_keeps_no_git_history(database: str, tmp_path: Path) -> None:  # noqa: F811
+    settings = replica_settings(tmp_path, "a", database)
+    memory = MemoryService(settings, embed_in_background=False)
+    try:
+        entry = memory.save("The lamp burns kerosene")
+        memory.update(entry.id, content="The lamp burns oil")
+        history = GitHistory(settings, memory.audit)
+        assert not history.available and memory.audit.versions is None
+        rollback = Rollback(settings, memory.audit, history, memory)
+        with pytest.raises(InvalidInputError, match="point-in-time recovery"):
+            rollback.revert_item(entry.id)
+        assert memory.get(entry.id).content == "The lamp burns oil"
+        assert not (settings.home / ".git").exists()
+    finally:
+        memory.close()
