@@ -60,6 +60,7 @@ from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.procedures import Procedures
 from rockmem_mcp.storage.core_file import block_name
 from rockmem_mcp.storage.forgotten_files import ForgottenFiles, ForgottenRecord, line_hash
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,15 @@ class Forgetting:
         self.procedures = procedures
         self._graph = graph
         self.core = core
-        self.files = ForgottenFiles(settings.home, settings.forgotten_dir, settings.meta_dir)
+        where = (settings.home, settings.forgotten_dir, settings.meta_dir)
+        if is_database_url(settings.store):  # replicas share what was forgotten: restored through any of them
+            from rockmem_mcp.storage.pg import shared_database
+            from rockmem_mcp.storage.pg_forgotten import PgForgottenRows
+
+            db = shared_database(str(settings.store), "stores", settings.store_schema)
+            self.files: ForgottenFiles = PgForgottenRows(db, *where)
+        else:
+            self.files = ForgottenFiles(*where)
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._core_words: tuple[str, list[tuple[str, str, set[str]]]] | None = None  # (version, lines)

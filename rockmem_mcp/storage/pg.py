@@ -33,6 +33,7 @@ PROPOSALS_LOCK = 7_261_005
 PROCEDURES_LOCK = 7_261_006
 CORE_LOCK = 7_261_007
 REFLECTION_LOCK = 7_261_008
+FORGET_LOCK = 7_261_009
 NOTIFY_CHANNEL = "rockmem_changes"
 
 # (version, statements): applied in order, each once; never edit one that has shipped, add the next.
@@ -79,6 +80,14 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (13, ["CREATE TABLE IF NOT EXISTS audit_lines (seq bigserial PRIMARY KEY, line text NOT NULL)"]),
+    (
+        14,
+        [
+            "CREATE TABLE IF NOT EXISTS forgotten (store text NOT NULL, key text NOT NULL, doc text NOT NULL,"
+            " PRIMARY KEY (store, key))",
+            "CREATE TABLE IF NOT EXISTS forget_log (seq bigserial PRIMARY KEY, line text NOT NULL)",
+        ],
+    ),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}
