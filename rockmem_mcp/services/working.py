@@ -60,7 +60,7 @@ class WorkingMemory:
         self.settings = settings
         self.namespace = parse_namespace(namespace)
         self.files = files or working_store(settings)
-        self._clock = clock
+        self._clock = store_clock(self.files, clock)
         self.vectors = vectors
 
     def for_namespace(self, namespace: str) -> WorkingMemory:
@@ -271,10 +271,17 @@ def working_store(settings: Settings) -> WorkingFiles:
     return WorkingFiles(settings.working_dir)
 
 
+def store_clock(files: WorkingFiles, clock: Callable[[], datetime]) -> Callable[[], datetime]:
+    """What entries expire by: the clock given (a test's), or by default the store's own (a database's time, which
+    every replica shares; a home's is this machine's)."""
+    return getattr(files, "clock", clock) if clock is utc_now else clock
+
+
 def sweep_expired(settings: Settings, clock: Callable[[], datetime] = utc_now) -> int:
     """Drop expired entries from every working-memory file on the home; the number dropped. A file with
     nothing expired is left untouched (no lock, no write)."""
     files = working_store(settings)
+    clock = store_clock(files, clock)
     dropped = 0
     for root in ROOTS:
         now = clock()

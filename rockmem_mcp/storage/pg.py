@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -122,6 +124,32 @@ def store_lock(db: Database, key: int, wait: bool = True) -> Iterator[bool]:
         yield bool(had)
     finally:
         conn.close()  # releases the lock
+
+
+class StoreClock:
+    """The database server's time, as this replica's clock corrected by an offset measured now and then: what
+    deadlines several replicas must agree on (working memory's expiry) are measured by, whatever each machine's
+    clock says. A measurement that fails keeps the last offset (none yet: this machine's time)."""
+
+    def __init__(self, db: Database, every_s: float = 60.0) -> None:
+        self.db, self.every_s = db, every_s
+        self._offset_s = 0.0
+        self._measured: float | None = None
+
+    def __call__(self) -> datetime:
+        if self._measured is None or time.monotonic() - self._measured > self.every_s:
+            self._measure()
+        return datetime.fromtimestamp(time.time() + self._offset_s, UTC)
+
+    def _measure(self) -> None:
+        self._measured = time.monotonic()
+        try:
+            before = time.time()
+            (server,) = self.db.one("SELECT clock_timestamp()")
+            after = time.time()
+        except StorageError:
+            return
+        self._offset_s = server.timestamp() - (before + after) / 2
 
 
 def redacted(url: str) -> str:

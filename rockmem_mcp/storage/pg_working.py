@@ -1,7 +1,8 @@
 """Working memory in PostgreSQL: WorkingFiles' interface over the `working` table, a row per root (session,
 patrol, subagent, shared) holding its entries as JSON. A change is read-modify-write in one transaction with the
 row locked (`SELECT … FOR UPDATE`), so replicas never lose each other's entries, and the namespace rules, caps
-and time-to-live the service applies inside `changing` hold across all of them."""
+and time-to-live the service applies inside `changing` hold across all of them. Time-to-live is measured by
+the database server's clock (StoreClock), so a replica whose clock runs ahead expires nothing early."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rockmem_mcp.storage.pg import Database
+from rockmem_mcp.storage.pg import Database, StoreClock
 from rockmem_mcp.storage.working_files import Entries
 
 log = logging.getLogger(__name__)
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 class PgWorkingRows:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.clock = StoreClock(db)  # entries expire by the database's time: one deadline for every replica
 
     def read(self, root: str) -> Entries:
         rows = self.db.all("SELECT entries FROM working WHERE root = %s", (root,))

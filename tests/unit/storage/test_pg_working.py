@@ -68,3 +68,21 @@ def test_caps_and_time_to_live_hold_across_replicas(database: str, tmp_path: Pat
         "shared/team/b1",
     ]  # the short-lived one expired
     assert sweep_expired(a.settings, clock=lambda: now[0]) >= 1
+
+
+def test_entries_expire_by_the_databases_clock_whatever_a_replicas_clock_says(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from rockmem_mcp.storage import pg
+
+    memory = WorkingMemory(settings(tmp_path, "a", database), "session/aaa")
+    assert memory._clock is memory.files.clock  # type: ignore[attr-defined]  # the store's, not this machine's
+    (server,) = pg.Database(database).one("SELECT clock_timestamp()")
+    real = time.time
+    monkeypatch.setattr(pg.time, "time", lambda: real() + 600)  # this machine's clock ten minutes ahead
+    skewed = pg.StoreClock(pg.Database(database))
+    assert abs((skewed() - server).total_seconds()) < 5  # still the database's time
