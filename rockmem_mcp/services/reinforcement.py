@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import StorageError
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.access_log import Access, AccessLog, Record, Table, merge_into
+from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,11 @@ MEMORY, ENTITY, TRIPLE = "memory", "entity", "triple"  # the kinds of item the a
 def open_access_log(settings: Settings) -> AccessLog | None:
     """The home's access log; None for a read-only home from before salience (no log to follow: this process's
     reinforcement is then counted in memory only)."""
+    if is_database_url(settings.store):  # every replica's uses, in the store
+        from rockmem_mcp.storage.pg import Database
+        from rockmem_mcp.storage.pg_access_log import PgAccessLog
+
+        return PgAccessLog(Database(str(settings.store), settings.store_schema))  # type: ignore[return-value]
     try:
         return AccessLog(settings.access_dir)
     except OSError as exc:
@@ -100,7 +107,7 @@ class Reinforcer:
             return {}
         try:
             records = self._reader.read_new()
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             log.warning("could not read the access log (%s); salience uses what this process knows", exc)
             return {}
         finally:
@@ -138,7 +145,7 @@ class Reinforcer:
                 self.log.append(batch)
                 if self.log.needs_compaction(self.settings.journal_rotate_bytes):
                     self.log.compact(self._complete_table)
-            except OSError as exc:
+            except (OSError, StorageError) as exc:
                 log.warning("could not write reinforcement (%s); trying again at the next flush", exc)
                 with self._lock:
                     for key, access in batch.items():

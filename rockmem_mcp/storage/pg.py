@@ -90,6 +90,13 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE TABLE IF NOT EXISTS forget_log (seq bigserial PRIMARY KEY, line text NOT NULL)",
         ],
     ),
+    (
+        15,
+        [
+            "CREATE TABLE IF NOT EXISTS access (kind text NOT NULL, id text NOT NULL, count bigint NOT NULL,"
+            " last double precision NOT NULL, PRIMARY KEY (kind, id))",
+        ],
+    ),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

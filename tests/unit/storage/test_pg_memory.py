@@ -14,6 +14,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import NotFoundError, StorageError
 from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.storage.pg import MIGRATIONS, Database, redacted
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
@@ -301,3 +302,19 @@ def test_old_changes_are_pruned_and_a_replica_behind_them_starts_from_the_stores
             again.close()
     finally:
         a.close()
+
+
+def test_uses_on_one_replica_weigh_in_every_replicas_salience(replica: Replica) -> None:
+    """The access log is the store's (storage/pg_access_log.py): a use flushed by one replica is seen by another,
+    and by a replica started afterwards, and the larger count wins whichever replica flushes last."""
+    one, two = replica(), replica()
+    entry = one.save("Alice prefers green tea")
+    one.reinforcer.settings = one.settings.model_copy(update={"reinforce_interval_s": 0})  # a use right after saving
+    one.get(entry.id, reinforce=True)
+    assert two.get(entry.id).reinforcement_count == 1  # not flushed yet
+    one.reinforcer.flush()
+    assert two.get(entry.id).reinforcement_count == 2
+    two.reinforcer.table["memory"].pop(entry.id, None)  # an older count flushed later never lowers it
+    two.reinforcer._pending[("memory", entry.id)] = Access(1, 0.0)
+    two.reinforcer.flush()
+    assert replica().get(entry.id).reinforcement_count == 2

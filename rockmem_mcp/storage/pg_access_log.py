@@ -1,0 +1,61 @@
+"""The access log in PostgreSQL: AccessLog's interface over the `access` table (one row per used item: its use count
+and last use, each only ever raised), so salience weighs every replica's uses, not only its own.
+
+A flush upserts its batch with GREATEST (merging is idempotent, as a file home's records are) and writes the same
+records as change rows in the same transaction; each replica follows the others' through the change feed, as a
+file home's processes follow its journal. The table is the state: there is nothing to compact."""
+
+from __future__ import annotations
+
+from rockmem_mcp.storage.access_log import Access, Record
+from rockmem_mcp.storage.pg import Database
+from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed, append_changes
+
+STORE = "access"
+
+
+class PgAccessLog:
+    read_only = False
+    state_damaged = False
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.feed = PgChangeFeed(db, ParsedRows(0), store=STORE)
+        self._position = self.feed.end()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def load(self) -> list[Record]:
+        self._position = self.feed.end()  # before reading: a flush meanwhile comes in the feed after it
+        rows = self.db.all("SELECT kind, id, count, last FROM access")
+        return [(kind, item_id, Access(int(count), float(last))) for kind, item_id, count, last in rows]
+
+    def read_new(self) -> list[Record]:
+        read = self.feed.read_since(self._position)
+        if read.gap:
+            return self.load()
+        self._position = read.position
+        found: list[Record] = []
+        for record in read.records:
+            try:
+                found.append((str(record["k"]), str(record["i"]), Access(int(record["n"]), float(record["t"]))))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return found
+
+    def append(self, items: dict[tuple[str, str], Access]) -> None:
+        rows = [(kind, item_id, a.count, round(a.last, 3)) for (kind, item_id), a in items.items()]
+        if not rows:
+            return
+        with self.db.transaction() as cursor:
+            cursor.executemany(
+                "INSERT INTO access (kind, id, count, last) VALUES (%s, %s, %s, %s) ON CONFLICT (kind, id) DO UPDATE"
+                " SET count = GREATEST(access.count, EXCLUDED.count), last = GREATEST(access.last, EXCLUDED.last)",
+                rows,
+            )
+            records = [{"s": STORE, "k": kind, "i": item_id, "n": n, "t": t} for kind, item_id, n, t in rows]
+            append_changes(cursor, self.db.writer_id, records)
+
+    def needs_compaction(self, limit_bytes: int) -> bool:
+        return False
