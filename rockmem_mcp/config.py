@@ -51,6 +51,9 @@ class Settings(BaseModel):
     store_schema: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,62}$", description="A database store's schema")
     # Tenants: a JSON file mapping tenants to their tokens' hashes (server/tenancy.py), read again when it changes.
     tenants_file: Path | None = Field(None, description="Bearer tokens per tenant, each tenant its own memory")
+    # A tenant's services (its connections to a database store among them) close after this long without a request,
+    # and reopen at the next; 0 keeps them open until the server stops.
+    tenant_idle_minutes: float = Field(15.0, ge=0, description="Close an idle tenant's stores after this long")
     # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
     # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
     # loopback, listing names serves only those.

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from pathlib import Path
@@ -149,15 +150,27 @@ def tenant_settings(settings: Settings, name: str) -> Settings:
 
 
 class Tenants:
-    """Every tenant's services, each opened once in a task of its own (their background work lives there) and
-    closed when the server stops."""
+    """Every tenant's services, each opened once in a task of its own (their background work lives there), and
+    closed when the server stops, when the tenant has had no request for `tenant_idle_minutes` or when its tokens
+    are revoked (never while a request of its is being served): connections to a database store scale with the
+    tenants in use, not with every tenant there is. A closed tenant's next request opens its services again."""
 
-    def __init__(self, settings: Settings, tokens: TenantTokens, open_services: Callable[[Settings], Any]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tokens: TenantTokens,
+        open_services: Callable[[Settings], Any],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings, self.tokens = settings, tokens
         self._open_services = open_services
+        self._clock = clock
         self._opened: dict[str, Any] = {}
         self._ready: dict[str, anyio.Event] = {}
         self._failed: dict[str, BaseException] = {}
+        self._closing: dict[str, anyio.Event] = {}  # set: that tenant's task closes its services
+        self._users: dict[str, int] = {}  # requests being served, per tenant
+        self._last_used: dict[str, float] = {}
         self._group: Any = None
         self._stopping = anyio.Event()
 
@@ -165,29 +178,69 @@ class Tenants:
     async def running(self) -> AsyncIterator[Tenants]:
         async with anyio.create_task_group() as group:
             self._group = group
+            if self.settings.tenant_idle_minutes > 0:
+                group.start_soon(self._close_idle_every, min(60.0, self.settings.tenant_idle_minutes * 15))
             try:
                 yield self
             finally:
                 self._stopping.set()  # each tenant's task closes its services
+                for closing in self._closing.values():
+                    closing.set()
+
+    @contextlib.asynccontextmanager
+    async def using(self, name: str) -> AsyncIterator[Any]:
+        """The tenant's services for one request: not closed while it is being served."""
+        self._users[name] = self._users.get(name, 0) + 1
+        try:
+            yield await self.services(name)
+        finally:
+            self._users[name] -= 1
+            self._last_used[name] = self._clock()
 
     async def services(self, name: str) -> Any:
         ready = self._ready.get(name)
         if ready is None:
             ready = self._ready[name] = anyio.Event()
             self._failed.pop(name, None)
-            self._group.start_soon(self._hold, name, ready)
+            self._closing[name] = closing = anyio.Event()
+            self._group.start_soon(self._hold, name, ready, closing)
         await ready.wait()
         if name in self._opened:
             return self._opened[name]
         raise self._failed.get(name) or StorageError(f"tenant {name}: its stores did not open")
 
-    async def _hold(self, name: str, ready: anyio.Event) -> None:
+    def close_idle(self) -> list[str]:
+        """Close the services of tenants with no request being served that are idle past the limit or revoked;
+        the tenants closed."""
+        limit_s = self.settings.tenant_idle_minutes * 60
+        known = set(self.tokens.names())
+        now = self._clock()
+        closed = []
+        for name in list(self._opened):
+            idle = now - self._last_used.get(name, now) >= limit_s > 0
+            if self._users.get(name, 0) == 0 and (idle or name not in known):
+                del self._ready[name]  # a request from now on opens them anew
+                self._closing.pop(name).set()
+                del self._opened[name]
+                closed.append(name)
+        return closed
+
+    async def _close_idle_every(self, seconds: float) -> None:
+        while not self._stopping.is_set():
+            with anyio.move_on_after(seconds):
+                await self._stopping.wait()
+            for name in self.close_idle():
+                log.info("tenant %s: its stores closed (idle or revoked); its next request opens them", name)
+
+    async def _hold(self, name: str, ready: anyio.Event, closing: anyio.Event) -> None:
         try:
             async with self._open_services(tenant_settings(self.settings, name)) as opened:
                 self._opened[name] = opened
+                self._last_used.setdefault(name, self._clock())
                 ready.set()
-                await self._stopping.wait()
-                del self._opened[name]
+                await closing.wait()
+                if self._opened.get(name) is opened:
+                    del self._opened[name]
         except Exception as exc:  # told to the requests that wait for it; tried again at the next request
             log.warning("tenant %s: its stores did not open (%s)", name, exc)
             self._failed[name] = exc
@@ -211,9 +264,9 @@ class TenantRouting:
         name = self.tenants.tokens.tenant_of(token)
         if name is None:  # never the server's own memory by default: revoked since the HTTP check, or malformed
             raise InvalidInputError("this request's token names no tenant")
-        opened = await self.tenants.services(name)
-        reset = current_services.set(opened)
-        try:
-            return await call_next(ctx)
-        finally:
-            current_services.reset(reset)
+        async with self.tenants.using(name) as opened:
+            reset = current_services.set(opened)
+            try:
+                return await call_next(ctx)
+            finally:
+                current_services.reset(reset)

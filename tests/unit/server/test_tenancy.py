@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from rockmem_mcp.config import Settings
@@ -71,3 +72,49 @@ def test_a_store_that_is_not_a_database_address_is_refused() -> None:
         with pytest.raises(ConfigError, match="ROCKMEM_STORE"):
             Settings.load({}, env={"ROCKMEM_STORE": typo})
     assert Settings.load({}, env={"ROCKMEM_STORE": "postgres://u@h/db"}).store == "postgres://u@h/db"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_idle_or_revoked_tenants_stores_close_and_reopen_at_its_next_request(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    from rockmem_mcp.server.tenancy import Tenants
+
+    path = tmp_path / "tenants.json"
+    edit_tenants(path, "design", "add")
+    edit_tenants(path, "ops", "add")
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def open_services(settings: Settings) -> AsyncIterator[str]:
+        name = settings.home.name
+        events.append(f"open {name}")
+        try:
+            yield f"services of {name}"
+        finally:
+            events.append(f"close {name}")
+
+    now = [0.0]
+    settings = Settings.load({"home": tmp_path, "tenant_idle_minutes": 15}, env={})
+    tenants = Tenants(settings, TenantTokens(path), open_services, clock=lambda: now[0])
+    async with tenants.running():
+        async with tenants.using("design") as design:
+            assert design == "services of design"
+            now[0] += 3600
+            assert tenants.close_idle() == []  # a request of its is being served: never closed under it
+        async with tenants.using("ops"):
+            pass
+        now[0] += 14 * 60
+        assert tenants.close_idle() == []  # idle 14 minutes: kept
+        now[0] += 2 * 60
+        assert sorted(tenants.close_idle()) == ["design", "ops"]
+        async with tenants.using("design") as again:
+            assert again == "services of design"  # opened anew
+        edit_tenants(path, "design", "revoke")
+        assert tenants.close_idle() == ["design"]  # revoked: closed at once, idle or not
+        await anyio.wait_all_tasks_blocked()
+    assert events == ["open design", "open ops", "close design", "close ops", "open design", "close design"]
