@@ -72,8 +72,9 @@ class PgGraphRows:
 
     on_disk = False
 
-    def __init__(self, db: Database, root: Path) -> None:
+    def __init__(self, db: Database, root: Path, lock: PgIdLocks | None = None) -> None:
         self.db = db
+        self.lock = lock  # the graph's write lock: a change is fenced by it (PgIdLocks.fence)
         self.root = root
         self.entities = PgRecordRows(db, ENTITY, root / "entities", Entity)
         self.triples = PgRecordRows(db, TRIPLE, root / "triples", Triple)
@@ -91,6 +92,8 @@ class PgGraphRows:
         if not puts and not removals:
             return
         with self.db.transaction() as cursor:
+            if self.lock is not None:
+                self.lock.fence(cursor, [STORE])
             if puts:
                 cursor.executemany(
                     "INSERT INTO graph_records (kind, id, doc) VALUES (%s, %s, %s)"
@@ -108,4 +111,5 @@ def open_graph_store(
 ) -> tuple[PgGraphRows, PgChangeFeed, PgIdLocks]:
     """The rows, the feed (only the graph's changes) and the store-wide write lock of a database's graph."""
     db = Database(url, schema)  # its own writer id: a replica skips only its own change rows
-    return PgGraphRows(db, graph_dir), PgChangeFeed(db, ParsedRows(0), store=STORE), PgIdLocks(db, STORE)
+    lock = PgIdLocks(db, STORE)
+    return PgGraphRows(db, graph_dir, lock), PgChangeFeed(db, ParsedRows(0), store=STORE), lock

@@ -90,8 +90,9 @@ class PgMemoryRows:
 
     on_disk = False
 
-    def __init__(self, db: Database, memory_dir: Path, parsed: ParsedRows) -> None:
+    def __init__(self, db: Database, memory_dir: Path, parsed: ParsedRows, locks: PgIdLocks | None = None) -> None:
         self.db = db
+        self.locks = locks  # a write is fenced by the ids' locks (PgIdLocks.fence)
         self.root = redacted(db.url)
         self._memory_dir = memory_dir
         self._warned: set[str] = set()
@@ -164,6 +165,8 @@ class PgMemoryRows:
         if rows:
             self._parsed.drop(e.id for e in written)  # whatever happens to the transaction
             with self.db.transaction() as cursor:
+                if self.locks is not None:
+                    self.locks.fence(cursor, (e.id for e in written))
                 cursor.executemany(
                     "INSERT INTO memories (id, category, doc) VALUES (%s, %s, %s) "
                     "ON CONFLICT (id) DO UPDATE SET category = EXCLUDED.category, doc = EXCLUDED.doc",
@@ -176,6 +179,8 @@ class PgMemoryRows:
     def remove(self, location: EntryLocation) -> bool:
         self._parsed.drop([location.entry_id])
         with self.db.transaction() as cursor:
+            if self.locks is not None:
+                self.locks.fence(cursor, [location.entry_id])
             cursor.execute(
                 "DELETE FROM memories WHERE id = %s AND category IS NOT DISTINCT FROM %s",
                 (location.entry_id, location.category),
@@ -407,6 +412,14 @@ class ChangeListener:
         self._thread.join(timeout=5)
 
 
+class LostLockError(StorageError):
+    def __init__(self) -> None:
+        super().__init__(
+            "the write lock on the shared store was lost (its connection dropped) before this change was written; "
+            "nothing was written: read the item again and retry"
+        )
+
+
 class PgIdLocks:
     """IdLocks' interface: session advisory locks on a connection of this process's own, held across the caller's
     code. Stripes this process holds already are not taken again (the service's own lock orders its threads)."""
@@ -461,6 +474,25 @@ class PgIdLocks:
     def _lock_key(self, stripe: int) -> int:
         return (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
 
+    def fence(self, cursor: Any, ids: Iterable[str]) -> None:
+        """Inside a write's transaction: refuse it (StorageError, the transaction rolled back) if a lock this process
+        took for these ids is no longer held — its connection was lost, so another replica may have changed them
+        since they were read. Ids written without their lock (none of the service's writes) are not checked."""
+        with self._lock:
+            stripes = {self._stripe(i) for i in ids} & self._held
+            conn = self._conn
+        if not stripes:
+            return
+        keys = [self._lock_key(stripe) for stripe in stripes]
+        pid = None if conn is None or conn.closed else conn.info.backend_pid
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s AND objsubid = 1"
+            " AND ((classid::bigint << 32) | objid::bigint) = ANY(%s)",
+            (pid, keys),
+        )
+        if cursor.fetchone()[0] != len(keys):
+            raise LostLockError()
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -473,7 +505,5 @@ def open_memory_store(
     parsed = ParsedRows()
     vectors = PgVectorRows(shared_database(url, "vectors", schema))  # the vector worker's thread: its own connection
     # The locks take a connection of their own from the same address (held across the caller's queries).
-    return (
-        PgMemoryRows(db, memory_dir, parsed), PgChangeFeed(db, parsed), PgIdLocks(db, "memory"),
-        SharedSnapshots(db), vectors,
-    )  # fmt: skip
+    locks = PgIdLocks(db, "memory")
+    return (PgMemoryRows(db, memory_dir, parsed, locks), PgChangeFeed(db, parsed), locks, SharedSnapshots(db), vectors)

@@ -318,3 +318,22 @@ def test_uses_on_one_replica_weigh_in_every_replicas_salience(replica: Replica) 
     two.reinforcer._pending[("memory", entry.id)] = Access(1, 0.0)
     two.reinforcer.flush()
     assert replica().get(entry.id).reinforcement_count == 2
+
+
+def test_a_write_whose_lock_connection_was_lost_is_refused_not_written(replica: Replica, database: str) -> None:  # noqa: F811
+    """Fencing: an id lock lives on its own connection; if that connection drops between the read and the write,
+    another replica may take the lock and change the memory, so the write (fenced in its transaction) is refused."""
+    from rockmem_mcp.storage.pg_memory import LostLockError
+
+    one, two = replica(), replica()
+    entry = one.save("The lamp burns kerosene")
+    with one._id_locks.hold([entry.id]):
+        pid = one._id_locks._conn.info.backend_pid  # type: ignore[attr-defined]
+        Database(database).all("SELECT pg_terminate_backend(%s)", (pid,))  # the lock's connection drops
+        with two._id_locks.hold([entry.id], wait=False) as taken:
+            assert taken  # the lock is free for another replica now
+        with pytest.raises(LostLockError, match="nothing was written"):
+            one.files.write_many([entry.model_copy(update={"content": "The lamp burns oil"})])
+    assert two.get(entry.id).content == "The lamp burns kerosene"
+    one.update(entry.id, content="The lamp burns oil")  # a new lock, a new connection: written
+    assert two.get(entry.id).content == "The lamp burns oil"
