@@ -3,25 +3,31 @@ and last use, each only ever raised), so salience weighs every replica's uses, n
 
 A flush upserts its batch with GREATEST (merging is idempotent, as a file home's records are) and writes the same
 records as change rows in the same transaction; each replica follows the others' through the change feed, as a
-file home's processes follow its journal. The table is the state: there is nothing to compact."""
+file home's processes follow its journal, at most once a second (a memory read asks first; salience may lag another
+replica's uses by that much). The table is the state: there is nothing to compact."""
 
 from __future__ import annotations
+
+import time
 
 from rockmem_mcp.storage.access_log import Access, Record
 from rockmem_mcp.storage.pg import Database
 from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed, append_changes
 
 STORE = "access"
+READ_EVERY_S = 1.0  # other replicas flush every salience_flush_s (2 s): a use reaches them within ~3 s
 
 
 class PgAccessLog:
     read_only = False
     state_damaged = False
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, every_s: float = READ_EVERY_S) -> None:
         self.db = db
         self.feed = PgChangeFeed(db, ParsedRows(0), store=STORE)
         self._position = self.feed.end()
+        self.every_s = every_s
+        self._read_at = time.monotonic()
 
     def close(self) -> None:
         self.db.close()
@@ -32,6 +38,12 @@ class PgAccessLog:
         return [(kind, item_id, Access(int(count), float(last))) for kind, item_id, count, last in rows]
 
     def read_new(self) -> list[Record]:
+        """Other replicas' flushes since the last read; asked of the store at most every `every_s` (a memory read
+        calls this first: salience may lag another replica's uses by that much, a read never pays a round trip
+        for them more often)."""
+        if time.monotonic() - self._read_at < self.every_s:
+            return []
+        self._read_at = time.monotonic()
         read = self.feed.read_since(self._position)
         if read.gap:
             return self.load()

@@ -308,6 +308,7 @@ def test_uses_on_one_replica_weigh_in_every_replicas_salience(replica: Replica) 
     """The access log is the store's (storage/pg_access_log.py): a use flushed by one replica is seen by another,
     and by a replica started afterwards, and the larger count wins whichever replica flushes last."""
     one, two = replica(), replica()
+    two.reinforcer._reader.every_s = 0  # type: ignore[union-attr]  # asks at every read (by default once a second)
     entry = one.save("Alice prefers green tea")
     one.reinforcer.settings = one.settings.model_copy(update={"reinforce_interval_s": 0})  # a use right after saving
     one.get(entry.id, reinforce=True)
