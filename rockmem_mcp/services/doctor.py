@@ -213,19 +213,80 @@ class Doctor:
                 except ValueError as exc:
                     report.findings.append(Finding("malformed", f"store:working/{root}", _first_line(exc)))
             report.checked["store working-memory roots"] = len(working)
+            self._database_graph(db, report, fix)
+            bad_lines = 0
+            for (line,) in db.all("SELECT line FROM daily_logs WHERE log = 'episodes'"):
+                try:
+                    Episode.model_validate_json(line)
+                except (ValueError, ValidationError):
+                    bad_lines += 1
+            if bad_lines:
+                detail = f"{bad_lines} episode row(s) do not parse; searches skip them"
+                report.findings.append(Finding("malformed", "store:daily_logs/episodes", detail))
             (changes,) = db.one("SELECT count(*) FROM changes")
             report.checked["store changes"] = int(changes)
             return ids
         finally:
             db.close()
 
-    def _quarantine_row(self, db: Any, row_id: str, doc: str, detail: str) -> str:
-        """A broken row's text kept as a file in quarantine/ (never lost), then the row deleted, with an audit line."""
-        folder = self.home / QUARANTINE / self._started.strftime("%Y%m%dT%H%M%SZ") / "store-memories"
+    def _database_graph(self, db: Any, report: DoctorReport, fix: bool) -> None:
+        """The graph's rows: each parses with its row's id, and each triple's ends exist; --fix quarantines a row
+        that fails (its text kept in quarantine/, the row deleted with its change row, so every replica drops it)."""
+        from rockmem_mcp.storage.pg_graph import ENTITY
+
+        rows = db.all("SELECT kind, id, doc FROM graph_records ORDER BY kind, id")
+        entities: set[str] = set()
+        triples: list[tuple[str, str, Triple]] = []
+        for kind, row_id, doc in rows:
+            try:
+                record = (Entity if kind == ENTITY else Triple).model_validate_json(doc)
+                if record.id != row_id:
+                    raise ValueError(f"holds id {record.id!r}")
+            except (ValueError, ValidationError) as exc:
+                self._database_finding(db, report, fix, "malformed", kind, row_id, doc, _first_line(exc))
+                continue
+            if isinstance(record, Entity):
+                entities.add(row_id)
+            else:
+                triples.append((row_id, doc, record))
+        for row_id, doc, triple in triples:
+            missing = [end for end in (triple.subject, triple.object) if end not in entities]
+            if missing:
+                detail = f"entity {', '.join(missing)} is gone"
+                self._database_finding(db, report, fix, "orphaned-triple", "t", row_id, doc, detail)
+        report.checked["store graph records"] = len(rows)
+
+    def _database_finding(
+        self, db: Any, report: DoctorReport, fix: bool, kind: str, record_kind: str, row_id: str, doc: str, detail: str
+    ) -> None:
+        from rockmem_mcp.storage.pg_graph import STORE
+        from rockmem_mcp.storage.pg_memory import append_changes
+
+        folder = "entities" if record_kind == "e" else "triples"
+        finding = Finding(kind, f"store:graph_records/{folder}/{row_id}", detail)
+        report.findings.append(finding)
+        if not fix:
+            return
+        kept = self._quarantine_text(f"store-graph-{folder}", row_id, doc)
+        with db.transaction() as cursor:
+            cursor.execute("DELETE FROM graph_records WHERE kind = %s AND id = %s", (record_kind, row_id))
+            append_changes(cursor, db.writer_id, [{"s": STORE, "k": record_kind, "id": row_id}])
+        moved = f"moved to {kept.relative_to(self.home)}"
+        self.audit.record("RENAME", self.settings.graph_dir / folder / f"{row_id}.json", f"{moved}: {detail}")
+        finding.fixed = moved
+
+    def _quarantine_text(self, folder_name: str, row_id: str, doc: str) -> Path:
+        """A row's text kept as a file under this run's quarantine/ folder (never lost)."""
+        folder = self.home / QUARANTINE / self._started.strftime("%Y%m%dT%H%M%SZ") / folder_name
         folder.mkdir(parents=True, exist_ok=True)
         self._quarantine_dir = folder.parent
         kept = folder / f"{row_id}.json"
         atomic_write(kept, doc.encode())
+        return kept
+
+    def _quarantine_row(self, db: Any, row_id: str, doc: str, detail: str) -> str:
+        """A broken row's text kept as a file in quarantine/ (never lost), then the row deleted, with an audit line."""
+        kept = self._quarantine_text("store-memories", row_id, doc)
         from rockmem_mcp.storage.pg_memory import STORE, append_changes
 
         with db.transaction() as cursor:  # the row and its change together: every replica drops it

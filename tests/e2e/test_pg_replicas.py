@@ -253,6 +253,38 @@ def test_doctor_checks_a_database_store_and_quarantines_a_broken_row(database: s
     assert json.loads(ok("--home", home, "get", kept["id"], "--json", env=env).stdout)["content"] == "A sound memory"
 
 
+def test_doctor_checks_the_stores_graph_rows_and_quarantines_broken_ones(database: str, tmp_path: Path) -> None:  # noqa: F811
+    import json
+
+    import psycopg
+
+    from rockmem_mcp.config import Settings
+    from rockmem_mcp.services.graph import GraphService
+    from tests.test_cli import clean_env, ok, rockmem
+
+    env = clean_env(ROCKMEM_STORE=database, ROCKMEM_EMBEDDING_MODEL="off")
+    home = tmp_path / "replica"
+    graph = GraphService(Settings.load({"home": tmp_path / "other", "store": database}, env={}))
+    graph.add_triples([{"subject": "Ida", "predicate": "keeps", "object": "the lighthouse"}])
+    graph.add_triples([{"subject": "Ida", "predicate": "knows", "object": "Bo"}])
+    bo = graph.resolve("Bo").id
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("DELETE FROM graph_records WHERE kind = 'e' AND id = %s", (bo,))  # leaves its triple orphaned
+        conn.execute("INSERT INTO graph_records (kind, id, doc) VALUES ('e', '0badc0ffee00', '{\"name\": 5')")
+    checked = rockmem("--home", home, "doctor", "--json", env=env)
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1 and report["checked"]["store graph records"] == 5
+    assert sorted(f["kind"] for f in report["findings"]) == ["malformed", "orphaned-triple"]
+    fixed = json.loads(rockmem("--home", home, "doctor", "--fix", "--json", env=env).stdout)
+    assert all(f["fixed"].startswith("moved to quarantine/") for f in fixed["findings"])
+    assert json.loads(ok("--home", home, "doctor", "--json", env=env).stdout)["healthy"]
+    assert [f.predicate for f in graph.traverse("Ida").facts] == ["keeps"]  # a running replica dropped the triple
+    graph.close()
+    fresh = GraphService(Settings.load({"home": tmp_path / "fresh", "store": database}, env={}))
+    assert fresh.stats() == {"entities": 2, "triples": 1}
+    fresh.close()
+
+
 async def test_two_replicas_share_one_core_memory(database: str, tmp_path: Path, stdio_server: Any, call: Any) -> None:  # noqa: F811
     """MEMORY.md is a row of the store: an edit through one replica is what the other loads; no critical-file
     alert is raised for a file that is not on disk."""
