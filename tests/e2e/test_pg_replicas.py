@@ -51,11 +51,13 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
     tmp_path: Path,
 ) -> None:
     """3 HTTP replicas on one database, 500 mixed calls each at once (saves, updates of their own memories,
-    archives, permanent deletes, searches and reads of the others'); one replica is SIGKILLed halfway. Afterwards
-    every acknowledged write is as acknowledged, seen from each surviving replica, and nothing deleted came back."""
+    archives, permanent deletes, facts added to the shared graph and topics deleted from it, searches); one replica
+    is SIGKILLed halfway. Afterwards every acknowledged write is as acknowledged, seen from each surviving replica,
+    and nothing deleted came back."""
     env = {"ROCKMEM_STORE": database, "ROCKMEM_EMBEDDING_MODEL": "off"}
     expected: dict[str, str | None] = {}  # id -> acknowledged content (None: acknowledged permanent delete)
     archived: dict[str, bool] = {}
+    topics: dict[str, str | None] = {}  # graph entity name -> who tracks it (None: acknowledged delete)
     with ExitStack() as stack:
         replicas = [
             stack.enter_context(serving_process(tmp_path / f"home-{n}", tmp_path / f"replica-{n}.log", **env))
@@ -67,6 +69,7 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
         async def storm(n: int) -> None:
             rng = random.Random(n)
             mine: list[str] = []
+            my_topics: list[str] = []
             try:
                 async with Client(urls[n]) as client:
                     for i in range(OPS_PER_REPLICA):
@@ -95,6 +98,18 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                             result = await client.call_tool("delete_memory", {"id": target, "permanent": True})
                             if not result.is_error:
                                 expected[target] = None
+                        elif roll < 0.86:
+                            topic, tracker = f"storm topic {n}-{i}", f"Tracker {n}"
+                            fact = {"subject": tracker, "predicate": "tracks", "object": topic}
+                            result = await client.call_tool("add_triples", {"triples": [fact]})
+                            if not result.is_error:
+                                topics[topic] = tracker
+                                my_topics.append(topic)
+                        elif roll < 0.89 and my_topics:
+                            topic = my_topics.pop(rng.randrange(len(my_topics)))
+                            result = await client.call_tool("delete_entity", {"name_or_id": topic})
+                            if not result.is_error:
+                                topics[topic] = None
                         else:
                             result = await client.call_tool("search_memory", {"query": "storms", "limit": 5})
                             assert not result.is_error
@@ -118,8 +133,17 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                     got = result.structured_content
                     assert got["content"] == content, entry_id
                     assert (got["archived_at"] is not None) == archived[entry_id], entry_id
+                for topic, tracker in topics.items():
+                    result = await client.call_tool("get_entity", {"name_or_id": topic})
+                    if tracker is None:
+                        assert result.is_error and "no entity named" in result.content[0].text, topic
+                        continue
+                    assert not result.is_error, (topic, result.content)
+                    facts = result.structured_content["facts"]
+                    assert [(f["subject"], f["predicate"]) for f in facts] == [(tracker, "tracks")], topic
     saves = sum(1 for c in expected.values() if c is not None)
-    assert saves > 300  # the storm did happen
+    assert saves > 250  # the storm did happen
+    assert sum(1 for t in topics.values() if t is not None) > 50 and None in topics.values()
 
 
 def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path) -> None:  # noqa: F811
