@@ -144,7 +144,10 @@ class AuditTrail:
         if history is None or not history.available:
             if not entries:
                 raise NotFoundError(f"nothing in the audit trail names {item!r}; check the id (search_memory)")
-            return AuditResult(entries=entries, note="git is not available here: versions are not kept")
+            note = "git is not available here: versions are not kept"
+            if history is not None and history.shared:
+                note = "the store is a database: versions are not kept here (its backups are the history)"
+            return AuditResult(entries=entries, note=note)
         history.flush()  # the newest change is then a version too
         versions = []
         for file in files:

@@ -93,8 +93,8 @@ class Rollback:
         if is_database_url(self.settings.store):
             raise InvalidInputError(
                 "rollback puts back a home's files from its git history; this server's store is a database, whose "
-                "history is the database's own backups (point-in-time recovery). The audit trail still says what "
-                "changed; to undo one change, write the old value back (memory_history or the audit line has it)"
+                "history is the database's own backups (point-in-time recovery). The audit trail still says who "
+                "changed what and when; to undo one change, write the old value back with the store's own tool"
             )
         if self.history is None or not self.history.available:
             raise InvalidInputError(

@@ -79,5 +79,6 @@ def test_rollback_refuses_on_a_database_store_and_keeps_no_git_history(database:
             rollback.revert_item(entry.id)
         assert memory.get(entry.id).content == "The lamp burns oil"
         assert not (settings.home / ".git").exists()
+        assert "its backups are the history" in (AuditTrail(memory.audit, history).item_history(entry.id).note or "")
     finally:
         memory.close()
