@@ -198,6 +198,7 @@ class Database:
         self.schema = schema  # a tenant's tables, in a schema of their own (made by migrate)
         self._psycopg = psycopg
         self.errors = psycopg.Error  # what a caller holding a connection of its own catches
+        self.lost = psycopg.OperationalError  # of those, a connection lost
         self._lock = threading.RLock()
         self._conn: Any = None
         self.writer_id = secrets.token_hex(6)

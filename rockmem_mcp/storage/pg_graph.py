@@ -74,7 +74,7 @@ class PgGraphRows:
 
     def __init__(self, db: Database, root: Path, lock: PgIdLocks | None = None) -> None:
         self.db = db
-        self.lock = lock  # the graph's write lock: a change is fenced by it (PgIdLocks.fence)
+        self.lock = lock  # the graph's write lock: a change is written on its connection (PgIdLocks.writing)
         self.root = root
         self.entities = PgRecordRows(db, ENTITY, root / "entities", Entity)
         self.triples = PgRecordRows(db, TRIPLE, root / "triples", Triple)
@@ -91,9 +91,8 @@ class PgGraphRows:
         removals = [(TRIPLE, i) for i in removed_triples] + [(ENTITY, i) for i in removed_entities]
         if not puts and not removals:
             return
-        with self.db.transaction() as cursor:
-            if self.lock is not None:
-                self.lock.fence(cursor, [STORE])
+        # On the connection holding the graph's lock (PgIdLocks.writing): lost with it, never applied after it.
+        with self.lock.writing([STORE]) if self.lock is not None else self.db.transaction() as cursor:
             if puts:
                 cursor.executemany(
                     "INSERT INTO graph_records (kind, id, doc) VALUES (%s, %s, %s)"

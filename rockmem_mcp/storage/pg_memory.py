@@ -92,11 +92,15 @@ class PgMemoryRows:
 
     def __init__(self, db: Database, memory_dir: Path, parsed: ParsedRows, locks: PgIdLocks | None = None) -> None:
         self.db = db
-        self.locks = locks  # a write is fenced by the ids' locks (PgIdLocks.fence)
+        self.locks = locks  # a write goes on the connection holding its ids' locks (PgIdLocks.writing)
         self.root = redacted(db.url)
         self._memory_dir = memory_dir
         self._warned: set[str] = set()
         self._parsed = parsed
+
+    def _transaction(self, ids: list[str]) -> contextlib.AbstractContextManager[Any]:
+        """A write's transaction: on the connection holding these ids' locks (PgIdLocks.writing)."""
+        return self.locks.writing(ids) if self.locks is not None else self.db.transaction()
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         folder = self._memory_dir.joinpath(*category.split("/")) if category else self._memory_dir
@@ -164,9 +168,7 @@ class PgMemoryRows:
         rows = [(e.id, e.category, self.encode(e)) for e in written]
         if rows:
             self._parsed.drop(e.id for e in written)  # whatever happens to the transaction
-            with self.db.transaction() as cursor:
-                if self.locks is not None:
-                    self.locks.fence(cursor, (e.id for e in written))
+            with self._transaction([e.id for e in written]) as cursor:
                 cursor.executemany(
                     "INSERT INTO memories (id, category, doc) VALUES (%s, %s, %s) "
                     "ON CONFLICT (id) DO UPDATE SET category = EXCLUDED.category, doc = EXCLUDED.doc",
@@ -178,9 +180,7 @@ class PgMemoryRows:
 
     def remove(self, location: EntryLocation) -> bool:
         self._parsed.drop([location.entry_id])
-        with self.db.transaction() as cursor:
-            if self.locks is not None:
-                self.locks.fence(cursor, [location.entry_id])
+        with self._transaction([location.entry_id]) as cursor:
             cursor.execute(
                 "DELETE FROM memories WHERE id = %s AND category IS NOT DISTINCT FROM %s",
                 (location.entry_id, location.category),
@@ -474,24 +474,34 @@ class PgIdLocks:
     def _lock_key(self, stripe: int) -> int:
         return (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
 
-    def fence(self, cursor: Any, ids: Iterable[str]) -> None:
-        """Inside a write's transaction: refuse it (StorageError, the transaction rolled back) if a lock this process
-        took for these ids is no longer held — its connection was lost, so another replica may have changed them
-        since they were read. Ids written without their lock (none of the service's writes) are not checked."""
+    @contextmanager
+    def writing(self, ids: Iterable[str]) -> Iterator[Any]:
+        """A cursor in one transaction for a write of these ids. When this process holds their locks, on the very
+        connection that holds them: should it be lost, the uncommitted write is lost with the locks (LostLockError),
+        so a replica that takes them next is never written over by a change read before. Else (a write without its
+        locks) on the store's query connection."""
+        wanted = {self._stripe(i) for i in ids}
         with self._lock:
-            stripes = {self._stripe(i) for i in ids} & self._held
-            conn = self._conn
-        if not stripes:
+            if not wanted & self._held:
+                conn = None
+            elif self._conn is None or self._conn.closed:
+                raise LostLockError()
+            else:
+                conn = self._conn
+        if conn is None:
+            with self.db.transaction() as cursor:
+                yield cursor
             return
-        keys = [self._lock_key(stripe) for stripe in stripes]
-        pid = None if conn is None or conn.closed else conn.info.backend_pid
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s AND objsubid = 1"
-            " AND ((classid::bigint << 32) | objid::bigint) = ANY(%s)",
-            (pid, keys),
-        )
-        if cursor.fetchone()[0] != len(keys):
-            raise LostLockError()
+        with self._lock:
+            try:
+                with conn.transaction(), conn.cursor() as cursor:
+                    yield cursor
+            except self.db.errors as exc:
+                if conn.closed or isinstance(exc, self.db.lost):
+                    self._conn = None
+                    log.warning("the id locks' connection to the store was lost mid-write: %s", exc)
+                    raise LostLockError() from None
+                self.db._failed(exc)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -321,20 +321,40 @@ def test_uses_on_one_replica_weigh_in_every_replicas_salience(replica: Replica) 
     assert replica().get(entry.id).reinforcement_count == 2
 
 
-def test_a_write_whose_lock_connection_was_lost_is_refused_not_written(replica: Replica, database: str) -> None:  # noqa: F811
-    """Fencing: an id lock lives on its own connection; if that connection drops between the read and the write,
-    another replica may take the lock and change the memory, so the write (fenced in its transaction) is refused."""
-    from rockmem_mcp.storage.pg_memory import LostLockError
+def test_a_write_whose_lock_connection_was_lost_is_refused_not_written(
+    replica: Replica,
+    database: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An id lock lives on its own connection, and the write goes on that same connection: if it drops after the
+    read — here between the row's write and its commit, while another replica takes the freed lock and updates
+    the memory — the first write is lost with the lock and refused, never committed over the other's."""
+    import threading
+
+    from rockmem_mcp.storage import pg_memory
 
     one, two = replica(), replica()
     entry = one.save("The lamp burns kerosene")
-    with one._id_locks.hold([entry.id]):
-        pid = one._id_locks._conn.info.backend_pid  # type: ignore[attr-defined]
-        Database(database).all("SELECT pg_terminate_backend(%s)", (pid,))  # the lock's connection drops
-        with two._id_locks.hold([entry.id], wait=False) as taken:
-            assert taken  # the lock is free for another replica now
-        with pytest.raises(LostLockError, match="nothing was written"):
-            one.files.write_many([entry.model_copy(update={"content": "The lamp burns oil"})])
-    assert two.get(entry.id).content == "The lamp burns kerosene"
-    one.update(entry.id, content="The lamp burns oil")  # a new lock, a new connection: written
-    assert two.get(entry.id).content == "The lamp burns oil"
+    real_append = pg_memory.append_changes
+    acknowledged: list[str] = []
+
+    def lose_the_lock_then_append(cursor: object, writer: str, records: list[dict[str, object]]) -> None:
+        if writer == one.files.db.writer_id:  # type: ignore[attr-defined]
+            pid = one._id_locks._conn.info.backend_pid  # type: ignore[attr-defined]
+            Database(database).all("SELECT pg_terminate_backend(%s)", (pid,))
+            other = threading.Thread(
+                target=lambda: acknowledged.append(two.update(entry.id, content="The lamp burns whale oil").content)
+            )
+            other.start()
+            other.join(10)
+        real_append(cursor, writer, records)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_memory, "append_changes", lose_the_lock_then_append)
+    with pytest.raises(pg_memory.LostLockError, match="nothing was written"):
+        one.update(entry.id, tags=["lamp"])
+    monkeypatch.setattr(pg_memory, "append_changes", real_append)
+    assert acknowledged == ["The lamp burns whale oil"]
+    fresh = replica().get(entry.id)
+    assert (fresh.content, fresh.tags) == ("The lamp burns whale oil", [])  # the acknowledged update stands
+    one.update(entry.id, tags=["lamp"])  # a new lock, a new connection: written over what it read now
+    assert two.get(entry.id).tags == ["lamp"] and two.get(entry.id).content == "The lamp burns whale oil"
