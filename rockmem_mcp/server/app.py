@@ -68,6 +68,7 @@ from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.services.working import sweep_expired
 from rockmem_mcp.services.working_vectors import WorkingVectors
 from rockmem_mcp.services.workspace import Workspace
+from rockmem_mcp.storage.pg import close_shared, is_database_url
 from rockmem_mcp.storage.reflection_files import reflection_store
 
 log = logging.getLogger(__name__)
@@ -316,17 +317,33 @@ async def open_services(
     finally:
         if before_close is not None:
             before_close()
+        closing: list[tuple[str, Callable[[], object]]] = []
         if opened.enricher is not None:
-            await anyio.to_thread.run_sync(opened.enricher.close)
+            closing.append(("the enricher", opened.enricher.close))
         if opened.reflection_triggers is not None:
-            await anyio.to_thread.run_sync(opened.reflection_triggers.close)
+            closing.append(("the reflection triggers", opened.reflection_triggers.close))
         if memory.read_only is None:
-            await anyio.to_thread.run_sync(episodes.close)  # its index, for the next start
+            closing.append(("the episode index", episodes.close))  # its index, for the next start
         if opened.history is not None:
-            await anyio.to_thread.run_sync(opened.history.close)  # commits what is pending
-        await anyio.to_thread.run_sync(_keep_windows, conversation)
-        await anyio.to_thread.run_sync(_close_graph, graph_opening)
-        await anyio.to_thread.run_sync(memory.close)
+            closing.append(("the history", opened.history.close))  # commits what is pending
+        closing.append(("the conversation windows", partial(_keep_windows, conversation)))
+        closing.append(("the graph", partial(_close_graph, graph_opening)))
+        closing.append(("long-term memory", memory.close))
+        if is_database_url(settings.store):  # the connections these stores shared in this process
+            closing.append(
+                ("the store's connections", partial(close_shared, str(settings.store), settings.store_schema))
+            )
+        await anyio.to_thread.run_sync(_close_each, closing)
+
+
+def _close_each(steps: list[tuple[str, Callable[[], object]]]) -> None:
+    """Every step, whatever one before it raised (a store that failed mid-close must not keep the others, or their
+    connections, open); a failure is logged."""
+    for what, close in steps:
+        try:
+            close()
+        except Exception as exc:
+            log.warning("closing %s failed (%s)", what, exc)
 
 
 def build_server(

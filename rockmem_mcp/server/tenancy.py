@@ -233,6 +233,7 @@ class Tenants:
                 log.info("tenant %s: its stores closed (idle or revoked); its next request opens them", name)
 
     async def _hold(self, name: str, ready: anyio.Event, closing: anyio.Event) -> None:
+        opened: Any = None
         try:
             async with self._open_services(tenant_settings(self.settings, name)) as opened:
                 self._opened[name] = opened
@@ -241,11 +242,18 @@ class Tenants:
                 await closing.wait()
                 if self._opened.get(name) is opened:
                     del self._opened[name]
-        except Exception as exc:  # told to the requests that wait for it; tried again at the next request
-            log.warning("tenant %s: its stores did not open (%s)", name, exc)
+        except Exception as exc:
+            if opened is not None:  # they opened and served: a failure while closing is only logged
+                log.warning("tenant %s: closing its stores failed (%s)", name, exc)
+                return
+            log.warning("tenant %s: its stores did not open (%s)", name, exc)  # told to the requests waiting
             self._failed[name] = exc
-            self._ready.pop(name, None)
+            if self._ready.get(name) is ready:  # not a newer opening's (tried again at the next request)
+                del self._ready[name]
             ready.set()
+        finally:
+            if self._closing.get(name) is closing:
+                del self._closing[name]
 
 
 class TenantRouting:

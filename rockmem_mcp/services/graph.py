@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.errors import InvalidInputError, NotFoundError, StorageError
 from rockmem_mcp.models import (
     EntitiesAdded,
     EntitiesMerged,
@@ -179,10 +179,12 @@ class GraphService:
         try:
             if self._changes_since_snapshot:
                 self.write_snapshot()
-        except OSError as exc:  # derived data: the next start reads the files instead
+        except (OSError, StorageError) as exc:  # derived data: the next start reads the files (or rows) instead
             log.warning("could not write the graph snapshot (%s)", exc)
         finally:
             self.journal.close()
+            if self._shared_lock is not None:
+                self._shared_lock.close()
             self._claim.close()
 
     # ------------------------------------------------------------------ in-memory index

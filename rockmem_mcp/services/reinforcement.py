@@ -166,4 +166,6 @@ class Reinforcer:
             self._thread.join()
         self.flush()
         if self._reader is not None:
-            self._reader.close()
+            with self._io_lock:
+                self._reader.close()
+                self._reader = self.log = None  # closed: a later catch_up (a close's last sync) reads nothing

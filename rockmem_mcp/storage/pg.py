@@ -112,6 +112,15 @@ def shared_database(url: str, purpose: str, schema: str | None = None) -> Databa
         return db
 
 
+def close_shared(url: str, schema: str | None) -> None:
+    """Close and forget this address and schema's shared connections (a tenant's stores closed, or the server's)."""
+    with _shared_lock:
+        gone = [key for key in _shared if key[0] == url and key[2] == schema]
+        databases = [_shared.pop(key) for key in gone]
+    for db in databases:
+        db.close()
+
+
 @contextmanager
 def store_lock(db: Database, key: int, wait: bool = True) -> Iterator[bool]:
     """A store-wide lock for the body (a session advisory lock, one per schema, on a connection of its own so the
@@ -211,7 +220,9 @@ class Database:
     def connect(self) -> Any:
         try:
             options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
-            return self._psycopg.connect(self.url, autocommit=True, **options)
+            # Named for operators (pg_stat_activity): whose connection it is, and which tenant's.
+            name = f"rockmem-mcp {self.schema}" if self.schema else "rockmem-mcp"
+            return self._psycopg.connect(self.url, autocommit=True, application_name=name, **options)
         except self._psycopg.OperationalError as exc:
             log.warning("cannot reach the store %s: %s", redacted(self.url), _first_line(exc))
             raise StorageError("cannot reach the shared store (the server's log says why)") from None

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -192,3 +193,32 @@ async def test_log_records_reach_only_their_own_tenants_sessions(tmp_path: Path,
             await call(b, "search_memory", query="note")
     assert received["alice"] and not any("alice" in line.lower() for line in received["bob"])
     assert received["bob"] == [] or all("dream " not in line for line in received["bob"])
+
+
+async def test_an_idle_tenants_connections_close_and_its_next_request_reopens_them(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+    call: Any,
+) -> None:
+    """With ROCKMEM_TENANT_IDLE_MINUTES short, a tenant's stores close after its last request: the tenant's
+    connections to the database (named for it in pg_stat_activity) all close, and its next request opens its
+    stores again, its memory intact."""
+    import psycopg
+
+    def connections() -> int:
+        with psycopg.connect(database, autocommit=True) as conn:
+            query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rockmem-mcp tenant_alice'"
+            return int(conn.execute(query).fetchone()[0])
+
+    tenants_file = tmp_path / "tenants.json"
+    env = {"ROCKMEM_TENANTS_FILE": str(tenants_file), "ROCKMEM_STORE": database, "ROCKMEM_TENANT_IDLE_MINUTES": "0.02"}
+    token = tenant_token(tenants_file, "add", "alice")
+    with serving(tmp_path / "home", tmp_path / "server.log", **env) as url:
+        async with as_tenant(url, token) as alice:
+            saved = await call(alice, "save_memory", content="Alice keeps the lighthouse log")
+            assert connections() >= 5
+        with anyio.fail_after(30):
+            while connections():  # the idle check runs every 0.3 s here
+                await anyio.sleep(0.1)
+        async with as_tenant(url, token) as alice:
+            assert (await call(alice, "get_memory", id=saved["id"]))["content"] == "Alice keeps the lighthouse log"

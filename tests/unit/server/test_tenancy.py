@@ -118,3 +118,44 @@ async def test_an_idle_or_revoked_tenants_stores_close_and_reopen_at_its_next_re
         assert tenants.close_idle() == ["design"]  # revoked: closed at once, idle or not
         await anyio.wait_all_tasks_blocked()
     assert events == ["open design", "open ops", "close design", "close ops", "open design", "close design"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_stores_that_fail_to_close_leave_the_tenants_next_opening_alone(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """A close that raises (a disk full writing a snapshot) is logged; it is not taken for a failed opening, so it
+    never drops the ready mark of the opening made since, and the server still stops."""
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    from rockmem_mcp.server.tenancy import Tenants
+
+    path = tmp_path / "tenants.json"
+    edit_tenants(path, "design", "add")
+    opened: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def open_services(settings: Settings) -> AsyncIterator[str]:
+        opened.append(len(opened) + 1)
+        number = len(opened)
+        yield f"services {number}"
+        if number == 1:
+            raise OSError("disk full while writing the snapshot")
+
+    now = [0.0]
+    settings = Settings.load({"home": tmp_path, "tenant_idle_minutes": 15}, env={})
+    tenants = Tenants(settings, TenantTokens(path), open_services, clock=lambda: now[0])
+    with anyio.fail_after(10):  # the server stops: nothing hangs
+        async with tenants.running():
+            async with tenants.using("design") as first:
+                assert first == "services 1"
+            now[0] += 3600
+            assert tenants.close_idle() == ["design"]
+            async with tenants.using("design") as second:  # while the first is closing (and failing)
+                assert second == "services 2"
+            await anyio.wait_all_tasks_blocked()
+            async with tenants.using("design") as third:
+                assert third == "services 2"  # the same opening: its ready mark was kept
+    assert opened == [1, 2]
