@@ -121,9 +121,13 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
     counted: list[AuditLine] = []
 
     def keep(lines: list[AuditLine]) -> list[AuditLine]:
+        nonlocal state
         old = [line for line in lines if line.time < cutoff]
         if not old:
             return lines
+        # Read again under the log's lock: another fold (a dream elsewhere, `audit prune`) may have saved since,
+        # and saving the state read before would drop its counts along with the lines it already removed.
+        state = _load_state(documents)
         known = state.folded_before
         new = [line for line in old if known is None or line.time >= known]
         counted.extend(new)

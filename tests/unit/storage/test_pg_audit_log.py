@@ -82,3 +82,29 @@ def test_rollback_refuses_on_a_database_store_and_keeps_no_git_history(database:
         assert "its backups are the history" in (AuditTrail(memory.audit, history).item_history(entry.id).note or "")
     finally:
         memory.close()
+
+
+def test_two_folds_at_once_lose_no_count(database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A fold that read the digests, then waited for the trail's lock while another fold saved, counts on top of
+    what that one saved (read again under the lock), never over it."""
+    import json
+
+    from rockmem_mcp.services import audit_retention
+
+    settings = replica_settings(tmp_path, "a", database)
+    trail = Audit(settings).log
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    old = [AuditLine(now - timedelta(days=200 + n), "CREATE", f"memory/x{n}.json", "main", "auto", "x")
+           for n in range(10)]  # fmt: skip
+    edge = AuditLine(now - timedelta(days=90, minutes=-1), "CREATE", "memory/edge.json", "main", "auto", "edge")
+    trail.append([*old, edge])  # `edge` is past retention for the later fold only
+    real_rewrite = trail.rewrite
+
+    def the_other_fold_first(keep: object) -> int:
+        fold_old_lines(settings, Audit(settings).log, now)  # another replica's fold, while this one waited
+        return real_rewrite(keep)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trail, "rewrite", the_other_fold_first)
+    fold_old_lines(settings, trail, now + timedelta(minutes=5))
+    state = json.loads(audit_retention.DigestDocuments(settings).read(audit_retention.STATE_NAME))
+    assert sum(month["lines"] for month in state["months"].values()) == 11
