@@ -1220,6 +1220,7 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.cli_progress import Meter
     from rockmem_mcp.services.graph import GraphService
     from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.services.store_migration import migrate_records
     from rockmem_mcp.services.transfer import HomeStores, migrate_memories, migrate_other_stores
     from rockmem_mcp.storage.pg import is_database_url, redacted
 
@@ -1247,6 +1248,9 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
         with Meter("migrating", "memories", len(source.index)) as meter:
             report = migrate_memories(source, target, meter.update)
         migrate_other_stores(source_others, target_others, report)
+        rest = migrate_records(source.settings, target.settings, source.reinforcer, target.reinforcer)
+        report.other_stores.update(rest.moved)
+        report.differing += rest.differing
     named = (redacted(args.source), redacted(args.target))
     if args.json:
         print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]}))

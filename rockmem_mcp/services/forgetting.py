@@ -84,6 +84,17 @@ class _Found:
     raw: float | None  # the store's relevance (None: none, e.g. a core line)
 
 
+def forgotten_store(settings: Settings) -> ForgottenFiles:
+    """What soft forgets keep: the home's files, or the database replicas share (restored through any of them)."""
+    where = (settings.home, settings.forgotten_dir, settings.meta_dir)
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_forgotten import PgForgottenRows
+
+        return PgForgottenRows(shared_database(str(settings.store), "stores", settings.store_schema), *where)
+    return ForgottenFiles(*where)
+
+
 class Forgetting:
     def __init__(
         self,
@@ -102,15 +113,7 @@ class Forgetting:
         self.procedures = procedures
         self._graph = graph
         self.core = core
-        where = (settings.home, settings.forgotten_dir, settings.meta_dir)
-        if is_database_url(settings.store):  # replicas share what was forgotten: restored through any of them
-            from rockmem_mcp.storage.pg import shared_database
-            from rockmem_mcp.storage.pg_forgotten import PgForgottenRows
-
-            db = shared_database(str(settings.store), "stores", settings.store_schema)
-            self.files: ForgottenFiles = PgForgottenRows(db, *where)
-        else:
-            self.files = ForgottenFiles(*where)
+        self.files = forgotten_store(settings)
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
         self._clock = clock
         self._core_words: tuple[str, list[tuple[str, str, set[str]]]] | None = None  # (version, lines)

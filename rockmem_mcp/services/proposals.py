@@ -117,6 +117,19 @@ def refusal(settings: Settings, tool: str) -> WritesGatedError:
     )
 
 
+def proposal_store(settings: Settings) -> ProposalFiles:
+    """The proposal queue: the home's files, or the database replicas share (a sub-agent's proposal is reviewed
+    through any replica)."""
+    where = (settings.home, settings.meta_dir / "proposals", settings.meta_dir / "proposals.lock",
+             settings.meta_dir / READABLE_NAME)  # fmt: skip
+    if is_database_url(settings.store):
+        from rockmem_mcp.storage.pg import shared_database
+        from rockmem_mcp.storage.pg_proposals import PgProposalRows
+
+        return PgProposalRows(shared_database(str(settings.store), "stores", settings.store_schema), *where)
+    return ProposalFiles(*where)
+
+
 class Proposals:
     def __init__(
         self,
@@ -133,15 +146,7 @@ class Proposals:
         self.audit = audit
         self.writer = writer
         self._written = written
-        where = (settings.home, settings.meta_dir / "proposals", settings.meta_dir / "proposals.lock",
-                 settings.meta_dir / READABLE_NAME)  # fmt: skip
-        if is_database_url(settings.store):  # replicas share one queue: a sub-agent's proposal, reviewed anywhere
-            from rockmem_mcp.storage.pg import shared_database
-            from rockmem_mcp.storage.pg_proposals import PgProposalRows
-
-            self.files = PgProposalRows(shared_database(str(settings.store), "stores", settings.store_schema), *where)
-        else:
-            self.files = ProposalFiles(*where)
+        self.files = proposal_store(settings)
         self._clock = clock
         self.gated = gates(settings)
         self.agent = agent_name(settings)

@@ -73,6 +73,15 @@ class Reinforcer:
                     changed[kind, item_id] = new
         return changed
 
+    def adopt(self, records: list[Record]) -> int:
+        """Uses learned elsewhere (a store moved here): merged (each field the larger) and written at the next
+        flush; how many changed anything."""
+        changed = self._merge(records)
+        with self._lock:
+            for key, access in changed.items():
+                self._pending[key] = access.merged(self._pending.get(key))
+        return len(changed)
+
     def accesses(self, kind: str) -> Mapping[str, Access]:
         return self.table.setdefault(kind, {})
 

@@ -53,6 +53,7 @@ from rockmem_mcp.services.working import drop_expired, make_room, namespace_of, 
 from rockmem_mcp.storage.atomic import atomic_create, remove_durably
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.storage.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ class HomeStores:
         # Markdown files a person edits, carried whole: core memory (a file, or the database's row) and the
         # workspace files (always the home's).
         self.core = core_document(settings)
+        self.shared = is_database_url(settings.store)  # a database: no workspace files of its own
         self.home_files = {CORE_NAME: settings.core_file, **{n: settings.home / n for n in WORKSPACE_FILES}}
         self.exported = 0
 
@@ -470,18 +472,27 @@ def migrate_memories(
 def migrate_other_stores(source: HomeStores, target: HomeStores, report: MigrationReport) -> None:
     """Copy the stores besides long-term memory (as a backup carries them: the graph, live working memory, the
     feedback and episode logs, procedures, core memory and the workspace files) from `source` to `target`; then
-    export the target and check that it holds every record the source does. A record the target kept its own of
-    (GraphService.restore, HomeStores.finish say when) is in `report.skipped`, not among the differing."""
-    lines = list(source.export_lines())
-    for line in lines:
-        target.add(json.loads(line))
-    report.other_stores, report.skipped = target.finish()
-    report.skipped = [reason for reason in report.skipped if reason]
+    export the target and check that it holds every record the source does. What the target does not take is in
+    `report.skipped` with the reason, not among the differing: a record it kept its own of (GraphService.restore,
+    HomeStores.finish say when), and the workspace files when it is a database (they are each replica's own, in
+    its home; the store has none)."""
+    skipped: list[str] = []
+    carried: list[tuple[str, str]] = []  # (line, how a skip reason names its record)
+    for line in source.export_lines():
+        record = json.loads(line)
+        named = f"{record['store']} {record.get('id') or record.get('name') or record.get('key')}"
+        if target.shared and record["store"] == "file" and record.get("name") != CORE_NAME:
+            skipped.append(f"{named}: a workspace file is each replica's own (in its home, not the store); copy it "
+                           "into the replicas' homes")  # fmt: skip
+            continue
+        target.add(record)
+        carried.append((line, named))
+    report.other_stores, kept = target.finish()
+    report.skipped = skipped + [reason for reason in kept if reason]
     held = set(target.export_lines())
-    for line in lines:
-        if line not in held:
-            record = json.loads(line)
-            report.differing.append(f"{record['store']} {record.get('id') or record.get('name') or record.get('key')}")
+    for line, named in carried:
+        if line not in held and not any(reason.startswith((f"{named}:", f"{named} ")) for reason in kept):
+            report.differing.append(named)
 
 
 # ------------------------------------------------------------------------ the reference memory server's graph

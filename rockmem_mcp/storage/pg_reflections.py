@@ -56,6 +56,17 @@ class PgReflectionRows(ReflectionFiles):
         rows = self.db.all("SELECT body FROM documents WHERE name = %s", (name,))
         return bytes(rows[0][0]).decode("utf-8", errors="replace")[-limit:] if rows else ""
 
+    def put_text(self, path: Path, text: str) -> bool:
+        name = self._documents.get(path)
+        if name is None:
+            return super().put_text(path, text)
+        with self.db.transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO documents (name, body, version) VALUES (%s, %s, 1) ON CONFLICT (name) DO NOTHING",
+                (name, text.encode("utf-8")),
+            )
+            return bool(cursor.rowcount)
+
     def _append(self, path: Path, heading: str, text: str) -> None:
         name = self._documents.get(path)
         if name is None:

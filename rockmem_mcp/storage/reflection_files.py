@@ -18,7 +18,7 @@ from pathlib import Path
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import CorruptEntryError, NotFoundError, RockmemError
 from rockmem_mcp.models import Reflection
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_create, atomic_write
 from rockmem_mcp.storage.daily_log import append_line
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes
 
@@ -140,6 +140,11 @@ class ReflectionFiles:
         except FileNotFoundError:
             return ""
         return text[-limit:]
+
+    def put_text(self, path: Path, text: str) -> bool:
+        """The whole log or evolution file, where there is none yet (a store moved here); False if there is one."""
+        make_folders(path.parent)
+        return atomic_create(path, text.encode("utf-8"))
 
     def _append(self, path: Path, heading: str, text: str) -> None:
         make_folders(path.parent)
