@@ -149,6 +149,16 @@ def tenant_settings(settings: Settings, name: str) -> Settings:
     )  # fmt: skip
 
 
+def idle_limit_minutes(settings: Settings) -> float:
+    """How long a tenant stays open without a request: the setting, but past the idle reflection when the server
+    runs reflections (its trigger — a conversation quiet that long — lives in the open services; closed sooner, it
+    would never fire)."""
+    minutes = settings.tenant_idle_minutes
+    if minutes > 0 and settings.reflection_in_server:
+        minutes = max(minutes, settings.reflection_idle_minutes + settings.reflection_check_seconds / 60 + 1)
+    return minutes
+
+
 class Tenants:
     """Every tenant's services, each opened once in a task of its own (their background work lives there), and
     closed when the server stops, when the tenant has had no request for `tenant_idle_minutes` or when its tokens
@@ -178,8 +188,8 @@ class Tenants:
     async def running(self) -> AsyncIterator[Tenants]:
         async with anyio.create_task_group() as group:
             self._group = group
-            if self.settings.tenant_idle_minutes > 0:
-                group.start_soon(self._close_idle_every, min(60.0, self.settings.tenant_idle_minutes * 15))
+            if (minutes := idle_limit_minutes(self.settings)) > 0:
+                group.start_soon(self._close_idle_every, min(60.0, minutes * 15))
             try:
                 yield self
             finally:
@@ -212,7 +222,7 @@ class Tenants:
     def close_idle(self) -> list[str]:
         """Close the services of tenants with no request being served that are idle past the limit or revoked;
         the tenants closed."""
-        limit_s = self.settings.tenant_idle_minutes * 60
+        limit_s = idle_limit_minutes(self.settings) * 60
         known = set(self.tokens.names())
         now = self._clock()
         closed = []

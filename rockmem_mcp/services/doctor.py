@@ -260,7 +260,7 @@ class Doctor:
         self, db: Any, report: DoctorReport, fix: bool, kind: str, record_kind: str, row_id: str, doc: str, detail: str
     ) -> None:
         from rockmem_mcp.storage.pg_graph import STORE
-        from rockmem_mcp.storage.pg_memory import append_changes
+        from rockmem_mcp.storage.pg_memory import PgIdLocks, append_changes
 
         folder = "entities" if record_kind == "e" else "triples"
         finding = Finding(kind, f"store:graph_records/{folder}/{row_id}", detail)
@@ -268,9 +268,16 @@ class Doctor:
         if not fix:
             return
         kept = self._quarantine_text(f"store-graph-{folder}", row_id, doc)
-        with db.transaction() as cursor:
-            cursor.execute("DELETE FROM graph_records WHERE kind = %s AND id = %s", (record_kind, row_id))
-            append_changes(cursor, db.writer_id, [{"s": STORE, "k": record_kind, "id": row_id}])
+        locks = PgIdLocks(db, STORE)  # the graph's write lock, as a replica's change holds it
+        try:
+            with locks.hold([STORE]), locks.writing([STORE]) as cursor:
+                cursor.execute("SELECT doc FROM graph_records WHERE kind = %s AND id = %s", (record_kind, row_id))
+                if cursor.fetchone() != (doc,):
+                    return  # changed or gone since it was checked: left to the next run
+                cursor.execute("DELETE FROM graph_records WHERE kind = %s AND id = %s", (record_kind, row_id))
+                append_changes(cursor, db.writer_id, [{"s": STORE, "k": record_kind, "id": row_id}])
+        finally:
+            locks.close()
         moved = f"moved to {kept.relative_to(self.home)}"
         self.audit.record("RENAME", self.settings.graph_dir / folder / f"{row_id}.json", f"{moved}: {detail}")
         finding.fixed = moved

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_LOCK = 7_261_001  # advisory lock keys (an arbitrary constant per purpose)
 CHANGES_LOCK = 7_261_002
-ID_LOCKS = 7_261_003
+LOGS_LOCK = 7_261_003  # was the id locks' single-key base; they use the two-int form now
 DREAM_LOCK = 7_261_004
 PROPOSALS_LOCK = 7_261_005
 PROCEDURES_LOCK = 7_261_006

@@ -15,6 +15,8 @@ from rockmem_mcp.storage.pg import Database
 from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed, append_changes
 
 STORE = "access"
+PRUNE_EVERY_S = 600.0  # how often a flush also drops old access change rows
+KEEP_S = 3600.0  # access change rows younger than this stay (a replica stalled longer misses those uses)
 READ_EVERY_S = 1.0  # other replicas flush every salience_flush_s (2 s): a use reaches them within ~3 s
 
 
@@ -28,6 +30,7 @@ class PgAccessLog:
         self._position = self.feed.end()
         self.every_s = every_s
         self._read_at = time.monotonic()
+        self._pruned_at = 0.0
 
     def close(self) -> None:
         self.db.close()
@@ -68,6 +71,14 @@ class PgAccessLog:
             )
             records = [{"s": STORE, "k": kind, "i": item_id, "n": n, "t": t} for kind, item_id, n, t in rows]
             append_changes(cursor, self.db.writer_id, records)
+            if time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+                # The table holds every use; its change rows only carry them to replicas following the feed (each
+                # reads it every second), so old ones go, or a read-heavy store's feed would grow without end.
+                self._pruned_at = time.monotonic()
+                cursor.execute(
+                    "DELETE FROM changes WHERE record->>'s' = %s AND at < now() - make_interval(secs => %s)",
+                    (STORE, KEEP_S),
+                )
 
     def needs_compaction(self, limit_bytes: int) -> bool:
         return False

@@ -17,7 +17,7 @@ from typing import Generic
 from pydantic import ValidationError
 
 from rockmem_mcp.storage.daily_log import Record
-from rockmem_mcp.storage.pg import Database
+from rockmem_mcp.storage.pg import LOGS_LOCK, Database
 from rockmem_mcp.storage.pg_memory import append_changes
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,11 @@ class PgDailyLog(Generic[Record]):
 
     def append(self, record: Record, day: date) -> None:
         with self.db.transaction() as cursor:
+            # Appends to one log commit in the order of their row numbers (the lock is held to the commit), so a
+            # reader that consumed up to a row never skips one that committed later with a smaller number.
+            cursor.execute(
+                f"SELECT pg_advisory_xact_lock({LOGS_LOCK}, hashtext(current_schema() || ':' || %s))", (self.name,)
+            )
             cursor.execute(
                 "INSERT INTO daily_logs (log, day, line) VALUES (%s, %s, %s) RETURNING seq",
                 (self.name, day, record.model_dump_json()),

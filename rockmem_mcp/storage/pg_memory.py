@@ -30,7 +30,7 @@ from rockmem_mcp.models import MemoryEntry
 from rockmem_mcp.search.vectors import STAMP_BYTES, vector_stamp
 from rockmem_mcp.storage.changes import JournalPosition, JournalRead
 from rockmem_mcp.storage.memory_files import EntryLocation
-from rockmem_mcp.storage.pg import CHANGES_LOCK, ID_LOCKS, NOTIFY_CHANNEL, Database, redacted, shared_database
+from rockmem_mcp.storage.pg import CHANGES_LOCK, NOTIFY_CHANNEL, Database, redacted, shared_database
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +73,19 @@ class ParsedRows:
 STORE = "memory"  # the records' store name, as MemoryService journals them
 
 
+# One lock per schema (a tenant's changes wait only for that tenant's), held to the transaction's end.
+CHANGES_IN_ORDER = f"SELECT pg_advisory_xact_lock({CHANGES_LOCK}, hashtext(current_schema()))"
+
+
 def append_changes(cursor: Any, writer: str, records: list[dict[str, Any]]) -> None:
     """Change rows inside the caller's transaction, in commit order (CHANGES_LOCK: a sequence number is taken only
     by the transaction that will commit next), with a NOTIFY that wakes the other replicas at commit."""
-    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))
+    cursor.execute(CHANGES_IN_ORDER)
     cursor.executemany(
         "INSERT INTO changes (writer, record) VALUES (%s, %s)",
         [(writer, json.dumps(r, separators=(",", ":"))) for r in records],
     )
-    cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+    cursor.execute("SELECT pg_notify(%s, current_schema())", (NOTIFY_CHANNEL,))  # the tenant's, as the payload
 
 
 class PgMemoryRows:
@@ -276,7 +280,7 @@ class PgChangeFeed:
         if before is not None:
             before()
         with self.db.transaction() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK,))
+            cursor.execute(CHANGES_IN_ORDER)
             cursor.execute("SELECT min(seq) FROM snapshots")
             (kept,) = cursor.fetchone()
             cutoff = (kept or 0) - KEEP_CHANGES
@@ -397,8 +401,10 @@ class ChangeListener:
                 continue
             try:
                 conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                (schema,) = conn.execute("SELECT current_schema()").fetchone()
                 while not self._stop.is_set():
-                    if any(True for _ in conn.notifies(timeout=0.5, stop_after=1)):
+                    # Every tenant's writes notify the one channel; the payload says whose: only ours wake us.
+                    if any(note.payload == schema for note in conn.notifies(timeout=0.5, stop_after=8)):
                         self.woken()
             except Exception as exc:  # a lost connection: listen again (the feed is still the truth)
                 log.debug("change listener: %s", exc)
@@ -426,7 +432,8 @@ class PgIdLocks:
 
     def __init__(self, db: Database, prefix: str) -> None:
         self.db = db
-        self._key = zlib.crc32(f"{prefix}:{db.schema or ''}".encode()) & 0x7FFFFFFF  # tenants apart
+        # The two-int form of advisory locks: (this store and tenant, stripe), a keyspace of its own.
+        self._key = zlib.crc32(f"{prefix}:{db.schema or ''}".encode()) - (1 << 31)  # a signed int4
         self._held: set[int] = set()
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -450,10 +457,9 @@ class PgIdLocks:
                 try:
                     conn = self._connection()
                     for stripe in stripes:
-                        key = self._lock_key(stripe)
                         if wait:
-                            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                        elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                            conn.execute("SELECT pg_advisory_lock(%s, %s)", (self._key, stripe))
+                        elif not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (self._key, stripe)).fetchone()[0]:
                             break
                         taken.append(stripe)
                 except self.db.errors as exc:
@@ -467,12 +473,9 @@ class PgIdLocks:
                 if taken and self._conn is not None:
                     try:
                         for stripe in taken:
-                            self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key(stripe),))
+                            self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (self._key, stripe))
                     except self.db.errors:  # the connection is gone, and its locks with it
                         self._conn = None
-
-    def _lock_key(self, stripe: int) -> int:
-        return (ID_LOCKS << 8) + self._key % 256 * STRIPES + stripe
 
     @contextmanager
     def writing(self, ids: Iterable[str]) -> Iterator[Any]:

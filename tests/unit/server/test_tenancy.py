@@ -159,3 +159,17 @@ async def test_stores_that_fail_to_close_leave_the_tenants_next_opening_alone(
             async with tenants.using("design") as third:
                 assert third == "services 2"  # the same opening: its ready mark was kept
     assert opened == [1, 2]
+
+
+def test_a_tenant_stays_open_past_its_idle_reflection_when_the_server_runs_them(tmp_path: Path) -> None:
+    from rockmem_mcp.server.tenancy import idle_limit_minutes
+
+    plain = Settings.load({"home": tmp_path, "tenant_idle_minutes": 15}, env={})
+    reflecting = Settings.load(
+        {"home": tmp_path, "tenant_idle_minutes": 15, "reflection_in_server": True, "reflection_idle_minutes": 30},
+        env={},
+    )
+    assert idle_limit_minutes(plain) == 15
+    assert idle_limit_minutes(reflecting) > 31  # the idle trigger, and its next check, come first
+    never = Settings.load({"home": tmp_path, "tenant_idle_minutes": 0, "reflection_in_server": True}, env={})
+    assert idle_limit_minutes(never) == 0

@@ -358,3 +358,22 @@ def test_a_write_whose_lock_connection_was_lost_is_refused_not_written(
     assert (fresh.content, fresh.tags) == ("The lamp burns whale oil", [])  # the acknowledged update stands
     one.update(entry.id, tags=["lamp"])  # a new lock, a new connection: written over what it read now
     assert two.get(entry.id).tags == ["lamp"] and two.get(entry.id).content == "The lamp burns whale oil"
+
+
+def test_old_access_change_rows_are_pruned_by_a_flush(replica: Replica, database: str) -> None:  # noqa: F811
+    """Uses are kept in the access table; their change rows only carry them to other replicas, so those older than
+    an hour go (a read-heavy store's feed would otherwise grow without end), and the uses stay."""
+    one = replica()
+    entry = one.save("Alice prefers green tea")
+    one.reinforcer.settings = one.settings.model_copy(update={"reinforce_interval_s": 0})
+    one.get(entry.id, reinforce=True)
+    one.reinforcer.flush()
+    db = Database(database)
+    with db.transaction() as cursor:
+        cursor.execute("UPDATE changes SET at = now() - interval '2 hours' WHERE record->>'s' = 'access'")
+    one.get(entry.id, reinforce=True)
+    one.reinforcer.log._pruned_at = 0.0  # type: ignore[union-attr]  # ten minutes later: this flush prunes too
+    one.reinforcer.flush()
+    (old,) = db.one("SELECT count(*) FROM changes WHERE record->>'s' = 'access' AND at < now() - interval '1 hour'")
+    (kept,) = db.one("SELECT count FROM access WHERE id = %s", (entry.id,))
+    assert old == 0 and kept == 3
