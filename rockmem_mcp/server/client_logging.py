@@ -42,7 +42,7 @@ class ClientLogging(logging.Handler):
         super().__init__(level=logging.DEBUG)
         self._lock = threading.Lock()
         # connection -> (its session, the level it asked for, the loop that sends, its tenant)
-        self._sessions: dict[int, tuple[Any, int, asyncio.AbstractEventLoop, int]] = {}
+        self._sessions: dict[int, tuple[Any, int, asyncio.AbstractEventLoop, str]] = {}
 
     def register(self, server: MCPServer[Any]) -> None:
         lowlevel = server._lowlevel_server  # the SDK has no public way to add this handler

@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 GONE = "gone"  # the digest of a resource that can no longer be read
 
 
-Watched = tuple[int, str]  # (the caller's tenant, as `_scope` tells it; the address)
+Watched = tuple[str, str]  # (the caller's tenant, as `_scope` tells it; the address)
 
 
-def _scope() -> int:
+def _scope() -> str:
     """Which tenant's stores a request reaches: addresses are watched per tenant, so one tenant's change is never
     compared with, or told to, another's subscribers."""
     return scope()
@@ -53,7 +53,7 @@ class ResourceSubscriptions:
         self._sessions: dict[Watched, dict[int, Any]] = {}  # -> {id(connection): its session}
         self._listening: dict[Watched, int] = {}  # -> open listen streams naming it (2026-07-28)
         self._digests: dict[Watched, str] = {}  # -> digest of what was last read there
-        self._streams: dict[int, tuple[InMemorySubscriptionBus, ListenHandler]] = {}  # a bus per tenant
+        self._streams: dict[str, tuple[InMemorySubscriptionBus, ListenHandler]] = {}  # a bus per tenant
 
     def register(self, server: MCPServer[Any]) -> None:
         self.server = server
@@ -64,7 +64,7 @@ class ResourceSubscriptions:
         lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, self._listen_stream)
         server.middleware.append(self)
 
-    def _bus(self, scope: int) -> tuple[InMemorySubscriptionBus, ListenHandler]:
+    def _bus(self, scope: str) -> tuple[InMemorySubscriptionBus, ListenHandler]:
         found = self._streams.get(scope)
         if found is None:
             bus = InMemorySubscriptionBus()

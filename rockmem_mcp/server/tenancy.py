@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 # No '_': a schema name is the tenant's with '-' as '_', which must name one tenant only ('a-b' and 'a_b' would not).
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 current_services: ContextVar[Any] = ContextVar("rockmem_tenant_services", default=None)
+current_tenant: ContextVar[str] = ContextVar("rockmem_tenant", default="")
 
 
 def token_hash(token: str) -> str:
@@ -57,10 +58,11 @@ def bearer_of(authorizations: list[str]) -> str | None:
     return words[1] if len(words) == 2 and words[0].lower() == "bearer" else None
 
 
-def scope() -> int:
-    """Which tenant a request (or a log record made while serving it) belongs to: 0 for the server's own."""
-    opened = current_services.get()
-    return 0 if opened is None else id(opened)
+def scope() -> str:
+    """Which tenant a request (or a log record made while serving it) belongs to: its name, "" for the server's
+    own. A name, not the services' identity: a tenant's stores close when idle and reopen, and what it subscribed
+    to stays its own across that."""
+    return current_tenant.get()
 
 
 class TenantTokens:
@@ -179,6 +181,7 @@ class Tenants:
         self._ready: dict[str, anyio.Event] = {}
         self._failed: dict[str, BaseException] = {}
         self._closing: dict[str, anyio.Event] = {}  # set: that tenant's task closes its services
+        self._closed: dict[str, anyio.Event] = {}  # set when a tenant's latest opening has closed
         self._users: dict[str, int] = {}  # requests being served, per tenant
         self._last_used: dict[str, float] = {}
         self._group: Any = None
@@ -213,7 +216,9 @@ class Tenants:
             ready = self._ready[name] = anyio.Event()
             self._failed.pop(name, None)
             self._closing[name] = closing = anyio.Event()
-            self._group.start_soon(self._hold, name, ready, closing)
+            previous = self._closed.get(name)  # an earlier opening still closing: its connections go first
+            self._closed[name] = closed = anyio.Event()
+            self._group.start_soon(self._hold, name, ready, closing, previous, closed)
         await ready.wait()
         if name in self._opened:
             return self._opened[name]
@@ -242,9 +247,13 @@ class Tenants:
             for name in self.close_idle():
                 log.info("tenant %s: its stores closed (idle or revoked); its next request opens them", name)
 
-    async def _hold(self, name: str, ready: anyio.Event, closing: anyio.Event) -> None:
+    async def _hold(
+        self, name: str, ready: anyio.Event, closing: anyio.Event, previous: anyio.Event | None, closed: anyio.Event
+    ) -> None:
         opened: Any = None
         try:
+            if previous is not None:
+                await previous.wait()  # its close releases the tenant's shared connections, which this one reopens
             async with self._open_services(tenant_settings(self.settings, name)) as opened:
                 self._opened[name] = opened
                 self._last_used.setdefault(name, self._clock())
@@ -264,6 +273,7 @@ class Tenants:
         finally:
             if self._closing.get(name) is closing:
                 del self._closing[name]
+            closed.set()
 
 
 class TenantRouting:
@@ -283,8 +293,9 @@ class TenantRouting:
         if name is None:  # never the server's own memory by default: revoked since the HTTP check, or malformed
             raise InvalidInputError("this request's token names no tenant")
         async with self.tenants.using(name) as opened:
-            reset = current_services.set(opened)
+            reset, named = current_services.set(opened), current_tenant.set(name)
             try:
                 return await call_next(ctx)
             finally:
+                current_tenant.reset(named)
                 current_services.reset(reset)

@@ -222,3 +222,36 @@ async def test_an_idle_tenants_connections_close_and_its_next_request_reopens_th
                 await anyio.sleep(0.1)
         async with as_tenant(url, token) as alice:
             assert (await call(alice, "get_memory", id=saved["id"]))["content"] == "Alice keeps the lighthouse log"
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_a_subscription_outlives_its_tenants_idle_close(tmp_path: Path) -> None:
+    """Subscriptions are the tenant's, not its open stores': a client that subscribed before the tenant's stores
+    closed for idleness hears of the change it makes after they reopened."""
+    from mcp_types import ResourceUpdatedNotification
+
+    tenants_file = tmp_path / "tenants.json"
+    token = tenant_token(tenants_file, "add", "alice")
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        note = getattr(message, "root", message)
+        if isinstance(note, ResourceUpdatedNotification) and str(note.params.uri) == "rockmem://core":
+            told.set()
+
+    env = {"ROCKMEM_TENANTS_FILE": str(tenants_file), "ROCKMEM_TENANT_IDLE_MINUTES": "0.02",
+           "ROCKMEM_LOG_LEVEL": "INFO"}  # fmt: skip
+    log = tmp_path / "server.log"
+    with serving(tmp_path / "home", log, **env) as url:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="legacy", message_handler=on_message) as alice:
+            await alice.subscribe_resource("rockmem://core")
+            with anyio.fail_after(30):
+                while "tenant alice: its stores closed" not in log.read_text():  # idle: closed after ~1 s
+                    await anyio.sleep(0.1)
+            version = (await alice.call_tool("core_memory", {"action": "read"})).structured_content["version"]
+            edit = {"action": "append", "block": "Persona", "text": "Speaks briefly.", "version": version}
+            assert not (await alice.call_tool("core_memory", edit)).is_error
+            with anyio.fail_after(10):
+                await told.wait()

@@ -13,6 +13,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ConfigError, InvalidInputError
 from rockmem_mcp.server.tenancy import TenantTokens, edit_tenants, tenant_settings, token_hash
+from tests.pg_server import database  # noqa: F401  (the fixture)
 
 
 def test_tokens_are_kept_as_hashes_and_changes_are_read_without_a_restart(tmp_path: Path) -> None:
@@ -173,3 +174,49 @@ def test_a_tenant_stays_open_past_its_idle_reflection_when_the_server_runs_them(
     assert idle_limit_minutes(reflecting) > 31  # the idle trigger, and its next check, come first
     never = Settings.load({"home": tmp_path, "tenant_idle_minutes": 0, "reflection_in_server": True}, env={})
     assert idle_limit_minutes(never) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_tenant_reopened_while_its_stores_close_leaves_no_connection_open(
+    tmp_path: Path,
+    anyio_backend: str,
+    monkeypatch: pytest.MonkeyPatch,
+    database: str,  # noqa: F811
+) -> None:
+    """The next request arrives while an idle close is still running (a big snapshot being written): the new
+    opening waits for it, so the old close cannot take the shared connections the new one uses; after the server
+    stops, none of the tenant's connections is left."""
+    import time
+
+    import psycopg
+
+    from rockmem_mcp.server.app import open_services
+    from rockmem_mcp.server.tenancy import Tenants
+    from rockmem_mcp.services.memory import MemoryService
+
+    url = database
+    real_close = MemoryService.close
+
+    def slow_close(self: MemoryService) -> None:
+        time.sleep(1.0)
+        real_close(self)
+
+    monkeypatch.setattr(MemoryService, "close", slow_close)
+    path = tmp_path / "tenants.json"
+    edit_tenants(path, "alice", "add")
+    settings = Settings.load({"home": tmp_path / "home", "store": url, "tenant_idle_minutes": 15},
+                             env={"ROCKMEM_EMBEDDING_MODEL": "off"})  # fmt: skip
+    now = [0.0]
+    tenants = Tenants(settings, TenantTokens(path), open_services, clock=lambda: now[0])
+    async with tenants.running():
+        async with tenants.using("alice") as first:
+            await anyio.to_thread.run_sync(first.memory.save, "Alice keeps the lighthouse log")
+        now[0] += 3600
+        assert tenants.close_idle() == ["alice"]
+        async with tenants.using("alice") as second:  # at once, while the first close sleeps
+            found = await anyio.to_thread.run_sync(second.memory.search, "lighthouse")
+            assert [hit.entry.content for hit in found.results] == ["Alice keeps the lighthouse log"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rockmem-mcp tenant_alice'"
+        assert conn.execute(query).fetchone() == (0,)
