@@ -203,6 +203,17 @@ async def test_a_tenant_reopened_while_its_stores_close_leaves_no_connection_ope
         real_close(self)
 
     monkeypatch.setattr(MemoryService, "close", slow_close)
+    import threading
+
+    from rockmem_mcp.server import app
+
+    real_close_shared, shared_closed = app.close_shared, threading.Event()
+
+    def close_shared(url: str, schema: str | None) -> None:
+        real_close_shared(url, schema)
+        shared_closed.set()
+
+    monkeypatch.setattr(app, "close_shared", close_shared)
     path = tmp_path / "tenants.json"
     edit_tenants(path, "alice", "add")
     settings = Settings.load({"home": tmp_path / "home", "store": url, "tenant_idle_minutes": 15},
@@ -217,6 +228,8 @@ async def test_a_tenant_reopened_while_its_stores_close_leaves_no_connection_ope
         async with tenants.using("alice") as second:  # at once, while the first close sleeps
             found = await anyio.to_thread.run_sync(second.memory.search, "lighthouse")
             assert [hit.entry.content for hit in found.results] == ["Alice keeps the lighthouse log"]
+            assert await anyio.to_thread.run_sync(shared_closed.wait, 10)  # the first opening's close is done
+            await anyio.to_thread.run_sync(second.memory.save, "Alice saved again")  # its audit line: shared
     with psycopg.connect(url, autocommit=True) as conn:
         query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rockmem-mcp tenant_alice'"
         assert conn.execute(query).fetchone() == (0,)
