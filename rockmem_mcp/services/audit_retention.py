@@ -137,7 +137,7 @@ def fold_old_lines(settings: Settings, audit_log: AuditLog, now: datetime) -> Fo
         _save(state, documents, settings.audit_retention_days)  # before the lines leave the log
         return [line for line in lines if line.time >= cutoff]
 
-    dropped = audit_log.rewrite(keep)
+    dropped = audit_log.rewrite(keep, older_than=cutoff)
     if dropped:  # the digest changed: its own line, so the history commits it (the state file is bookkeeping)
         summary = f"folded {dropped} line(s) older than {settings.audit_retention_days} days into the monthly digests"
         audit_log.append(

@@ -140,9 +140,10 @@ class AuditLog:
             if line is not None:
                 yield line
 
-    def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]]) -> int:
+    def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]], older_than: datetime | None = None) -> int:
         """Replace the log with `keep(lines)` atomically, under the lock appenders take (an append waiting
-        meanwhile lands in the new file); returns how many lines went. Torn lines are dropped."""
+        meanwhile lands in the new file); returns how many lines went. Torn lines are dropped. `older_than`: a hint
+        that `keep` changes nothing newer (a database's trail reads only those; a file is rewritten whole)."""
         try:
             fd = open_fd(self.path, os.O_RDWR)
         except FileNotFoundError:
@@ -151,7 +152,7 @@ class AuditLog:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if not still_at(fd, self.path):
-                    return self.rewrite(keep)
+                    return self.rewrite(keep, older_than)
             current = list(self.lines())
             kept = keep(current)
             if len(kept) == len(current):

@@ -36,6 +36,7 @@ PROCEDURES_LOCK = 7_261_006
 CORE_LOCK = 7_261_007
 REFLECTION_LOCK = 7_261_008
 FORGET_LOCK = 7_261_009
+AUDIT_FOLD_LOCK = 7_261_010
 NOTIFY_CHANNEL = "rockmem_changes"
 
 # (version, statements): applied in order, each once; never edit one that has shipped, add the next.
@@ -97,6 +98,8 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " last double precision NOT NULL, PRIMARY KEY (kind, id))",
         ],
     ),
+    # A line starts with its time (24 characters, ISO 8601 in UTC): retention finds the old ones by it.
+    (16, ["CREATE INDEX IF NOT EXISTS audit_lines_by_time ON audit_lines ((left(line, 24)))"]),
 ]
 
 _shared: dict[tuple[str, str, str | None], Database] = {}

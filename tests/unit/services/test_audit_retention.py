@@ -114,7 +114,9 @@ def test_a_crash_between_the_digest_and_the_logs_rewrite_leaves_the_lines_and_co
 ) -> None:
     rewrite = AuditLog.rewrite
 
-    def crash_after_the_digest(self: AuditLog, keep: Callable[[list[AuditLine]], list[AuditLine]]) -> int:
+    def crash_after_the_digest(
+        self: AuditLog, keep: Callable[[list[AuditLine]], list[AuditLine]], older_than: object = None
+    ) -> int:
         keep(list(self.lines()))  # the digest is written, then the process dies before the log is replaced
         raise OSError("killed")
 

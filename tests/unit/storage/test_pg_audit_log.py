@@ -19,6 +19,7 @@ from rockmem_mcp.services.history import GitHistory
 from rockmem_mcp.services.memory import MemoryService
 from rockmem_mcp.services.rollback import Rollback
 from rockmem_mcp.storage.audit_log import AuditLine
+from rockmem_mcp.storage.pg import Database
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
 
@@ -100,11 +101,43 @@ def test_two_folds_at_once_lose_no_count(database: str, tmp_path: Path, monkeypa
     trail.append([*old, edge])  # `edge` is past retention for the later fold only
     real_rewrite = trail.rewrite
 
-    def the_other_fold_first(keep: object) -> int:
+    def the_other_fold_first(keep: object, older_than: datetime | None = None) -> int:
         fold_old_lines(settings, Audit(settings).log, now)  # another replica's fold, while this one waited
-        return real_rewrite(keep)  # type: ignore[arg-type]
+        return real_rewrite(keep, older_than)  # type: ignore[arg-type]
 
     monkeypatch.setattr(trail, "rewrite", the_other_fold_first)
     fold_old_lines(settings, trail, now + timedelta(minutes=5))
     state = json.loads(audit_retention.DigestDocuments(settings).read(audit_retention.STATE_NAME))
     assert sum(month["lines"] for month in state["months"].values()) == 11
+
+
+def test_a_fold_reads_only_old_lines_and_never_holds_up_an_append(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """Retention reads the lines past it only (by the time each line starts with) and deletes those by row: another
+    replica appending meanwhile is not held up (a table lock would stop every replica's writes for the fold)."""
+    import threading
+
+    from rockmem_mcp.storage.pg_audit_log import PgAuditLog
+
+    a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    recent = [AuditLine(now - timedelta(days=1), "EDIT", "MEMORY.md", "main", "auto", f"line {n}") for n in range(50)]
+    old = AuditLine(now - timedelta(days=200), "CREATE", "memory/x.json", "main", "auto", "old")
+    Audit(a_settings).log.append([old, *recent])
+    trail = Audit(a_settings).log
+    assert isinstance(trail, PgAuditLog)
+    seen: list[int] = []
+    appended = threading.Event()
+
+    def keep(lines: list[AuditLine]) -> list[AuditLine]:
+        seen.append(len(lines))
+        other = PgAuditLog(Database(b_settings.store), "other")  # another replica's own connection
+        line = AuditLine(now, "EDIT", "MEMORY.md", "main", "auto", "meanwhile")
+        worker = threading.Thread(target=lambda: (other.append([line]), appended.set()))
+        worker.start()
+        worker.join(10)
+        return []
+
+    assert trail.rewrite(keep, older_than=now - timedelta(days=90)) == 1
+    assert seen == [1] and appended.is_set()
+    assert [line.summary for line in Audit(b_settings).log.lines()][-1] == "meanwhile"
+    assert len(list(Audit(b_settings).log.lines())) == 51
