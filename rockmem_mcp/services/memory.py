@@ -585,7 +585,7 @@ class MemoryService:
                     self.files.remove_moved(
                         EntryLocation(after.id, after.category), EntryLocation(before.id, before.category)
                     )
-            except OSError as exc:
+            except (OSError, StorageError) as exc:  # a disk, or a database, that failed again
                 entry_id = before.id if before is not None else after.id if after is not None else "?"
                 log.warning("could not undo a failed write of memory %s: %s", entry_id, exc)
             if before is not None:

@@ -102,6 +102,11 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (16, ["CREATE INDEX IF NOT EXISTS audit_lines_by_time ON audit_lines ((left(line, 24)))"]),
 ]
 
+# A database that stops answering is found out within about a minute (connecting: 10 s), not at the operating
+# system's two hours: a replica cut off from it lets go of its locks, and this one stops waiting on a dead socket.
+KEEPALIVE = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+             "keepalives_count": 3}  # fmt: skip
+
 _shared: dict[tuple[str, str, str | None], Database] = {}
 _shared_lock = threading.Lock()
 
@@ -225,7 +230,7 @@ class Database:
             options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
             # Named for operators (pg_stat_activity): whose connection it is, and which tenant's.
             name = f"rockmem-mcp {self.schema}" if self.schema else "rockmem-mcp"
-            return self._psycopg.connect(self.url, autocommit=True, application_name=name, **options)
+            return self._psycopg.connect(self.url, autocommit=True, application_name=name, **KEEPALIVE, **options)
         except self._psycopg.OperationalError as exc:
             log.warning("cannot reach the store %s: %s", redacted(self.url), _first_line(exc))
             raise StorageError("cannot reach the shared store (the server's log says why)") from None

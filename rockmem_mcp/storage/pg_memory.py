@@ -35,6 +35,8 @@ from rockmem_mcp.storage.pg import CHANGES_LOCK, NOTIFY_CHANNEL, Database, redac
 log = logging.getLogger(__name__)
 
 STRIPES = 64
+LOCK_TIMEOUT_S = 30  # the longest a write waits for another replica's lock
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's code for a lock wait past lock_timeout
 KEEP_CHANGES = 100_000  # change rows kept behind the store's snapshot (a replica a little behind replays them)
 
 
@@ -441,7 +443,16 @@ class PgIdLocks:
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:
             self._conn = self.db.connect()
+            # A lock another replica holds longer than this (stuck, or its connection half-open) fails the wait:
+            # this replica's service, which waits holding its own lock, never stalls on it for long.
+            self._conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_S}s'")
         return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
 
     def _stripe(self, entry_id: str) -> int:
         return zlib.crc32(entry_id.encode()) % STRIPES
@@ -463,8 +474,15 @@ class PgIdLocks:
                             break
                         taken.append(stripe)
                 except self.db.errors as exc:
-                    self._conn = None
-                    self.db._failed(exc)
+                    self._drop()  # closed: every lock it held goes with it (taken here or not)
+                    taken.clear()
+                    if getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                        raise StorageError(
+                            f"another replica has held this write lock for over {LOCK_TIMEOUT_S} s (a long change, "
+                            "or a replica that stopped answering): nothing was changed; try again shortly"
+                        ) from None
+                    log.warning("the id locks' connection to the store failed: %s", exc)
+                    raise StorageError("the shared store failed (the server's log says why)") from None
                 self._held.update(taken)
             yield len(taken) == len(stripes)
         finally:
@@ -475,7 +493,7 @@ class PgIdLocks:
                         for stripe in taken:
                             self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (self._key, stripe))
                     except self.db.errors:  # the connection is gone, and its locks with it
-                        self._conn = None
+                        self._drop()
 
     @contextmanager
     def writing(self, ids: Iterable[str]) -> Iterator[Any]:
@@ -501,7 +519,7 @@ class PgIdLocks:
                     yield cursor
             except self.db.errors as exc:
                 if conn.closed or isinstance(exc, self.db.lost):
-                    self._conn = None
+                    self._drop()
                     log.warning("the id locks' connection to the store was lost mid-write: %s", exc)
                     raise LostLockError() from None
                 self.db._failed(exc)

@@ -377,3 +377,40 @@ def test_old_access_change_rows_are_pruned_by_a_flush(replica: Replica, database
     (old,) = db.one("SELECT count(*) FROM changes WHERE record->>'s' = 'access' AND at < now() - interval '1 hour'")
     (kept,) = db.one("SELECT count FROM access WHERE id = %s", (entry.id,))
     assert old == 0 and kept == 3
+
+
+def test_a_write_waits_for_another_replicas_lock_only_so_long(
+    replica: Replica,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replica that holds a write lock and stops (stuck, or cut off with its connection half-open) holds up
+    another replica's write of that item for at most the lock timeout, then the write says so; nothing changed."""
+    from rockmem_mcp.storage import pg_memory
+
+    monkeypatch.setattr(pg_memory, "LOCK_TIMEOUT_S", 1)  # 30 s in service
+    one, two = replica(), replica()
+    entry = one.save("The lamp burns kerosene")
+    with one._id_locks.hold([entry.id]):
+        with pytest.raises(StorageError, match="another replica has held this write lock for over 1 s"):
+            two.update(entry.id, content="The lamp burns oil")
+        assert [hit.entry.id for hit in two.search("lamp").results] == [entry.id]  # it serves on
+    two.update(entry.id, content="The lamp burns oil")  # the lock is free: written
+    assert one.get(entry.id).content == "The lamp burns oil"
+
+
+def test_a_failed_undo_on_a_store_that_went_away_reports_the_first_error(
+    replica: Replica,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A save whose audit line fails is undone; if the undo fails too (the database went away), the error the
+    caller gets is the first one, and this replica's index does not list the memory it was told was not saved."""
+    one = replica()
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise StorageError("the shared store failed (the first error)")
+
+    monkeypatch.setattr(one.audit.log, "append", refuse)
+    monkeypatch.setattr(one.files, "remove", lambda location: refuse())
+    with pytest.raises(StorageError, match="the first error"):
+        one.save("The lamp burns kerosene")
+    assert one.search("kerosene").results == []
