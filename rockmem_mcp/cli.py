@@ -1245,13 +1245,16 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
             return memory, HomeStores(chosen, graph)
 
         (source, source_others), (target, target_others) = side(args.source), side(args.target)
+        # First what a backup does not carry (the audit trail among them: the source's lines then come before
+        # the lines this migration writes), then the memories, then what a backup carries.
+        rest = migrate_records(source.settings, target.settings, source.reinforcer, target.reinforcer)
         with Meter("migrating", "memories", len(source.index)) as meter:
             report = migrate_memories(source, target, meter.update)
         migrate_other_stores(source_others, target_others, report)
-        rest = migrate_records(source.settings, target.settings, source.reinforcer, target.reinforcer)
         report.other_stores.update(rest.moved)
         report.differing += rest.differing
-    named = (redacted(args.source), redacted(args.target))
+        report.skipped += rest.kept
+    named = tuple(redacted(where) if is_database_url(where) else where for where in (args.source, args.target))
     if args.json:
         print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]}))
     else:

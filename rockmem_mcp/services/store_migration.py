@@ -3,7 +3,8 @@ the conversation log awaiting a dream, sub-agents' proposals, reflections with t
 dream reports, what soft forgets keep and the permanent-delete log, salience's uses, and the audit trail with its
 retention digests.
 
-Each is copied record by record where the target lacks it (a record the target already holds is left as it is),
+Each is copied record by record where the target lacks it (a record the target already holds is left as it is, and
+listed when the source's differs: a reflection r-001 of each, say),
 through the same store interfaces the services use, so either side may be a file home or a database; then it is
 read back from the target, which must hold every source record. Long-term memories and the stores a backup
 carries are moved before (services/transfer.py).
@@ -37,6 +38,7 @@ Records = dict[Hashable, Any]  # a store's records by what identifies them on bo
 class RecordsMoved:
     moved: dict[str, int] = field(default_factory=dict)  # per store: records written to the target
     differing: list[str] = field(default_factory=list)  # "store key": a source record the target does not hold
+    kept: list[str] = field(default_factory=list)  # "store key: why": the target's own record of that key, kept
 
 
 def migrate_records(
@@ -46,8 +48,10 @@ def migrate_records(
     `source` to `target`; then check the target holds every source record."""
     result = RecordsMoved()
     for name, read, write in STORES:
-        held = read(target)
-        missing = [record for key, record in read(source).items() if key not in held]
+        held, records = read(target), read(source)
+        missing = [record for key, record in records.items() if key not in held]
+        result.kept += [f"{name} {key}: the target has its own, kept" for key in records
+                        if key in held and held[key] != records[key]]  # fmt: skip
         if missing:
             write(target, missing)
         result.moved[name] = len(missing)

@@ -91,6 +91,7 @@ def test_a_record_the_target_holds_is_left_as_it_is(sides: dict[str, MemoryServi
     again = migrate_records(first.settings, store.settings, first.reinforcer, store.reinforcer)
     twice = migrate_records(first.settings, store.settings, first.reinforcer, store.reinforcer)
     assert again.differing == [] and twice.differing == []  # the log is the target's own; nothing else is missing
+    assert again.kept == ["reflections reflection-log.md: the target has its own, kept"]  # and said so
     assert {name: n for name, n in twice.moved.items() if n} == {}  # nothing twice
     store_reflections = reflection_store(store.settings)
     assert store_reflections.read_text(store_reflections.log_file, 1000) == "# Reflection Log\nmine\n"
