@@ -294,13 +294,19 @@ class Doctor:
     def _quarantine_row(self, db: Any, row_id: str, doc: str, detail: str) -> str:
         """A broken row's text kept as a file in quarantine/ (never lost), then the row deleted, with an audit line."""
         kept = self._quarantine_text("store-memories", row_id, doc)
-        from rockmem_mcp.storage.pg_memory import STORE, append_changes
+        from rockmem_mcp.storage.pg_memory import STORE, PgIdLocks, append_changes
 
-        with db.transaction() as cursor:  # the row and its change together: every replica drops it
-            cursor.execute("SELECT category FROM memories WHERE id = %s", (row_id,))
-            (category,) = cursor.fetchone() or (None,)
-            cursor.execute("DELETE FROM memories WHERE id = %s", (row_id,))
-            append_changes(cursor, db.writer_id, [{"s": STORE, "op": "del", "id": row_id, "c": category}])
+        locks = PgIdLocks(db, STORE)  # the memory's write lock, as a replica's change of it holds it
+        try:
+            with locks.hold([row_id]), locks.writing([row_id]) as cursor:  # the row and its change together
+                cursor.execute("SELECT category, doc FROM memories WHERE id = %s", (row_id,))
+                found = cursor.fetchone()
+                if found is None or found[1] != doc:
+                    return "left as it is: it changed since it was checked (the next run looks again)"
+                cursor.execute("DELETE FROM memories WHERE id = %s", (row_id,))
+                append_changes(cursor, db.writer_id, [{"s": STORE, "op": "del", "id": row_id, "c": found[0]}])
+        finally:
+            locks.close()
         moved = f"moved to {kept.relative_to(self.home)}"
         self.audit.record("RENAME", self.settings.memory_dir / f"{row_id}.json", f"{moved}: {detail}")
         return moved

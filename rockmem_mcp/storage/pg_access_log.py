@@ -71,10 +71,12 @@ class PgAccessLog:
             )
             records = [{"s": STORE, "k": kind, "i": item_id, "n": n, "t": t} for kind, item_id, n, t in rows]
             append_changes(cursor, self.db.writer_id, records)
-            if time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
-                # The table holds every use; its change rows only carry them to replicas following the feed (each
-                # reads it every second), so old ones go, or a read-heavy store's feed would grow without end.
-                self._pruned_at = time.monotonic()
+        if time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+            # The table holds every use; its change rows only carry them to replicas following the feed (each reads
+            # it every second), so old ones go, or a read-heavy store's feed would grow without end. A transaction
+            # of its own: the change-order lock the flush held is not held meanwhile.
+            self._pruned_at = time.monotonic()
+            with self.db.transaction() as cursor:
                 cursor.execute(
                     "DELETE FROM changes WHERE record->>'s' = %s AND at < now() - make_interval(secs => %s)",
                     (STORE, KEEP_S),

@@ -307,7 +307,10 @@ class SharedSnapshots:
     def put(self, name: str, seq: int, data: bytes) -> bool:
         parts = [data[i : i + self.PART_BYTES] for i in range(0, len(data), self.PART_BYTES)] or [b""]
         with self.db.transaction() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (zlib.crc32(name.encode()),))  # one writer a name
+            # One writer a name and tenant.
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (zlib.crc32(name.encode()) - (1 << 31),)
+            )
             cursor.execute("SELECT max(seq) FROM snapshots WHERE name = %s", (name,))
             (kept,) = cursor.fetchone()
             if kept is not None and kept >= seq:
