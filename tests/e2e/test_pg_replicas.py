@@ -122,25 +122,28 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                 group.start_soon(storm, n)
         assert killed.wait(timeout=10) == -signal.SIGKILL
 
-        async with Client(urls[0]) as first, Client(urls[1]) as second:
-            for client in (first, second):
-                for entry_id, content in expected.items():
-                    result = await client.call_tool("get_memory", {"id": entry_id})
-                    if content is None:
-                        assert result.is_error and "no memory with id" in result.content[0].text, entry_id
-                        continue
-                    assert not result.is_error, (entry_id, result.content)
-                    got = result.structured_content
-                    assert got["content"] == content, entry_id
-                    assert (got["archived_at"] is not None) == archived[entry_id], entry_id
-                for topic, tracker in topics.items():
-                    result = await client.call_tool("get_entity", {"name_or_id": topic})
-                    if tracker is None:
-                        assert result.is_error and "no entity named" in result.content[0].text, topic
-                        continue
-                    assert not result.is_error, (topic, result.content)
-                    facts = result.structured_content["facts"]
-                    assert [(f["subject"], f["predicate"]) for f in facts] == [(tracker, "tracks")], topic
+        async def check(client: Client) -> None:
+            for entry_id, content in expected.items():
+                result = await client.call_tool("get_memory", {"id": entry_id})
+                if content is None:
+                    assert result.is_error and "no memory with id" in result.content[0].text, entry_id
+                    continue
+                assert not result.is_error, (entry_id, result.content)
+                got = result.structured_content
+                assert got["content"] == content, entry_id
+                assert (got["archived_at"] is not None) == archived[entry_id], entry_id
+            for topic, tracker in topics.items():
+                result = await client.call_tool("get_entity", {"name_or_id": topic})
+                if tracker is None:
+                    assert result.is_error and "no entity named" in result.content[0].text, topic
+                    continue
+                assert not result.is_error, (topic, result.content)
+                facts = result.structured_content["facts"]
+                assert [(f["subject"], f["predicate"]) for f in facts] == [(tracker, "tracks")], topic
+
+        async with Client(urls[0]) as first, Client(urls[1]) as second, anyio.create_task_group() as checks:
+            checks.start_soon(check, first)  # each survivor at once
+            checks.start_soon(check, second)
     saves = sum(1 for c in expected.values() if c is not None)
     assert saves > 250  # the storm did happen
     assert sum(1 for t in topics.values() if t is not None) > 50 and None in topics.values()
