@@ -89,6 +89,7 @@ class EpisodeIndex:
         self.feed = feed
         self.snapshot = snapshot if feed is None else None
         self._position: JournalPosition | None = None  # how far the feed has been read
+        self._fetched: dict[int, Episode] = {}  # slot -> its row, read ahead by `prefetch`
         self._empty()
         self._listing_stamp: tuple[int, int] | None = _NEVER_LISTED
         self.built = False  # every day file read once (a first sync of 100k episodes takes seconds)
@@ -140,6 +141,7 @@ class EpisodeIndex:
     def _follow_rows(self, feed: ChangeFeed) -> None:
         """A database store: every row at the first sync (or after a gap in the feed), then the log's changes since
         the last — appended rows read by number, a day whose rows were removed read again whole."""
+        self._fetched = {}  # rows may change with what follows
         read = feed.read_since(self._position) if self._position is not None else None
         if read is None or read.gap:
             position = feed.end()  # before reading: a row added meanwhile comes in the feed after it
@@ -338,9 +340,12 @@ class EpisodeIndex:
         """The episode in `slot`, read from its day file (None if its file changed under it: sync again)."""
         day = date.fromordinal(int(self.day.view[slot]))
         start, end = int(self.start.view[slot]), int(self.end.view[slot])
-        if self.feed is not None:  # a database row, by its number
-            found = self.log.read_rows([start])  # type: ignore[attr-defined]
-            return found[0][2] if found and found[0][2].id == self.bm25.keys[slot] else None
+        if self.feed is not None:  # a database row, by its number (fetched with the search's other hits, or alone)
+            fetched = self._fetched.pop(slot, None)
+            if fetched is None:
+                rows = self.log.read_rows([start])  # type: ignore[attr-defined]
+                fetched = rows[0][2] if rows else None
+            return fetched if fetched is not None and fetched.id == self.bm25.keys[slot] else None
         try:
             fd = open_fd(self.log.path(day), os.O_RDONLY)
         except (FileNotFoundError, OSError):
@@ -357,6 +362,16 @@ class EpisodeIndex:
         except ValueError:
             return None
         return episode if episode.id == self.bm25.keys[slot] else None
+
+    def prefetch(self, slots: list[int]) -> None:
+        """A database store: these slots' rows in one query, for the reads that follow (a search's hits), instead of
+        a round trip each. What is not read is dropped at the next prefetch or sync. A file home: nothing to do."""
+        self._fetched = {}
+        if self.feed is None or not slots:
+            return
+        by_row = {int(self.start.view[slot]): slot for slot in slots}
+        for row, _, episode in self.log.read_rows(list(by_row)):  # type: ignore[attr-defined]
+            self._fetched[by_row[row]] = episode
 
     def day_counts(self) -> list[tuple[date, int]]:
         return [(day, len(self._days[day].keys)) for day in sorted(self._days) if self._days[day].keys]

@@ -318,6 +318,7 @@ class Episodes:
         try:
             index.sync()
             hits = index.search(tokens, index.live(), limit, lambda slots: np.ones(len(slots)))
+            index.prefetch(hits.slots.tolist())
             found = [
                 (score, index.read(slot)) for slot, score in zip(hits.slots.tolist(), hits.scores.tolist(), strict=True)
             ]
@@ -330,6 +331,7 @@ class Episodes:
     ) -> list[EpisodeHit]:
         """The first `limit` candidates (slot, score, salience) whose episode reads back and has the tags."""
         hits: list[EpisodeHit] = []
+        self.index.prefetch([slot for slot, _, _ in candidates[:limit]])  # a database's rows: one query
         for slot, score, value in candidates:
             if len(hits) >= limit:
                 break

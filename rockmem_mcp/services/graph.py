@@ -80,19 +80,16 @@ from rockmem_mcp.services.relations import SUPERSEDES, hint
 from rockmem_mcp.storage.access_log import Access, uses_of, with_uses
 from rockmem_mcp.storage.audit_log import AuditLine
 from rockmem_mcp.storage.changes import ChangeJournal
+from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.graph_files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.storage.home_claim import HomeClaim
-from rockmem_mcp.storage.no_follow import make_folders, open_fd, refuse_linked_store_folders
+from rockmem_mcp.storage.no_follow import refuse_linked_store_folders
 from rockmem_mcp.storage.pg import is_database_url
 
 if TYPE_CHECKING:
     from rockmem_mcp.storage.pg_graph import PgGraphRows
     from rockmem_mcp.storage.pg_memory import PgChangeFeed, PgIdLocks
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no cross-process coordination
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -378,14 +375,8 @@ class GraphService:
             with self._shared_lock.hold([STORE]):
                 yield
             return
-        make_folders(self.settings.graph_dir)
-        fd = open_fd(self._lock_path, os.O_RDWR | os.O_CREAT)
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+        with held(self._lock_path):
             yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def _write(self, changes: _Changes) -> None:
         """Files are the truth: puts, then removals of triples before their entities."""

@@ -81,6 +81,17 @@ def merge_into(table: Table, kind: str, item_id: str, access: Access) -> Access 
     return new
 
 
+def parsed_records(records: list[dict[str, Any]]) -> list[Record]:
+    """Journal (or change-feed) records as (kind, id, access); a malformed one is warned about and left out."""
+    found: list[Record] = []
+    for record in records:
+        try:
+            found.append((str(record["k"]), str(record["i"]), Access(int(record["n"]), float(record["t"]))))
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignoring a malformed access record: %.200r", record)
+    return found
+
+
 class AccessLog:
     """Not thread-safe: one caller at a time (the reinforcer serialises its reads and writes)."""
 
@@ -135,13 +146,7 @@ class AccessLog:
         if read.gap:
             return self.load()
         self._position = read.position
-        records: list[Record] = []
-        for record in read.records:
-            try:
-                records.append((str(record["k"]), str(record["i"]), Access(int(record["n"]), float(record["t"]))))
-            except (KeyError, TypeError, ValueError):
-                log.warning("ignoring a malformed access record: %.200r", record)
-        return records
+        return parsed_records(read.records)
 
     def append(self, items: dict[tuple[str, str], Access]) -> None:
         """Append new totals durably (one write, one fsync for the batch)."""

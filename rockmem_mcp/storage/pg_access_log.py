@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from rockmem_mcp.storage.access_log import Access, Record
+from rockmem_mcp.storage.access_log import Access, Record, parsed_records
 from rockmem_mcp.storage.pg import Database
 from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed, append_changes
 
@@ -51,13 +51,7 @@ class PgAccessLog:
         if read.gap:
             return self.load()
         self._position = read.position
-        found: list[Record] = []
-        for record in read.records:
-            try:
-                found.append((str(record["k"]), str(record["i"]), Access(int(record["n"]), float(record["t"]))))
-            except (KeyError, TypeError, ValueError):
-                continue
-        return found
+        return parsed_records(read.records)
 
     def append(self, items: dict[tuple[str, str], Access]) -> None:
         rows = [(kind, item_id, a.count, round(a.last, 3)) for (kind, item_id), a in items.items()]

@@ -100,3 +100,22 @@ def test_an_episode_on_an_older_day_is_found_by_its_period(replica: Replica) -> 
     one.record("The launch slipped a week", at=datetime(2025, 3, 4, 12, tzinfo=UTC))
     hits = two.search(None, since=datetime(2025, 3, 4, tzinfo=UTC), until=datetime(2025, 3, 5, tzinfo=UTC))
     assert [h.episode.content for h in hits.hits] == ["The launch slipped a week"]
+
+
+def test_a_searchs_hits_are_read_from_the_database_in_one_query(
+    replica: Replica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = replica()
+    for n in range(8):
+        one.record(f"lighthouse log entry {n}")
+    assert len(found(one, "lighthouse")) == 8  # the index is built and followed
+    calls: list[int] = []
+    real = one.log.read_rows  # type: ignore[attr-defined]
+
+    def counted(rows: list[int]) -> object:
+        calls.append(len(rows))
+        return real(rows)
+
+    monkeypatch.setattr(one.log, "read_rows", counted)
+    assert len(one.search("lighthouse", limit=5).hits) == 5
+    assert calls == [5]  # not a round trip per hit
