@@ -16,8 +16,9 @@ LoCoMo has no categories: by default every turn is uncategorized. `--categories 
 under its session (`locomo/s03`), `--categories topic` under a k-means cluster of the turns' embeddings
 (`locomo/t07`, about one cluster per 20 turns: the size of a session), the two ways an agent's memories
 would be filed that the data allows. `--tiers` switches on three-tier retrieval (`ROCKMEM_SEARCH_TIERS`).
-Every turn carries metadata `session` ("conv-26/s03"), `date` (its session's), `dia_id` and `speaker`, the
-convention for conversation memories, so a hit borrows from its session neighbours (`--no-neighbours`: off)
+Every turn carries metadata `session` ("conv-26/s03"), `turn`, `date` (its session's) and `speaker`, the
+contract for conversation memories (and `dia_id`, this harness's key for scoring), so a hit borrows from its
+session neighbours (`--no-neighbours`: off)
 and a question naming a speaker or a month lifts their turns (`--no-lifts`: off).
 The plain BM25 baseline (rank-bm25 BM25Okapi over lowercase `\\w+` tokens of the same turns) runs in the
 same process on the same data. Writes benchmarks/results/locomo.json. The data set is CC BY-NC 4.0 and
@@ -249,11 +250,13 @@ async def episode_rankings(
 
 
 def memory_record(turn: Turn) -> dict[str, Any]:
-    """The import line of one turn, in the conversation-memory convention (README): `session`, `date`, `dia_id`,
-    `speaker`."""
+    """The import line of one turn, in the conversation-memory contract (search/conversation_metadata.py):
+    `session`, `turn` (its number in the session), `speaker`, `date`; `dia_id` is this harness's own key for
+    scoring (the product reads nothing of it)."""
     metadata = {
         "dia_id": turn.dia_id,
         "session": f"{turn.conversation}/s{turn.session:02d}",
+        "turn": turn.dia_id.rsplit(":", 1)[-1],
         "speaker": turn.speaker,
     }
     if turn.date:

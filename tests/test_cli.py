@@ -501,7 +501,7 @@ def test_reindex_embeddings_without_settings_uses_the_bundled_model(seeded: Path
     assert "vectors for 5 memories (5 embedded" in ok("--home", seeded, "reindex", "--embeddings").stderr
     assert json.loads((seeded / ".embeddings" / "model.json").read_text())["dim"] == 256
     data = json.loads(ok("--home", seeded, "stats").stdout)
-    assert data["embedded"] == 5 and data["embedding_model"] == "static:rockmem-minilm-l6-static-256-sif3"
+    assert data["embedded"] == 5 and data["embedding_model"] == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
 
 
 # ---------------------------------------------------------------------------------------------- import-graph

@@ -132,8 +132,8 @@ class Hits:
 
 
 class BM25Index:
-    def __init__(self, k1: float = K1, b: float = B) -> None:
-        self.k1, self.b = k1, b
+    def __init__(self, k1: float = K1, b: float = B, pair_weight: float = PAIR_WEIGHT) -> None:
+        self.k1, self.b, self.pair_weight = k1, b, pair_weight
         self.keys: list[str] = []  # slot -> document key ("" once dead)
         self.slot_of: dict[str, int] = {}
         self.doc_len = Column(np.int32)
@@ -370,7 +370,7 @@ class BM25Index:
 
     def _query(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> _Query | None:
         """What scoring `tokens` needs: the statistics and each distinct word's and adjacent pair's postings
-        with its weight (PAIR_WEIGHT or 1, times idf), in the order they are summed. None: nothing to score."""
+        with its weight (the pair weight or 1, times idf), in the order they are summed. None: nothing to score."""
         state = self.state.view
         counted = state != DEAD if include_archived else state == ACTIVE
         n_docs = self._count[ACTIVE] + (self._count[ARCHIVED] if include_archived else 0)
@@ -400,7 +400,7 @@ class BM25Index:
                 keep = counted[slots]
                 slots, tf = slots[keep], tf[keep]
             if len(slots):
-                lists.append((slots, tf, PAIR_WEIGHT * bm25_idf(n_docs, len(slots))))
+                lists.append((slots, tf, self.pair_weight * bm25_idf(n_docs, len(slots))))
         return _Query(eligible, everything, self._length_norms(avgdl), lists, words)
 
     def _scores(self, tokens: Sequence[str], allowed: np.ndarray | None, include_archived: bool) -> np.ndarray:

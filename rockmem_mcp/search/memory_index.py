@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -21,6 +20,7 @@ from rockmem_mcp.models import MAX_USE_COUNT, MemoryEntry, tag_key
 from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
+from rockmem_mcp.search.conversation_metadata import DATE_KEY, SESSION_KEY, SPEAKER_KEY, TURN_KEY, turn_number
 from rockmem_mcp.search.rank import (
     NEIGHBOUR_WEIGHTS,
     NEIGHBOUR_WINDOW,
@@ -51,10 +51,6 @@ SNAPSHOT_FORMAT = 7  # 5: salience columns; 6: conversation sessions; 7: int8 ve
 READABLE_FORMATS = (6, SNAPSHOT_FORMAT)  # 6 differs only in float32 vectors, quantized when loaded
 _NO_CATEGORY = -1
 _NO_SESSION = -1
-SESSION_KEY = "session"  # metadata naming the conversation session a memory was saved or imported from
-SPEAKER_KEY = "speaker"  # metadata: who said it (a name a question may use)
-DATE_KEY = "date"  # metadata: when it happened ("2023-05-08", "8 May, 2023"); a named month lifts it
-TURN_KEY = "dia_id"  # metadata: the turn's id in its session ("D3:12"); its last number orders ties
 SALIENCE_REFRESH_S = 3600.0
 
 
@@ -80,7 +76,7 @@ class SalienceView:
 
 class MemoryIndex:
     def __init__(self, bm25: BM25Index | None = None) -> None:
-        self.bm25 = bm25 or BM25Index()
+        self.bm25 = bm25 if bm25 is not None else BM25Index()  # an empty index is falsy (len 0)
         self.vectors = VectorTable(rows=self.bm25.slot_count)  # a row per slot, filled in the background
         self.category_code = Column(np.int32)
         self.created = Column(np.float64)
@@ -589,9 +585,3 @@ class MemoryIndex:
 
 
 _NO_HITS = Hits(np.zeros(0, dtype=np.int64), np.zeros(0), 0)
-
-
-def turn_number(turn_id: str | None) -> float:
-    """The last number in a turn id ("D3:12" -> 12), which orders turns saved at the same instant; 0 without."""
-    numbers = re.findall(r"\d+", turn_id or "")
-    return float(numbers[-1]) if numbers else 0.0

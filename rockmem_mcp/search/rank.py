@@ -2,7 +2,7 @@
 
 Modes:
 - `bm25`: keywords only.
-- `vector`: cosine similarity only.
+- `vector`: cosine similarity only; a memory at a cosine of 0 or less is not a match.
 - `rockbot`: RockBot's hybrid — BM25 divided by the query's top BM25 score; a cosine counts only at
   >= 0.5; an entry found by both gets the mean of the two, otherwise its single score.
 - `hybrid` (the default): BM25 divided by the query's top BM25 score, plus `vector_weight` x cosine (an
@@ -196,8 +196,8 @@ def scored(
         weight = 0.0 if mode == "rockbot" else replace(ranking, mode="bm25").neighbour_weight
         scores, candidate = borrow_from_neighbours(lexical, matched, neighbours, weight)
         return _candidates(candidate, scores, weigh, lifts)
-    if mode == "vector":
-        return _candidates(with_vector, similarity, weigh)
+    if mode == "vector":  # a cosine of 0 or less is no likeness (a query of unknown words has none at all)
+        return _candidates(with_vector & (similarity > 0), similarity, weigh)
     top = lexical.max(initial=0.0)
     normalised = lexical / top if top > 0 else lexical
     if mode == "rockbot":

@@ -14,6 +14,15 @@ tokens' vectors, as model2vec's `StaticModel.encode` computes it, step for step:
 6. the first `max_length` tokens kept, the `[UNK]`s then dropped, the mean of the rest's vectors taken
    (no tokens: a zero vector), and the mean scaled to unit length.
 
+Two departures from model2vec, on by default (`StaticEmbeddings(model2vec_exact=True)` gives its encode back):
+- **the whole text**: no 512-token or character cut below `WHOLE_TEXT_CHARS`, so a long memory is embedded whole
+  (a mean: every part of it counts, not its opening alone);
+- **unknown words add nothing**: a word the vocabulary can only spell out in pieces of under
+  `GIBBERISH_PIECE_CHARS` characters on average ("qwxz" -> q ##w ##x ##z), or not at all, is left out of the
+  mean. Such pieces carry no meaning but pull every text toward the same direction: "qwxz blorft" had a
+  cosine of 0.42 with an unrelated memory; without them it has no vector (zero) and matches nothing.
+Both were chosen across the development corpora (benchmarks/retrieval/, BENCHMARKS.md).
+
 Words and characters are cached, so the Python work per text is a translate, a split and dict look-ups;
 the arithmetic is one gather and one `np.add.reduceat` per batch.
 """
@@ -34,6 +43,8 @@ BUNDLED = "bundled"  # ROCKMEM_EMBEDDING_MODEL value that names this model expli
 DATA = "minilm-static"
 WORD_CACHE_LIMIT = 200_000  # distinct words kept (~40 MB at the worst); the cache starts over past it
 UNK = -1  # stands for [UNK] until it is dropped, after the length cut
+WHOLE_TEXT_CHARS = 200_000  # a text is embedded whole up to this (tokenizing it costs ~50 ms)
+GIBBERISH_PIECE_CHARS = 2.5  # a word spelt in pieces shorter than this on average is not a word the model knows
 
 
 def bundled_path() -> Path:
@@ -125,18 +136,31 @@ class WordPiece:
         return ids
 
     def _ids(self, text: str) -> list[int]:
+        return [i for _, pieces in self.word_pieces(text) for i in pieces]
+
+    def known_ids(self, text: str) -> list[int]:
+        """The ids of the words the vocabulary knows (see the module docstring), [UNK]s dropped."""
+        return [
+            i
+            for word, pieces in self.word_pieces(text)
+            if UNK not in pieces and (len(pieces) == 1 or len(word) >= GIBBERISH_PIECE_CHARS * len(pieces))
+            for i in pieces
+        ]
+
+    def word_pieces(self, text: str) -> list[tuple[str, tuple[int, ...]]]:
+        """Each word of `text` (BERT's normaliser and pre-tokenizer) with its WordPiece ids."""
         words = self.words
         if len(words) > WORD_CACHE_LIMIT:
             words.clear()
-        ids: list[int] = []
+        out: list[tuple[str, tuple[int, ...]]] = []
         for word in text.translate(self.chars).split(" "):
             if not word:
                 continue
             pieces = words.get(word)
             if pieces is None:
                 pieces = words[word] = self._pieces(word)
-            ids += pieces
-        return ids
+            out.append((word, pieces))
+        return out
 
     def _pieces(self, word: str) -> tuple[int, ...]:
         if len(word) > self.max_chars:
@@ -161,15 +185,17 @@ class WordPiece:
 class StaticEmbeddings:
     """The bundled model as an embedding provider (see search/embeddings.py): `embed` gives unit rows."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, model2vec_exact: bool = False) -> None:
         folder = folder or bundled_path()
+        self.model2vec_exact = model2vec_exact
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         vocab = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
         # Memory-mapped: the pages of tokens never used are never read.
         self.vectors = np.load(folder / "embeddings.npy", mmap_mode="r", allow_pickle=False)
         if self.vectors.shape != (len(vocab), config["dim"]):
             raise ValueError(f"{folder}: {self.vectors.shape} vectors for {len(vocab)} tokens of {config['dim']}")
-        self.model_id = f"static:{config['model_id']}"
+        # The vectors differ from model2vec's (whole text, known words): another id, so stored ones are rebuilt.
+        self.model_id = f"static:{config['model_id']}" + ("" if model2vec_exact else "+whole-known")
         self.dim = int(config["dim"])
         self.max_length: int | None = config["max_length"]
         self.normalize = bool(config["normalize"])
@@ -177,7 +203,10 @@ class StaticEmbeddings:
         self.tokenize = WordPiece(vocab, config["tokenizer"])
 
     def token_ids(self, text: str) -> list[int]:
-        """The ids whose vectors are averaged for `text` (model2vec's `tokenize` of the pre-cut text)."""
+        """The ids whose vectors are averaged for `text`: its known words, whole; with `model2vec_exact`,
+        model2vec's `tokenize` of the pre-cut text."""
+        if not self.model2vec_exact:
+            return self.tokenize.known_ids(text[:WHOLE_TEXT_CHARS])
         ids = self.tokenize(text if self.max_chars is None else text[: self.max_chars])
         if self.max_length is not None:
             ids = ids[: self.max_length]

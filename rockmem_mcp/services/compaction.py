@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, LLMError, RockmemError, reporting_io_errors
 from rockmem_mcp.models import Compaction, CompactionDriver, ConversationTurn, check_text, utc_now
+from rockmem_mcp.search.conversation_metadata import conversation_metadata
 from rockmem_mcp.services.conversation import ConversationMemory, check_session_id
 from rockmem_mcp.services.episodes import Episodes
 from rockmem_mcp.services.llm import ChatLLM, unfenced
@@ -441,7 +442,9 @@ class Compactor:
                         if self.propose_fact is not None:
                             self.propose_fact(fact, session_id)
                             continue
-                        metadata = {"source": "compaction", "session_id": session_id}
+                        # The conversation-memory contract: its session, and the day of its last compacted turn.
+                        when = turns[-1].at.date().isoformat() if turns else None
+                        metadata = {"source": "compaction"} | conversation_metadata(session_id, date=when)
                         entry = self.memory.save(fact, None, FACT_TAGS, metadata, 0.5)
                     except InvalidInputError as exc:  # one fact a store refuses costs the others nothing
                         log.warning("compaction of %s: a fact was not saved (%s)", session_id, exc)

@@ -39,6 +39,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.search.conversation_metadata import TurnCounter
 from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.services.audit import Audit
 from rockmem_mcp.services.conversation import check_session_id
@@ -348,7 +349,8 @@ def import_jsonl(
     batch_size: int = IMPORT_BATCH,
     others: HomeStores | None = None,
 ) -> ImportReport:
-    """Read `{content, category?, tags?, metadata?, importance?, created_at?, id?, ...}` per line; lines
+    """Read `{content, category?, tags?, metadata?, importance?, created_at?, id?, session?, turn?, speaker?,
+    date?, ...}` per line (the last four: search/conversation_metadata.py); lines
     tagged `"store"` (entity, triple, working, feedback) go to `others` (a backup of the whole home).
 
     Bad lines are reported by number and skipped; good ones are written in batches (one durable flush
@@ -356,6 +358,7 @@ def import_jsonl(
     """
     report = ImportReport()
     batch: list[MemoryEntry] = []
+    conversation = TurnCounter()  # top-level session/turn/speaker/date go into metadata (the contract)
 
     def flush() -> None:
         if batch:
@@ -377,6 +380,7 @@ def import_jsonl(
                     raise ValueError(f"a {record['store']!r} record: import it with `rockmem-mcp import`")
                 others.add(record)
             else:
+                record = conversation(record)
                 entry = memory.prepare_entry(record)
                 if "reinforcement_count" in record and "pinned" not in record:  # exported before salience
                     entry = entry.model_copy(update=mapped(entry))

@@ -19,11 +19,11 @@ OFF = Ranking("bm25", neighbours=False)
 
 
 def turn(
-    entry_id: str, content: str, session: str | None = None, minutes: int = 0, dia_id: str | None = None, **kw
+    entry_id: str, content: str, session: str | None = None, minutes: int = 0, place: str | None = None, **kw
 ) -> MemoryEntry:
     metadata = {} if session is None else {"session": session}
-    if dia_id is not None:
-        metadata["dia_id"] = dia_id
+    if place is not None:
+        metadata["turn"] = place
     return MemoryEntry(
         id=entry_id, content=content, metadata=metadata, created_at=T0 + timedelta(minutes=minutes), **kw
     )
@@ -88,22 +88,23 @@ def test_memories_without_a_session_rank_exactly_as_before() -> None:
 
 
 def test_session_order_is_creation_time_then_turn_number_then_import_order() -> None:
-    # Imported out of order, all at one instant: the turn numbers order them (D1:2 before D1:10).
+    # Imported out of order, all at one instant: the turn numbers order them (2 before 10).
     entries = [
-        turn("t10", "closing words", "s1", 0, "D1:10"),
-        turn("t1", "first question about the violin", "s1", 0, "D1:1"),
-        turn("t2", "plain answer", "s1", 0, "D1:2"),
-        turn("t3", "another plain line", "s1", 0, "D1:3"),
-        turn("t4", "fourth line", "s1", 0, "D1:4"),
+        turn("t10", "closing words", "s1", 0, "10"),
+        turn("t1", "first question about the violin", "s1", 0, "1"),
+        turn("t2", "plain answer", "s1", 0, "2"),
+        turn("t3", "another plain line", "s1", 0, "3"),
+        turn("t4", "fourth line", "s1", 0, "4"),
     ]
     index = index_of(*entries)
     assert set(found(index, "violin")) == {"t1", "t2", "t3"}
     # creation time comes first: a turn created earlier leads whatever its number
-    index = index_of(turn("late", "violin lesson", "s1", 5, "D1:1"), turn("early", "some reply", "s1", 0, "D1:9"))
+    index = index_of(turn("late", "violin lesson", "s1", 5, "1"), turn("early", "some reply", "s1", 0, "9"))
     order = index.neighbours(np.ones(2, dtype=bool))
     assert order is not None
     assert [index.bm25.keys[s] for s in order.slots.tolist()] == ["early", "late"]
-    assert turn_number("D3:12") == 12.0 and turn_number(None) == 0.0 and turn_number("x") == 0.0
+    assert turn_number("12") == 12.0 and turn_number(" 3.5 ") == 3.5 and turn_number(None) == 0.0
+    assert turn_number("x") == 0.0 and turn_number("nan") == 0.0 and turn_number("D3:12") == 0.0  # a number only
 
 
 def test_filtered_out_and_removed_turns_neither_lend_nor_borrow() -> None:

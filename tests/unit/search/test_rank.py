@@ -81,7 +81,13 @@ def test_vector_mode_ranks_by_cosine_over_slots_with_a_vector_only() -> None:
     lexical = arr(0.0, 5.0, 0.0, 1.0)  # slot 1 matches keywords but has no vector: not returned
     similarity = arr(0.2, 0.9, -0.1, 0.6)
     hits = rank(Ranking("vector"), lexical, similarity, mask(T, F, T, T), limit=10)
-    assert_ranked(hits, [(3, 0.6), (0, 0.2), (2, -0.1)], total=3)
+    assert_ranked(hits, [(3, 0.6), (0, 0.2)], total=2)  # a cosine of 0 or less is no likeness: slot 2 is out
+
+
+def test_vector_mode_with_a_query_of_no_meaning_finds_nothing() -> None:
+    # A query of words the model does not know embeds to zero: every cosine is 0, nothing is like it.
+    hits = rank(Ranking("vector"), arr(0.0, 0.0), arr(0.0, 0.0), mask(T, T), limit=10)
+    assert hits.slots.tolist() == [] and hits.total == 0
 
 
 def test_vector_mode_without_any_vector_finds_nothing() -> None:

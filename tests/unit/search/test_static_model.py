@@ -80,7 +80,7 @@ def reference_model() -> object:
 def test_vectors_match_model2vec_encode() -> None:
     texts = varied_texts()
     assert len(texts) >= 300
-    ours = StaticEmbeddings().embed(texts)
+    ours = StaticEmbeddings(model2vec_exact=True).embed(texts)
     theirs = np.asarray(reference_model().encode(texts), dtype=np.float32)
     assert ours.dtype == np.float32 and ours.shape == theirs.shape == (len(texts), 256)
     ours_norm, theirs_norm = np.linalg.norm(ours, axis=1), np.linalg.norm(theirs, axis=1)
@@ -95,9 +95,30 @@ def test_vectors_match_model2vec_encode() -> None:
 
 def test_token_ids_match_the_tokenizers_library() -> None:
     reference = reference_model()
-    ours = StaticEmbeddings()
+    ours = StaticEmbeddings(model2vec_exact=True)
     for text in varied_texts():
         assert ours.token_ids(text) == reference.tokenize([text[: ours.max_chars]])[0], text
+
+
+def test_a_long_text_is_embedded_whole_not_just_its_opening() -> None:
+    model = StaticEmbeddings()
+    opening = " ".join(["the quarterly budget spreadsheet for accounting"] * 120)  # 960 tokens
+    text = opening + " " + " ".join(["my tabby cat Whiskerino sleeps on the windowsill"] * 20)
+    whole, cut = model.embed([text])[0], StaticEmbeddings(model2vec_exact=True).embed([text])[0]
+    cat = model.embed(["tabby cat sleeping on a windowsill"])[0]
+    assert float(whole @ cat) > float(cut @ cat) + 0.1  # the 512-token cut never saw the ending (0.31 vs 0.16)
+    assert model.model_id != StaticEmbeddings(model2vec_exact=True).model_id  # stored vectors are rebuilt
+
+
+def test_words_the_model_does_not_know_add_nothing() -> None:
+    model = StaticEmbeddings()
+    nonsense = model.embed(["qwxz blorft", "zzkq vrrp xqj"])
+    assert not nonsense.any()  # no known word: no vector, so no similarity to anything
+    memories = model.embed(["I adopted a tabby cat named Whiskerino", "We moved the billing service to PostgreSQL"])
+    noisy = model.embed(["qwxz nothing matches this"])[0]
+    assert float((memories @ noisy).max()) < 0.2  # model2vec's mean gave 0.42 with the billing memory
+    # A real word spelt in a few long pieces still counts.
+    assert model.embed(["lgbtq"]).any() and model.embed(["Whiskerino"]).any()
 
 
 def test_a_repeated_text_gives_the_same_vector_from_the_word_cache() -> None:

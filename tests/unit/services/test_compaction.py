@@ -182,7 +182,9 @@ def test_a_rules_compaction_saves_the_facts_as_memories_logged_as_episodes(home:
     compaction = home.compactor.compact("chat", "rules")
     assert home.memories() == [LOCKER] and len(compaction.saved) == 1
     entry = home.memory.get(compaction.saved[0])
-    assert entry.metadata == {"source": "compaction", "session_id": "chat"} and entry.importance == 0.5
+    # The conversation-memory contract (search/conversation_metadata.py): its session and the day it was said.
+    assert entry.metadata == {"source": "compaction", "session": "chat", "date": T0.date().isoformat()}
+    assert entry.importance == 0.5
     saved_episodes = [e for e in home.episodes.on(T0.date()) if e.memory_id == entry.id]
     assert [e.content for e in saved_episodes] == [LOCKER]
     assert f"- user: {LOCKER}" in compaction.summary and compaction.summary.endswith(f"- fact: {LOCKER}")

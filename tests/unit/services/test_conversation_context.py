@@ -20,7 +20,7 @@ TURNS = [
 
 def save_turns(service: MemoryService) -> None:
     for n, (speaker, text) in enumerate(TURNS, 1):
-        metadata = {"session": "chat-1", "dia_id": f"D1:{n}", "speaker": speaker, "date": "2023-05-08"}
+        metadata = {"session": "chat-1", "turn": str(n), "speaker": speaker, "date": "2023-05-08"}
         service.save(f"{speaker}: {text}", metadata=metadata)
     service.save("Caroline: reassured the team about the release")  # no session: ranks as it always did
 

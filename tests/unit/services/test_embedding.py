@@ -261,7 +261,10 @@ def test_endpoint_without_a_model_name_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_no_settings_means_the_bundled_model(tmp_path: Path) -> None:
     provider = open_provider(Settings(home=tmp_path))
-    assert isinstance(provider, StaticEmbeddings) and provider.model_id == "static:rockmem-minilm-l6-static-256-sif3"
+    assert (
+        isinstance(provider, StaticEmbeddings)
+        and provider.model_id == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
+    )
     assert isinstance(open_provider(Settings(home=tmp_path, embedding_model="Bundled")), StaticEmbeddings)
 
 

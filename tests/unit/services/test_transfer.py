@@ -406,3 +406,30 @@ def test_a_backup_carries_procedures_with_their_history_and_never_overwrites_one
         assert restored.get("How to deploy").steps == ["Mine now"]
     finally:
         restored.close()
+
+
+def test_import_writes_the_conversation_contract_from_top_level_fields(service: MemoryService) -> None:
+    # A chat export: top-level session/speaker/date go into metadata, and each session's turns are numbered in
+    # file order where a line gives none (search/conversation_metadata.py); metadata of the same name wins.
+    lines = [
+        line(content="I just adopted a beagle", session="chat-1", speaker="user", date="2026-03-04"),
+        line(content="Congratulations on the beagle!", session="chat-1", speaker="assistant"),
+        line(content="Another chat opens", session="chat-2", turn=7),
+        line(content="and goes on", session="chat-2"),
+        line(content="metadata wins", session="chat-1", metadata={"session": "chat-9", "speaker": "Ann"}),
+        line(content="no conversation at all"),
+        line(content="bad speaker", session="chat-1", speaker=["x"]),
+    ]
+    report = import_jsonl(service, lines)
+    assert report.imported == 6 and [e.line for e in report.errors] == [7]
+    meta = {e.content: e.metadata for e in service.iter_entries()}
+    assert meta["I just adopted a beagle"] == {
+        "session": "chat-1",
+        "turn": "0",
+        "speaker": "user",
+        "date": "2026-03-04",
+    }
+    assert meta["Congratulations on the beagle!"] == {"session": "chat-1", "turn": "1", "speaker": "assistant"}
+    assert meta["Another chat opens"]["turn"] == "7" and meta["and goes on"]["turn"] == "8"
+    assert meta["metadata wins"] == {"session": "chat-9", "speaker": "Ann", "turn": "0"}
+    assert meta["no conversation at all"] == {}
