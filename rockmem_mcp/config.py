@@ -86,6 +86,9 @@ class Settings(BaseModel):
     # Context from neighbours (issue 24): a conversation memory (metadata `session`) borrows from its turns.
     search_neighbours: bool = Field(True, description="Session neighbours lend to a hit's score (bm25, hybrid)")
     search_lifts: bool = Field(True, description="A speaker or month the query names lifts memories of it")
+    bm25: Literal["tuned", "rockbot"] = Field(
+        "tuned", description="BM25's k1, b and pair weight: chosen across corpora (0.6, 0.9, 1); rockbot: 1.5, 0.75, 2"
+    )
     # Three-tier retrieval (seed 003): off, as it did not clearly beat the flat search on LoCoMo dev (BENCHMARKS.md).
     search_tiers: bool = Field(False, description="Rank categories first; a query's hits in the best ones come first")
     search_tier_categories: int = Field(DEFAULT_CATEGORIES, ge=1, description="Categories the tiered search looks in")

@@ -1,6 +1,7 @@
 """Candidate ways of turning texts into cosines, for the study: (documents, queries) -> a similarity matrix.
 
 - `bundled`: the product's provider as configured (the bundled static model by default).
+- `model2vec`: the bundled model as model2vec's encode reads a text (its first 512 tokens, every word).
 - `known`: the bundled model, leaving out the pieces of words it does not know (a word it can only spell
   out in pieces of under 2.5 characters on average, or not at all): nonsense adds nothing to a mean.
 - `whole`: `known`, over the whole text instead of its first 512 tokens.
@@ -129,6 +130,11 @@ def similarity(name: str) -> Similarity:
         model = "onnx:minilm-int8" if name == "onnx" else "bundled"
         provider = open_provider(Settings.load({"embedding_model": model}, env={}))
         return lambda docs, queries: provider.embed(queries) @ provider.embed(docs).T  # type: ignore[union-attr]
+    if name == "model2vec":
+        from rockmem_mcp.search.static_model import StaticEmbeddings
+
+        exact = StaticEmbeddings(model2vec_exact=True)
+        return lambda docs, queries: exact.embed(queries) @ exact.embed(docs).T
     model, vectors = _static()
     if name == "known":
 

@@ -43,7 +43,8 @@ def rankings(home: Home, metadata: bool, modes: tuple[str, ...], model: str | No
             ]
             report = import_jsonl(memory, lines)
             assert not report.errors, report.errors[:3]
-            memory.vector_worker.drain()
+            if memory.embedder.configured:
+                memory.vector_worker.drain()
             out: dict[str, list[list[str]]] = {}
             for mode in modes:
                 found = []

@@ -1,9 +1,9 @@
 """Incremental Okapi BM25 with RockBot's word-pair boost.
 
-Scoring (RockBot's Bm25Ranker, k1=1.5, b=0.75):
+Scoring (RockBot's Bm25Ranker, with k1, b and the pair weight below instead of its 1.5, 0.75 and 2):
   idf(n)   = ln((N - n + 0.5) / (n + 0.5) + 1)
   norm(f)  = f (k1 + 1) / (f + k1 (1 - b + b |d| / avgdl))
-  score(d) = Σ_distinct query words idf · norm(tf)  +  Σ_distinct adjacent query word pairs 2 · idf · norm(pair tf)
+  score(d) = Σ_distinct query words idf · norm(tf)  +  Σ_distinct adjacent query word pairs w · idf · norm(pair tf)
 N, n and avgdl are taken over the documents being searched (active ones; with archived ones when asked).
 A pair is two query tokens next to each other, found next to each other in the document's tokens.
 
@@ -37,12 +37,25 @@ import numpy as np
 
 from rockmem_mcp.search.columns import Column, concat_segments
 
-K1 = 1.5
-# Length normalisation: 0.3, not the textbook 0.75. Memories are short and their length carries meaning (a
-# long turn is usually the one with the facts); on LoCoMo dev 0.3 beat 0.75 in all five conversations
-# (R@5 0.620 vs 0.583; BENCHMARKS.md).
-B = 0.3
-PAIR_WEIGHT = 2.0
+# k1, b and the pair weight were chosen by leave-one-corpus-out over five development corpora of different shapes
+# (benchmarks/retrieval/, BENCHMARKS.md "Recall across corpora"): the setting whose worst corpus gains most over
+# textbook BM25 (k1 1.5, b 0.75). RockBot's 1.5 / 0.75 / 2.0 and the earlier b = 0.3 (chosen on one corpus of
+# short, like turns) let long memories win: with assistant answers of thousands of characters beside short
+# statements, b = 0.3 fell below textbook BM25. Low k1 saturates a word's repeats (a long text says a topic word
+# many times); a strong b keeps a long text from matching everything.
+K1 = 0.6
+B = 0.9
+PAIR_WEIGHT = 1.0
+# ROCKMEM_BM25=rockbot: the seed's constants, for every index this process opens from then on (see `use_constants`).
+CONSTANTS: dict[str, tuple[float, float, float]] = {"tuned": (K1, B, PAIR_WEIGHT), "rockbot": (1.5, 0.75, 2.0)}
+_in_use = CONSTANTS["tuned"]
+
+
+def use_constants(name: str) -> None:
+    """Make `name`'s k1, b and pair weight the default of every BM25 index opened from now on in this process."""
+    global _in_use
+    _in_use = CONSTANTS[name]
+
 
 T = TypeVar("T")
 DEAD, ACTIVE, ARCHIVED = 0, 1, 2
@@ -132,8 +145,11 @@ class Hits:
 
 
 class BM25Index:
-    def __init__(self, k1: float = K1, b: float = B, pair_weight: float = PAIR_WEIGHT) -> None:
-        self.k1, self.b, self.pair_weight = k1, b, pair_weight
+    def __init__(self, k1: float | None = None, b: float | None = None, pair_weight: float | None = None) -> None:
+        default_k1, default_b, default_pair = _in_use
+        self.k1 = default_k1 if k1 is None else k1
+        self.b = default_b if b is None else b
+        self.pair_weight = default_pair if pair_weight is None else pair_weight
         self.keys: list[str] = []  # slot -> document key ("" once dead)
         self.slot_of: dict[str, int] = {}
         self.doc_len = Column(np.int32)

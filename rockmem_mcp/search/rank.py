@@ -7,15 +7,14 @@ Modes:
   >= 0.5; an entry found by both gets the mean of the two, otherwise its single score.
 - `hybrid` (the default): BM25 divided by the query's top BM25 score, plus `vector_weight` x cosine (an
   entry without a vector yet keeps its BM25 part). Entries no keyword matched are returned only at a
-  cosine >= `min_similarity`, so a query does not drag in unrelated memories. Chosen on LoCoMo dev by
-  leave-one-conversation-out over nine fusion families; BENCHMARKS.md lists every variant tried.
+  cosine >= `min_similarity`, so a query does not drag in unrelated memories. The fusion family was chosen
+  over nine (BENCHMARKS.md); its weights across corpora (below).
 
 Context from neighbours (`neighbours`, bm25 and hybrid only): a memory that carries a `session` (metadata,
 see README "Conversation memories") adds to its score `NEIGHBOUR_WEIGHTS[mode]` x the best score among the
 turns within `NEIGHBOUR_WINDOW` of it in the same session (a turn's question or answer is often where the
 words are). Only candidates lend; a memory that borrows something becomes a candidate. Memories without a
-session neither lend nor borrow: their scores are untouched. Chosen on LoCoMo dev by leave-one-conversation-
-out (benchmarks/neighbour_study.py).
+session neither lend nor borrow: their scores are untouched. Metadata keys: search/conversation_metadata.py.
 
 Named speaker and month (`lifts`, bm25 and hybrid only): a memory whose metadata `speaker` the query names,
 or whose `date` falls in a month the query names, adds `LIFT_WEIGHTS[mode][kind]` x the query's top score
@@ -41,24 +40,25 @@ from rockmem_mcp.search.bm25 import Hits, top_k
 Mode = Literal["hybrid", "bm25", "vector", "rockbot"]
 MODES: tuple[str, ...] = get_args(Mode)
 ROCKBOT_MIN_SIMILARITY = 0.5  # RockBot's MinSimilarityThreshold
-# The cosine's weight against max-normalised BM25, tuned for the shared MiniLM model2vec model (its
-# cosines sit around 0.4, tops 0.55-0.8). R@5 moved < 0.01 across 2..3.5; a model with a very different
-# cosine spread may want another value (ROCKMEM_HYBRID_VECTOR_WEIGHT).
-HYBRID_VECTOR_WEIGHT = 3.0
-# Below this a memory sharing no keyword with the query is unrelated for that model (MiniLM: unrelated
-# sentences score 0.0-0.25, loose paraphrases 0.3-0.5). No effect on LoCoMo, where BM25 matches most turns.
+# Every constant below was chosen by leave-one-corpus-out over five development corpora of different shapes
+# (conversation turns, short statements beside long answers, conversations pooled without metadata, short facts,
+# agent notes: benchmarks/retrieval/, BENCHMARKS.md "Recall across corpora"), with the bundled model: the setting
+# whose worst corpus gains most over textbook BM25, a tie keeping the earlier value.
+# The cosine's weight against max-normalised BM25 (the bundled model's related texts score 0.3-0.8).
+HYBRID_VECTOR_WEIGHT = 1.5
+# Below this a memory sharing no keyword with the query is unrelated for that model. No corpus moved between 0.2
+# and 0.4 (BM25 matches most answers); words the model does not know add nothing to a vector (static_model.py).
 HYBRID_MIN_SIMILARITY = 0.3
 
 
-# The neighbour weight per mode and the window (turns either side), chosen by leave-one-conversation-out on
-# LoCoMo dev: every fold chose the max over +-2 turns, hybrid 0.5-0.6, bm25 0.3 (BENCHMARKS.md, issue 24).
+# Session neighbours: the weight per mode and the window (memories either side).
 NEIGHBOUR_WINDOW = 2
-NEIGHBOUR_WEIGHTS: dict[str, float] = {"hybrid": 0.5, "bm25": 0.3}
-# Named speaker / month: weight x the query's top score, by leave-one-conversation-out on top of the
-# neighbours (bm25's folds chose the grid's edge, 0.4, for both).
+NEIGHBOUR_WEIGHTS: dict[str, float] = {"hybrid": 0.3, "bm25": 0.5}
+# Named speaker / month: weight x the query's top score. Only one corpus carries speaker and date (LoCoMo's turns),
+# so these are chosen there alone; on the others they change nothing (no metadata, no lift).
 LIFT_WEIGHTS: dict[str, dict[str, float]] = {
     "hybrid": {"speaker": 0.2, "month": 0.3},
-    "bm25": {"speaker": 0.4, "month": 0.4},
+    "bm25": {"speaker": 0.4, "month": 0.3},
 }
 
 

@@ -49,7 +49,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
-from rockmem_mcp.search.bm25 import ACTIVE, DEAD
+from rockmem_mcp.search.bm25 import ACTIVE, DEAD, use_constants
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_bounds, tier_counts
@@ -112,6 +112,7 @@ class MemoryService:
         embed_in_background: bool = True,  # False: one-shot commands call vector_worker.drain() themselves
     ) -> None:
         self.settings = settings
+        use_constants(settings.bm25)  # ROCKMEM_BM25: this index's and those opened after it (search/bm25.py)
         self._clock = clock
         self.lock = self._lock = threading.RLock()
         self._claim = HomeClaim(

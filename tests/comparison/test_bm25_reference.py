@@ -29,7 +29,7 @@ from rank_bm25 import BM25Okapi
 
 from rockmem_mcp.search.bm25 import BM25Index
 
-K1, B, PAIR_WEIGHT = 1.5, 0.3, 2.0  # the product's constants, restated so a change is deliberate
+K1, B, PAIR_WEIGHT = 0.6, 0.9, 1.0  # the product's constants, restated so a change is deliberate
 REL = 1e-9
 
 VOCAB = (

@@ -345,3 +345,27 @@ def test_pg_replicas_harness_compares_the_database_with_the_file_home(tmp_path: 
     (tmp_path / "fresh").mkdir()
     fresh = pg_replicas.fresh_replicas(300, ADMIN_URL, tmp_path / "fresh")
     assert fresh["fresh_replica_open_from_snapshot_s"] >= 0 and fresh["snapshot_mb"] > 0
+
+
+def test_retrieval_corpora_study_and_report_run_on_the_projects_own_corpus(tmp_path: Path) -> None:
+    # The agent corpus ships with the project; the LoCoMo-derived ones need ../shared (built where present).
+    from benchmarks.retrieval import corpora as retrieval_corpora
+    from benchmarks.retrieval import report as retrieval_report
+    from benchmarks.retrieval import speed_ab, study
+
+    agent = retrieval_corpora.agent_corpus()
+    assert len(agent.homes[0].memories) == 400 and agent.questions == 300
+    keys = {m.key for m in agent.homes[0].memories}
+    assert all(q.evidence <= keys for q in agent.homes[0].questions)
+    small = retrieval_corpora.Home("small", agent.homes[0].memories[:60], [
+        q for q in agent.homes[0].questions if q.evidence <= {m.key for m in agent.homes[0].memories[:60]}
+    ])  # fmt: skip
+    parts = study.home_parts(small, [(1.5, 0.75, 2.0), (0.6, 0.9, 1.0)], None)
+    table = {"small": {s: study.corpus_scores([parts], s) for s in (study.Setting(), study.Setting(0.6, 0.9, 1.0))}}
+    chosen = study.loco(table, {"small": study.textbook_scores([parts])})
+    assert set(chosen["all"]["chosen"]) >= {"k1", "b", "pair", "vector_weight"}
+    ranked = retrieval_report.rankings(small, True, ("hybrid", "bm25"), "off")
+    assert set(ranked) == {"hybrid", "bm25"} and len(ranked["bm25"]) == len(small.questions)
+    assert 0 <= retrieval_report.recall_at([(small, ranked["bm25"])])["R@5"] <= 1
+    ab = speed_ab.run(300, rounds=1, queries=5)
+    assert set(ab["median_p50_ms"]) == {"issue41", "earlier"}

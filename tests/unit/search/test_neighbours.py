@@ -144,7 +144,7 @@ def test_hybrid_lends_the_best_neighbours_fused_score_and_other_modes_none() -> 
     fused = {0: 1.0 + 1.5, 3: 0.5 + 1.2}
     got = dict(zip(hits.slots.tolist(), hits.scores.tolist(), strict=True))
     assert got[3] == pytest.approx(fused[3])  # no session: untouched
-    assert got[1] == pytest.approx(0.5 * fused[0])  # not a candidate itself: only what it borrows
+    assert got[1] == pytest.approx(NEIGHBOUR_WEIGHTS["hybrid"] * fused[0])  # not a candidate: only what it borrows
     assert got[0] == pytest.approx(fused[0])  # its neighbours are not candidates: nothing to borrow
     for mode in ("vector", "rockbot"):
         ranking = Ranking(mode, neighbours=True)

@@ -181,7 +181,7 @@ def test_hybrid_keeps_a_keyword_match_with_a_negative_cosine() -> None:
 def test_hybrid_without_any_keyword_match_ranks_by_cosine_alone() -> None:
     similarity = arr(0.5, 0.2, 0.35, 0.9)
     hits = rank(Ranking(), arr(0.0, 0.0, 0.0, 0.0), similarity, mask(T, T, T, F), limit=10)
-    assert_ranked(hits, [(0, 3.0 * 0.5), (2, 3.0 * 0.35)], total=2)
+    assert_ranked(hits, [(0, HYBRID_VECTOR_WEIGHT * 0.5), (2, HYBRID_VECTOR_WEIGHT * 0.35)], total=2)
     assert np.isfinite(hits.scores).all()
 
 
@@ -196,7 +196,7 @@ def test_nothing_found_gives_empty_hits(mode: str) -> None:
 # ---------------------------------------------------------------------- limit and total
 
 
-# normalised lexical [0, 0.5, 0.25, 1.0, 0]; hybrid = that + 3 * cos = [2.7, 0.8, 0.85, 1.3, 2.4]
+# normalised lexical [0, 0.5, 0.25, 1.0, 0]; hybrid (a weight of 3) = that + 3 * cos = [2.7, 0.8, 0.85, 1.3, 2.4]
 @pytest.mark.parametrize(
     ("mode", "best_two", "total"),
     [
@@ -209,7 +209,7 @@ def test_nothing_found_gives_empty_hits(mode: str) -> None:
 def test_limit_cuts_but_total_counts_every_candidate(mode: str, best_two: list[tuple[int, float]], total: int) -> None:
     lexical = arr(0.0, 2.0, 1.0, 4.0, 0.0)
     similarity = arr(0.9, 0.1, 0.2, 0.1, 0.8)
-    hits = rank(Ranking(mode), lexical, similarity, mask(T, T, T, T, T), limit=2)
+    hits = rank(Ranking(mode, vector_weight=3.0), lexical, similarity, mask(T, T, T, T, T), limit=2)
     assert_ranked(hits, best_two, total=total)
 
 

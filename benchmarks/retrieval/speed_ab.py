@@ -1,0 +1,80 @@
+"""Search speed with issue 41's BM25 constants against the earlier ones, in one process on one index.
+
+    python -m benchmarks.retrieval.speed_ab --size 100000
+
+A home of `size` speed-corpus memories (benchmarks/corpus.py, as benchmarks/speed.py fills one) is indexed once;
+then rounds alternate the two constant sets on that index (k1, b and the pair weight are read per query; the
+length norms are recomputed when they change) and time `MemoryIndex.search` for 300 corpus questions, top 20, in
+bm25 mode as a default search runs it (MaxScore, salience aside). Medians over rounds; writes
+benchmarks/results/retrieval-speed-ab.json (or --out). b and k1 bound what MaxScore may skip, so they set its cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from benchmarks.corpus import Corpus
+from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.search.bm25 import CONSTANTS
+from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
+from rockmem_mcp.search.rank import Ranking
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+EARLIER = (1.5, 0.3, 2.0)  # before issue 41
+
+
+def run(size: int, rounds: int, queries: int) -> dict[str, object]:
+    corpus = Corpus()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    entries = [
+        MemoryEntry(id=f"{i:012x}", content=str(r["content"]), created_at=start + timedelta(seconds=i))
+        for i, r in enumerate(corpus.records(size))
+    ]
+    index = MemoryIndex()
+    index.upsert_many(entries)
+    questions = corpus.queries(queries)
+    sets = {"issue41": CONSTANTS["tuned"], "earlier": EARLIER}
+    p50: dict[str, list[float]] = {name: [] for name in sets}
+    for _ in range(rounds):
+        for name, (k1, b, pair) in sets.items():
+            index.bm25.k1, index.bm25.b, index.bm25.pair_weight = k1, b, pair
+            index.bm25._length_norm = None
+            index.search(questions[0], SearchFilter(), 20, Ranking("bm25"))  # norms computed outside the timing
+            times = []
+            for question in questions:
+                began = time.perf_counter()
+                index.search(question, SearchFilter(), 20, Ranking("bm25"))
+                times.append((time.perf_counter() - began) * 1000)
+            p50[name].append(statistics.median(times))
+    medians = {name: round(statistics.median(values), 3) for name, values in p50.items()}
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "size": size,
+        "questions": queries,
+        "rounds": rounds,
+        "search_top20_p50_ms_per_round": {name: [round(v, 3) for v in values] for name, values in p50.items()},
+        "median_p50_ms": medians,
+        "issue41_over_earlier": round(medians["issue41"] / medians["earlier"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--out", type=Path, default=RESULTS / "retrieval-speed-ab.json")
+    args = parser.parse_args()
+    report = run(args.size, args.rounds, args.queries)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report["median_p50_ms"]), report["issue41_over_earlier"])
+
+
+if __name__ == "__main__":
+    main()
