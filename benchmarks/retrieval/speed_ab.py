@@ -5,7 +5,9 @@
 A home of `size` speed-corpus memories (benchmarks/corpus.py, as benchmarks/speed.py fills one) is indexed once;
 then rounds alternate the two constant sets on that index (k1, b and the pair weight are read per query; the
 length norms are recomputed when they change) and time `MemoryIndex.search` for 300 corpus questions, top 20, in
-bm25 mode as a default search runs it (MaxScore, salience aside). Medians over rounds; writes
+bm25 mode as a default search runs it (MaxScore, salience aside). Then the bundled model's embedding rate, as the
+product reads a text (whole, known words) and as model2vec does (first 512 tokens), over 20,000 speed-corpus facts
+and 2,000 long replies of the `long` corpus (where LoCoMo is beside the checkout). Medians over rounds; writes
 benchmarks/results/retrieval-speed-ab.json (or --out). b and k1 bound what MaxScore may skip, so they set its cost.
 """
 
@@ -53,6 +55,7 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
             p50[name].append(statistics.median(times))
     medians = {name: round(statistics.median(values), 3) for name, values in p50.items()}
     return {
+        "embedding_texts_per_s": embedding_rates([str(r["content"]) for r in corpus.records(20_000)], rounds),
         "date": time.strftime("%Y-%m-%d"),
         "size": size,
         "questions": queries,
@@ -61,6 +64,26 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
         "median_p50_ms": medians,
         "issue41_over_earlier": round(medians["issue41"] / medians["earlier"], 3),
     }
+
+
+def embedding_rates(short: list[str], rounds: int) -> dict[str, dict[str, float]]:
+    from benchmarks.retrieval.corpora import locomo_available, long_corpus
+    from rockmem_mcp.search.static_model import StaticEmbeddings
+
+    texts = {"short": short}
+    if locomo_available():
+        texts["long"] = [m.content for h in long_corpus().homes for m in h.memories if m.key.endswith("/reply")][:2000]
+    rates: dict[str, dict[str, float]] = {}
+    for kind, batch in texts.items():
+        for label, exact in (("issue41", False), ("model2vec", True)):
+            runs = []
+            for _ in range(rounds):
+                model = StaticEmbeddings(model2vec_exact=exact)  # a cold word cache each time, as a new process
+                began = time.perf_counter()
+                model.embed(batch)
+                runs.append(len(batch) / (time.perf_counter() - began))
+            rates.setdefault(kind, {})[label] = round(statistics.median(runs))
+    return rates
 
 
 def main() -> None:

@@ -32,13 +32,19 @@ def conversation_metadata(
     return {key: value for key, value in zip(KEYS, values, strict=True) if value}
 
 
-def turn_number(turn: str | None) -> float:
-    """A memory's `turn` as a number ("12" -> 12.0); 0 when it has none or it is not a finite number."""
+MAX_TURN = 2**53  # exact as a float: beyond it, turns would not count up
+
+
+def turn_number(turn: object) -> float:
+    """A memory's `turn` as a number ("12" -> 12.0); 0 when it has none or it is not a finite number (a
+    non-string, which metadata checks refuse, included)."""
+    if not isinstance(turn, str):
+        return 0.0
     try:
-        number = float((turn or "").strip())
+        number = float(turn.strip())
     except ValueError:
         return 0.0
-    return number if math.isfinite(number) else 0.0
+    return number if math.isfinite(number) and abs(number) <= MAX_TURN else 0.0
 
 
 class TurnCounter:
@@ -52,14 +58,14 @@ class TurnCounter:
         given = {key: record[key] for key in KEYS if key in record}
         if not given:
             return record
-        if any(not isinstance(value, str | int) or isinstance(value, bool) for value in given.values()):
-            raise ValueError(f"{', '.join(sorted(given))}: each must be a string (turn: a number)")
+        if any(not isinstance(value, str | int | float) or isinstance(value, bool) for value in given.values()):
+            raise ValueError(f"{', '.join(sorted(given))}: each must be a string (turn may be a number)")
         metadata = record.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             return record  # the record's own check names the bad metadata
         merged = {key: str(value) for key, value in given.items()} | dict(metadata or {})
         session = merged.get(SESSION_KEY)
-        if session is not None:
+        if isinstance(session, str) and session:
             if TURN_KEY in merged:  # the next line without a turn follows it
                 self.next_turn[session] = int(turn_number(merged[TURN_KEY])) + 1
             else:

@@ -47,8 +47,10 @@ from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 7  # 5: salience columns; 6: conversation sessions; 7: int8 vectors with a scale per row
-READABLE_FORMATS = (6, SNAPSHOT_FORMAT)  # 6 differs only in float32 vectors, quantized when loaded
+# 5: salience columns; 6: conversation sessions; 7: int8 vectors with a scale per row; 8: the turn column is read
+# from metadata `turn` (before, from a benchmark's own turn ids, which nothing reads now)
+SNAPSHOT_FORMAT = 8
+READABLE_FORMATS = (6, 7, SNAPSHOT_FORMAT)  # 6: float32 vectors, quantized when loaded; 6 and 7: turns zeroed
 _NO_CATEGORY = -1
 _NO_SESSION = -1
 SALIENCE_REFRESH_S = 3600.0
@@ -556,7 +558,9 @@ class MemoryIndex:
             index.access_count = Column(np.int32, data=arrays["access_count"], take=True)
             index.last_access = Column(np.float64, data=arrays["last_access"], take=True)
             index.session_code = Column(np.int32, data=arrays["session_code"], take=True)
-            index.turn = Column(np.float64, data=arrays["turn"], take=True)
+            # Before format 8 the column came from another key: ties fall back to creation order and import order.
+            turns = arrays["turn"] if fmt == SNAPSHOT_FORMAT else np.zeros(count, dtype=np.float64)
+            index.turn = Column(np.float64, data=turns, take=True)
             index.sessions = unpack_strings(arrays["sessions"])
             index._session_ids = {name: i for i, name in enumerate(index.sessions)}
             index._session_slots = int(np.count_nonzero(arrays["session_code"] != _NO_SESSION))

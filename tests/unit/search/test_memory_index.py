@@ -361,6 +361,28 @@ def test_a_format_6_snapshot_with_float32_vectors_loads_without_a_rebuild(tmp_pa
     )
 
 
+@pytest.mark.parametrize("fmt", [7, 8])
+def test_turns_in_a_snapshot_from_before_the_turn_key_are_dropped(tmp_path: Path, fmt: int) -> None:
+    """Before format 8 the turn column came from another metadata key, which nothing reads now: an older
+    snapshot's turns are zeroed on load (ties fall back to creation and import order); format 8 keeps them."""
+    index = MemoryIndex()
+    index.upsert_many([
+        MemoryEntry(id=f"t{n}", content=f"turn {n}", metadata={"session": "s", "turn": str(n)},
+                    created_at=datetime(2026, 1, 1, tzinfo=UTC))
+        for n in (2, 1)
+    ])  # fmt: skip
+    path = tmp_path / "snap.npz"
+    index.save(path, JournalPosition(1, 0))
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["header"] = arrays["header"].copy()
+    arrays["header"][0] = fmt
+    np.savez(path, **arrays)
+    loaded = MemoryIndex.load(path)
+    assert loaded is not None
+    assert loaded[0].turn.view.tolist() == ([2.0, 1.0] if fmt == 8 else [0.0, 0.0])
+
+
 # ---------------------------------------------------------------------- pruned search
 @pytest.mark.parametrize("category", [None, "work"])
 def test_a_pruned_search_ranks_as_scoring_every_memory(category: str | None, monkeypatch: pytest.MonkeyPatch) -> None:

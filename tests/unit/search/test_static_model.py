@@ -119,6 +119,16 @@ def test_words_the_model_does_not_know_add_nothing() -> None:
     assert float((memories @ noisy).max()) < 0.2  # model2vec's mean gave 0.42 with the billing memory
     # A real word spelt in a few long pieces still counts.
     assert model.embed(["lgbtq"]).any() and model.embed(["Whiskerino"]).any()
+    # Punctuation alone is no word: "qwxz?" had the vector of "?" (0.50 with "Wow, that is great!").
+    assert not model.embed(["qwxz?", "zzkq, vrrp; xqj.", "qwxz blorft!!!"]).any()
+
+
+def test_other_scripts_keep_their_vectors() -> None:
+    # The vocabulary spells Cyrillic, Hangul and kana one character a piece: the unknown-word test is for ASCII.
+    model, exact = StaticEmbeddings(), StaticEmbeddings(model2vec_exact=True)
+    for text in ("привет мир как дела", "안녕하세요 친구", "ありがとうございます", "東京で会いましょう"):
+        assert model.token_ids(text) == exact.token_ids(text), text
+        assert model.embed([text]).any()
 
 
 def test_a_repeated_text_gives_the_same_vector_from_the_word_cache() -> None:

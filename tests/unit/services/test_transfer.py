@@ -419,9 +419,11 @@ def test_import_writes_the_conversation_contract_from_top_level_fields(service: 
         line(content="metadata wins", session="chat-1", metadata={"session": "chat-9", "speaker": "Ann"}),
         line(content="no conversation at all"),
         line(content="bad speaker", session="chat-1", speaker=["x"]),
+        line(content="a turn in metadata must be a string", session="chat-3", metadata={"turn": 5}),
+        line(content="a float turn", session="chat-4", turn=3.0),
     ]
-    report = import_jsonl(service, lines)
-    assert report.imported == 6 and [e.line for e in report.errors] == [7]
+    report = import_jsonl(service, lines)  # a bad line is reported and skipped, never the end of the import
+    assert report.imported == 7 and [e.line for e in report.errors] == [7, 8]
     meta = {e.content: e.metadata for e in service.iter_entries()}
     assert meta["I just adopted a beagle"] == {
         "session": "chat-1",
@@ -433,3 +435,4 @@ def test_import_writes_the_conversation_contract_from_top_level_fields(service: 
     assert meta["Another chat opens"]["turn"] == "7" and meta["and goes on"]["turn"] == "8"
     assert meta["metadata wins"] == {"session": "chat-9", "speaker": "Ann", "turn": "0"}
     assert meta["no conversation at all"] == {}
+    assert meta["a float turn"] == {"session": "chat-4", "turn": "3.0"}
