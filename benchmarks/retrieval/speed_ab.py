@@ -5,7 +5,8 @@
 A home of `size` speed-corpus memories (benchmarks/corpus.py, as benchmarks/speed.py fills one) is indexed once;
 then rounds alternate the two constant sets on that index (k1, b and the pair weight are read per query; the
 length norms are recomputed when they change) and time `MemoryIndex.search` for 300 corpus questions, top 20, in
-bm25 mode as a default search runs it (MaxScore, salience aside). Then the bundled model's embedding rate, as the
+bm25 mode as a default search runs it (MaxScore, salience aside). Hybrid search the same way, each side with its
+own model reading and vector weight (the query's embedding included). Then the bundled model's embedding rate, as the
 product reads a text (whole, known words) and as model2vec does (first 512 tokens), over 20,000 speed-corpus facts
 and 2,000 long replies of the `long` corpus (where LoCoMo is beside the checkout). Medians over rounds; writes
 benchmarks/results/retrieval-speed-ab.json (or --out). b and k1 bound what MaxScore may skip, so they set its cost.
@@ -20,11 +21,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.corpus import Corpus
 from rockmem_mcp.models import MemoryEntry
 from rockmem_mcp.search.bm25 import CONSTANTS
 from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
 from rockmem_mcp.search.rank import Ranking
+from rockmem_mcp.search.vectors import VectorTable
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 EARLIER = (1.5, 0.3, 2.0)  # before issue 41
@@ -40,6 +44,7 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
     index = MemoryIndex()
     index.upsert_many(entries)
     questions = corpus.queries(queries)
+    hybrid = hybrid_p50(index, entries, questions, rounds)
     sets = {"issue41": CONSTANTS["tuned"], "earlier": EARLIER}
     p50: dict[str, list[float]] = {name: [] for name in sets}
     for _ in range(rounds):
@@ -55,6 +60,7 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
             p50[name].append(statistics.median(times))
     medians = {name: round(statistics.median(values), 3) for name, values in p50.items()}
     return {
+        "hybrid_top20_p50_ms": hybrid,
         "embedding_texts_per_s": embedding_rates([str(r["content"]) for r in corpus.records(20_000)], rounds),
         "date": time.strftime("%Y-%m-%d"),
         "size": size,
@@ -64,6 +70,33 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
         "median_p50_ms": medians,
         "issue41_over_earlier": round(medians["issue41"] / medians["earlier"], 3),
     }
+
+
+def hybrid_p50(index: MemoryIndex, entries: list[MemoryEntry], questions: list[str], rounds: int) -> dict[str, float]:
+    """Hybrid search p50 (query embedded, every vector scanned, fused, top 20) with each side's model reading,
+    constants and vector weight, alternating on the one index."""
+    from rockmem_mcp.search.static_model import StaticEmbeddings
+
+    sides = {
+        "issue41": (StaticEmbeddings(), CONSTANTS["tuned"], Ranking("hybrid")),
+        "earlier": (StaticEmbeddings(model2vec_exact=True), EARLIER, Ranking("hybrid", vector_weight=3.0)),
+    }
+    vectors = {name: model.embed([e.document_text() for e in entries]) for name, (model, _, _) in sides.items()}
+    slots = np.arange(len(entries))
+    p50: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, (model, (k1, b, pair), ranking) in sides.items():
+            index.bm25.k1, index.bm25.b, index.bm25.pair_weight = k1, b, pair
+            index.bm25._length_norm = None
+            index.vectors = VectorTable(model.model_id, model.dim, rows=index.bm25.slot_count)
+            index.vectors.put(slots, vectors[name])
+            times = []
+            for question in questions:
+                began = time.perf_counter()
+                index.search(question, SearchFilter(), 20, ranking, model.embed([question])[0])
+                times.append((time.perf_counter() - began) * 1000)
+            p50[name].append(statistics.median(times))
+    return {name: round(statistics.median(values), 3) for name, values in p50.items()}
 
 
 def embedding_rates(short: list[str], rounds: int) -> dict[str, dict[str, float]]:
