@@ -34,7 +34,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 EARLIER = (1.5, 0.3, 2.0)  # before issue 41
 
 
-def run(size: int, rounds: int, queries: int) -> dict[str, object]:
+def run(size: int, rounds: int, queries: int, embedded: tuple[int, int] = (20_000, 2_000)) -> dict[str, object]:
+    """`embedded`: how many short and long texts the embedding rates are taken over."""
     corpus = Corpus()
     start = datetime(2026, 1, 1, tzinfo=UTC)
     entries = [
@@ -61,7 +62,9 @@ def run(size: int, rounds: int, queries: int) -> dict[str, object]:
     medians = {name: round(statistics.median(values), 3) for name, values in p50.items()}
     return {
         "hybrid_top20_p50_ms": hybrid,
-        "embedding_texts_per_s": embedding_rates([str(r["content"]) for r in corpus.records(20_000)], rounds),
+        "embedding_texts_per_s": embedding_rates(
+            [str(r["content"]) for r in corpus.records(embedded[0])], rounds, embedded[1]
+        ),
         "date": time.strftime("%Y-%m-%d"),
         "size": size,
         "questions": queries,
@@ -99,13 +102,15 @@ def hybrid_p50(index: MemoryIndex, entries: list[MemoryEntry], questions: list[s
     return {name: round(statistics.median(values), 3) for name, values in p50.items()}
 
 
-def embedding_rates(short: list[str], rounds: int) -> dict[str, dict[str, float]]:
+def embedding_rates(short: list[str], rounds: int, long_count: int) -> dict[str, dict[str, float]]:
     from benchmarks.retrieval.corpora import locomo_available, long_corpus
     from rockmem_mcp.search.static_model import StaticEmbeddings
 
     texts = {"short": short}
     if locomo_available():
-        texts["long"] = [m.content for h in long_corpus().homes for m in h.memories if m.key.endswith("/reply")][:2000]
+        texts["long"] = [m.content for h in long_corpus().homes for m in h.memories if m.key.endswith("/reply")][
+            :long_count
+        ]
     rates: dict[str, dict[str, float]] = {}
     for kind, batch in texts.items():
         for label, exact in (("issue41", False), ("model2vec", True)):

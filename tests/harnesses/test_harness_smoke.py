@@ -367,5 +367,5 @@ def test_retrieval_corpora_study_and_report_run_on_the_projects_own_corpus(tmp_p
     ranked = retrieval_report.rankings(small, True, ("hybrid", "bm25"), "off")
     assert set(ranked) == {"hybrid", "bm25"} and len(ranked["bm25"]) == len(small.questions)
     assert 0 <= retrieval_report.recall_at([(small, ranked["bm25"])])["R@5"] <= 1
-    ab = speed_ab.run(300, rounds=1, queries=5)
-    assert set(ab["median_p50_ms"]) == {"issue41", "earlier"}
+    ab = speed_ab.run(300, rounds=1, queries=5, embedded=(50, 5))
+    assert set(ab["median_p50_ms"]) == set(ab["hybrid_top20_p50_ms"]) == {"issue41", "earlier"}
