@@ -46,15 +46,8 @@ from rockmem_mcp.search.columns import Column, concat_segments
 K1 = 0.6
 B = 0.9
 PAIR_WEIGHT = 1.0
-# ROCKMEM_BM25=rockbot: the seed's constants, for every index this process opens from then on (see `use_constants`).
+# ROCKMEM_BM25=rockbot: the seed's constants for the long-term memory index (MemoryService applies them).
 CONSTANTS: dict[str, tuple[float, float, float]] = {"tuned": (K1, B, PAIR_WEIGHT), "rockbot": (1.5, 0.75, 2.0)}
-_in_use = CONSTANTS["tuned"]
-
-
-def use_constants(name: str) -> None:
-    """Make `name`'s k1, b and pair weight the default of every BM25 index opened from now on in this process."""
-    global _in_use
-    _in_use = CONSTANTS[name]
 
 
 T = TypeVar("T")
@@ -145,11 +138,8 @@ class Hits:
 
 
 class BM25Index:
-    def __init__(self, k1: float | None = None, b: float | None = None, pair_weight: float | None = None) -> None:
-        default_k1, default_b, default_pair = _in_use
-        self.k1 = default_k1 if k1 is None else k1
-        self.b = default_b if b is None else b
-        self.pair_weight = default_pair if pair_weight is None else pair_weight
+    def __init__(self, k1: float = K1, b: float = B, pair_weight: float = PAIR_WEIGHT) -> None:
+        self.k1, self.b, self.pair_weight = k1, b, pair_weight
         self.keys: list[str] = []  # slot -> document key ("" once dead)
         self.slot_of: dict[str, int] = {}
         self.doc_len = Column(np.int32)
@@ -512,6 +502,12 @@ class BM25Index:
         if awake is not None:
             hit &= awake
         return int(np.count_nonzero(hit))
+
+    def use_constants(self, k1: float, b: float, pair_weight: float) -> None:
+        """Rank with these from now on (they are read per query; the length norms are recomputed)."""
+        self.k1, self.b, self.pair_weight = k1, b, pair_weight
+        self._length_norm = None
+        self._last_scores = None
 
     def _length_norms(self, avgdl: float) -> np.ndarray:
         key = (self.slot_count, avgdl)

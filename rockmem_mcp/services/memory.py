@@ -49,7 +49,7 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
-from rockmem_mcp.search.bm25 import ACTIVE, DEAD, use_constants
+from rockmem_mcp.search.bm25 import ACTIVE, CONSTANTS, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
 from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_bounds, tier_counts
@@ -112,7 +112,6 @@ class MemoryService:
         embed_in_background: bool = True,  # False: one-shot commands call vector_worker.drain() themselves
     ) -> None:
         self.settings = settings
-        use_constants(settings.bm25)  # ROCKMEM_BM25: this index's and those opened after it (search/bm25.py)
         self._clock = clock
         self.lock = self._lock = threading.RLock()
         self._claim = HomeClaim(
@@ -197,6 +196,11 @@ class MemoryService:
             raise StorageError(f"{self.settings.memory_dir} is gone")
 
     def _open_index(self, fetched: bool = False) -> tuple[MemoryIndex, JournalPosition]:
+        index, position = self._load_or_build_index(fetched)
+        index.bm25.use_constants(*CONSTANTS[self.settings.bm25])  # ROCKMEM_BM25: this home's memory index
+        return index, position
+
+    def _load_or_build_index(self, fetched: bool = False) -> tuple[MemoryIndex, JournalPosition]:
         if self.shared and not fetched and not self._snapshot_path.exists():
             self._fetch_shared_snapshot()  # a new replica: the newest index another replica kept, then the feed
             fetched = True
@@ -217,7 +221,7 @@ class MemoryService:
                     self._reconcile_with_files(index, snapshot_time)
                 return index, read.position
             if self.shared and not fetched and self._fetch_shared_snapshot():
-                return self._open_index(fetched=True)  # the feed's early part was pruned: a newer snapshot, once
+                return self._load_or_build_index(fetched=True)  # the feed's early part was pruned: a newer snapshot
             log.info("the change journal moved past the index snapshot; rebuilding from the memory files")
         position = self.journal.end()  # taken before reading: later changes are replayed on next sync
         index = self._build_from_files()

@@ -607,11 +607,21 @@ def test_the_seeds_constants_are_one_setting_away(tmp_path) -> None:
     from rockmem_mcp.config import Settings
     from rockmem_mcp.services.memory import MemoryService
 
-    service = MemoryService(Settings(home=tmp_path / "home", embedding_model="off", bm25="rockbot"))
+    seed = MemoryService(Settings(home=tmp_path / "seed", embedding_model="off", bm25="rockbot"))
+    # Nothing process-wide: another index opened now (an episode or procedure index, say) keeps the defaults.
+    assert (BM25Index().k1, BM25Index().b, BM25Index().pair_weight) == (0.6, 0.9, 1.0)
+    tuned = MemoryService(Settings(home=tmp_path / "tuned", embedding_model="off"))
     try:
-        index = service.index.bm25
+        for text in ("red apple pie", "green apple", "red car fast apple"):
+            seed.save(text)
+            tuned.save(text)
+        index = seed.index.bm25
         assert (index.k1, index.b, index.pair_weight) == (1.5, 0.75, 2.0)
+        index = tuned.index.bm25  # one process, two homes: each keeps its own (nothing process-wide)
+        assert (index.k1, index.b, index.pair_weight) == (0.6, 0.9, 1.0)
+        scores = [[round(r.score, 6) for r in s.search("red apple", mode="bm25").results] for s in (seed, tuned)]
+        assert scores[0] != scores[1]
     finally:
-        service.close()
-        bm25.use_constants("tuned")
+        seed.close()
+        tuned.close()
     assert (BM25Index().k1, BM25Index().b, BM25Index().pair_weight) == (0.6, 0.9, 1.0)
