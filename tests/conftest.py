@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -26,17 +24,3 @@ def _isolated_rockmem_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch
 # keeps every core busy (measured on 2 cores: 9 min 44 s with 2 workers, 9 min 9 s with 3).
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """On a fresh machine, install the browser tests' Chromium before any test module is imported: installing a
-    package changes /etc/passwd, which the fuzz tests check the server never wrote (a digest taken at import)."""
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it before starting the workers
-        return
-    from tests.e2e.browser import CHROMIUM_PATHS, chromium
-
-    if not any(os.access(path, os.X_OK) for path in CHROMIUM_PATHS):
-        try:
-            chromium()
-        except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:  # the browser tests report it
-            print(f"rockmem tests: Chromium not installed ({exc})", file=sys.stderr)
