@@ -97,12 +97,9 @@ class _MiniLML3:
         self.length_groups = oe.length_groups
 
     def _run(self, session: object, ids: list[list[int]], group: list[int]) -> np.ndarray:
-        width = max(len(ids[i]) for i in group)
-        input_ids = np.zeros((len(group), width), dtype=np.int64)
-        mask = np.zeros_like(input_ids)
-        for row, i in enumerate(group):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
+        from rockmem_mcp.search.onnx_embeddings import padded
+
+        input_ids, mask = padded(ids, group)
         means = session.run([self.POOLED], {"input_ids": input_ids, "attention_mask": mask})[0]  # type: ignore[attr-defined]
         return means / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
 

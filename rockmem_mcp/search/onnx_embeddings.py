@@ -125,12 +125,7 @@ class OnnxEmbeddings:
         return vectors
 
     def _run(self, session: Any, ids: list[list[int]], group: list[int]) -> np.ndarray:
-        width = max(len(ids[i]) for i in group)
-        input_ids = np.zeros((len(group), width), dtype=np.int64)
-        mask = np.zeros_like(input_ids)
-        for row, i in enumerate(group):
-            input_ids[row, : len(ids[i])] = ids[i]
-            mask[row, : len(ids[i])] = 1
+        input_ids, mask = padded(ids, group)
         feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         try:
             hidden = session.run(None, feed)[0]
@@ -187,3 +182,14 @@ def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     means = summed / np.maximum(weights.sum(axis=1), 1e-9)
     norms = np.linalg.norm(means, axis=1, keepdims=True)
     return (means / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def padded(ids: list[list[int]], group: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of `group`'s texts, zero-padded to the longest, and the attention mask over them."""
+    width = max(len(ids[i]) for i in group)
+    input_ids = np.zeros((len(group), width), dtype=np.int64)
+    mask = np.zeros_like(input_ids)
+    for row, i in enumerate(group):
+        input_ids[row, : len(ids[i])] = ids[i]
+        mask[row, : len(ids[i])] = 1
+    return input_ids, mask
