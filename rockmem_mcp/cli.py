@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp import __version__, cli_browse
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError, reporting_io_errors
+from rockmem_mcp.errors import EmbeddingError, ReadOnlyHomeError, RockmemError, reporting_io_errors
 from rockmem_mcp.storage.no_follow import read_only_reason, refuse_linked_store_folders
 from rockmem_mcp.text import visible
 
@@ -129,7 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     install.add_argument("--json", action="store_true")
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
-    imp.add_argument("file")
+    imp.add_argument("file", help="a JSON Lines file, one memory per line ('-' reads stdin)")
+    imp.add_argument(
+        "--no-embeddings", action="store_true", help="leave the vectors to the next server (by default: embedded now)"
+    )
     graph_import = sub.add_parser(
         "import-graph",
         parents=[common],
@@ -625,11 +628,13 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         _graph(settings) as graph,
     ):
         report = import_jsonl(memory, bounded_lines(source), progress, others=HomeStores(settings, graph))
+        vectors = _embed_after_import(memory) if memory.embedder.configured and not args.no_embeddings else {}
     _report_bad_lines(report.errors)
     for reason in report.skipped[:50]:
         print(f"skipped {reason}", file=sys.stderr)
     if args.json:
-        print(json.dumps(dataclasses.asdict(report) | {"seconds": round(time.monotonic() - started, 3)}, default=str))
+        totals = {"seconds": round(time.monotonic() - started, 3)} | vectors
+        print(json.dumps(dataclasses.asdict(report) | totals, default=str))
     others = ", ".join(f"{n} {store}" for store, n in report.other_stores.items() if n)
     print(
         f"imported {report.imported} memories ({report.replaced} replaced existing ids)"
@@ -638,6 +643,32 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1 if report.errors else 0
+
+
+def _embed_missing(memory: Any) -> dict[str, int]:
+    """Give every memory without a vector its vector now, with a progress bar; the counts, for --json."""
+    from rockmem_mcp.cli_progress import Meter
+
+    started = time.monotonic()
+    worker = memory.vector_worker
+    with Meter("embedding", "memories") as meter:
+        done = worker.drain(meter.update)
+    print(
+        f"vectors for {done} memories ({worker.embedded} embedded with {memory.embedder.model_id}, "
+        f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
+        file=sys.stderr,
+    )
+    return {"vectors": done, "embedded": worker.embedded, "from_cache": worker.reused}
+
+
+def _embed_after_import(memory: Any) -> dict[str, int]:
+    # Embedding here, once, spares every server started afterwards a backfill while it serves. The memories are
+    # already saved: a provider that is down only defers their vectors to the next server or `reindex --embeddings`.
+    try:
+        return _embed_missing(memory)
+    except EmbeddingError as exc:
+        print(f"vectors later: {exc} (a server or `reindex --embeddings` will embed them)", file=sys.stderr)
+        return {"vectors": 0}
 
 
 def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
@@ -918,18 +949,7 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
         print(f"indexed {len(memory.index)} memories", file=sys.stderr)
         summary["memories"] = len(memory.index)
         if getattr(args, "embeddings", False):
-            from rockmem_mcp.cli_progress import Meter
-
-            started = time.monotonic()
-            worker = memory.vector_worker
-            with Meter("embedding", "memories") as meter:
-                done = worker.drain(meter.update)
-            print(
-                f"vectors for {done} memories ({worker.embedded} embedded with {memory.embedder.model_id}, "
-                f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
-                file=sys.stderr,
-            )
-            summary |= {"vectors": done, "embedded": worker.embedded, "from_cache": worker.reused}
+            summary |= _embed_missing(memory)
     if getattr(args, "json", False):
         print(json.dumps(summary))
     return 0

@@ -497,11 +497,31 @@ def test_reindex_embeddings_with_embeddings_off_fails_clearly(seeded: Path) -> N
     assert "no embedding provider is configured" in result.stderr
 
 
-def test_reindex_embeddings_without_settings_uses_the_bundled_model(seeded: Path) -> None:
-    assert "vectors for 5 memories (5 embedded" in ok("--home", seeded, "reindex", "--embeddings").stderr
-    assert json.loads((seeded / ".embeddings" / "model.json").read_text())["dim"] == 256
-    data = json.loads(ok("--home", seeded, "stats").stdout)
+def test_reindex_embeddings_without_settings_uses_the_bundled_model(home: Path, tmp_path: Path) -> None:
+    ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--no-embeddings")
+    assert stats(home)["embedded"] == 0
+    assert "vectors for 5 memories (5 embedded" in ok("--home", home, "reindex", "--embeddings").stderr
+    assert json.loads((home / ".embeddings" / "model.json").read_text())["dim"] == 256
+    data = stats(home)
     assert data["embedded"] == 5 and data["embedding_model"] == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
+
+
+def test_import_embeds_what_it_imported_so_no_server_has_to(home: Path, tmp_path: Path) -> None:
+    result = ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--json")
+    assert json.loads(result.stdout)["vectors"] == 5
+    assert "vectors for 5 memories (5 embedded with static:" in result.stderr
+    assert sorted(p.stem for p in (home / ".embeddings").glob("*.bin")) == sorted(n["id"] for n in NOTES)
+    assert stats(home)["embedded"] == 5
+    search = ok("--home", home, "search", "deploy summary mail", "--mode", "vector", "--limit", "1")
+    assert "ranked by vector" in search.stderr and "not embedded yet" not in search.stderr
+
+
+def test_import_with_the_provider_down_keeps_the_memories_and_defers_the_vectors(home: Path, tmp_path: Path) -> None:
+    down = clean_env(ROCKMEM_EMBEDDING_ENDPOINT="http://127.0.0.1:9/v1", ROCKMEM_EMBEDDING_MODEL="hashed")
+    result = ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), env=down)
+    assert "vectors later:" in result.stderr and "imported 5 memories" in result.stderr
+    counts = stats(home)
+    assert counts["active"] + counts["archived"] == 5 and counts["embedded"] == 0
 
 
 # ---------------------------------------------------------------------------------------------- import-graph
