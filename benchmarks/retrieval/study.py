@@ -208,21 +208,24 @@ def loco(table: dict[str, dict[Setting, dict[str, float]]], textbook: dict[str, 
 
 
 def grid(stage: str, base: Setting) -> list[Setting]:
-    """Each stage's settings; the product's previous value of a constant comes first, so a tie keeps it."""
+    """Each stage's settings; the product's current value of a constant comes first, so a tie keeps it."""
     if stage == "bm25":
         return [
             Setting(k1, b, pair)
-            for k1, b, pair in itertools.product((1.5, 0.4, 0.6, 0.9, 1.2), (0.3, 0.5, 0.75, 0.9, 1.0), (2.0, 0.0, 1.0))
+            for k1, b, pair in itertools.product((0.6, 0.4, 0.9, 1.2, 1.5), (0.9, 0.3, 0.5, 0.75, 1.0), (1.0, 0.0, 2.0))
         ]
     if stage == "hybrid":
         return [
             Setting(base.k1, base.b, base.pair, w, m)
-            for w, m in itertools.product((3.0, 0.5, 1.0, 1.5, 2.0, 4.0, 5.0), (0.3, 0.2, 0.4, 0.5))
+            for w, m in itertools.product((2.0, 0.5, 1.0, 1.5, 3.0, 4.0, 5.0), (0.3, 0.2, 0.4, 0.5))
         ]
     if stage in ("context", "bm25_context"):
+        bm25 = stage == "bm25_context"  # current: neighbours 0.5; speaker bm25 0.4, hybrid 0.2; month 0.4 / 0.3
+        speaker = (0.4, 0.2, 0.0) if bm25 else (0.2, 0.4, 0.0)
+        month = (0.4, 0.3, 0.0) if bm25 else (0.3, 0.4, 0.0)
         return [
             Setting(base.k1, base.b, base.pair, base.vector_weight, base.min_similarity, n, sp, mo)
-            for n, sp, mo in itertools.product((0.5, 0.3, 0.2, 0.0), (0.2, 0.4, 0.0), (0.3, 0.0))
+            for n, sp, mo in itertools.product((0.5, 0.3, 0.2, 0.0), speaker, month)
         ]
     raise ValueError(stage)
 

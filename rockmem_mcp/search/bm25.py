@@ -37,7 +37,7 @@ import numpy as np
 
 from rockmem_mcp.search.columns import Column, concat_segments
 
-# k1, b and the pair weight were chosen by leave-one-corpus-out over five development corpora of different shapes
+# k1, b and the pair weight were chosen by leave-one-corpus-out over seven development corpora of different shapes
 # (benchmarks/retrieval/, BENCHMARKS.md "Recall across corpora"): the setting whose worst corpus gains most over
 # textbook BM25 (k1 1.5, b 0.75). RockBot's 1.5 / 0.75 / 2.0 and the earlier b = 0.3 (chosen on one corpus of
 # short, like turns) let long memories win: with assistant answers of thousands of characters beside short

@@ -369,3 +369,19 @@ def test_retrieval_corpora_study_and_report_run_on_the_projects_own_corpus(tmp_p
     assert 0 <= retrieval_report.recall_at([(small, ranked["bm25"])])["R@5"] <= 1
     ab = speed_ab.run(300, rounds=1, queries=5, embedded=(50, 5))
     assert set(ab["median_p50_ms"]) == set(ab["hybrid_top20_p50_ms"]) == {"issue41", "earlier"}
+
+
+@pytest.mark.skipif(not locomo.DEFAULT_DATA.exists(), reason="LoCoMo (../shared/bench/locomo) is absent")
+def test_mixed_and_summaries_corpora_have_the_shapes_they_claim() -> None:
+    from benchmarks.retrieval import corpora as retrieval_corpora
+
+    mixed = retrieval_corpora.mixed_corpus()
+    sizes = {m.key: len(m.content) for h in mixed.homes for m in h.memories}
+    answers = [sizes[key] for h in mixed.homes for q in h.questions for key in q.evidence if key in sizes]
+    long_answers = sum(size > 1500 for size in answers) / len(answers)
+    assert 0.35 < long_answers < 0.65  # the answer is long as often as short, unlike `long` where it never is
+    assert all(size < 1500 for size in (len(m.content) for h in retrieval_corpora.long_corpus().homes
+                                        for m in h.memories if "/reply" not in m.key))  # fmt: skip
+    summaries = retrieval_corpora.summaries_corpus()
+    keys = {m.key for m in summaries.homes[0].memories}
+    assert len(keys) > 100 and all(q.evidence and q.evidence <= keys for q in summaries.homes[0].questions)

@@ -81,7 +81,7 @@ def reference_scores(docs: dict[str, Sequence[str]], query: Sequence[str]) -> di
 
 # ---------------------------------------------------------------------- hand-computed scores
 def test_constants_are_the_ones_chosen_across_corpora() -> None:
-    # RockBot uses 1.5, 0.75, 2.0; these won leave-one-corpus-out over five corpora (BENCHMARKS.md).
+    # RockBot uses 1.5, 0.75, 2.0; these won leave-one-corpus-out over seven corpora (BENCHMARKS.md).
     assert (PRODUCT_K1, B, PAIR_WEIGHT) == (0.6, 0.9, 1.0)
     assert (BM25Index().k1, BM25Index().b, BM25Index().pair_weight) == (0.6, 0.9, 1.0)
 
