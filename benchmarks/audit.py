@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import speed
+from rockmem_mcp.audit.service import acting_as
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.audit import acting_as
-from rockmem_mcp.services.history import GitHistory
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.rollback import Rollback
+from rockmem_mcp.governance.history import GitHistory
+from rockmem_mcp.governance.rollback import Rollback
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 ROUNDS = 7

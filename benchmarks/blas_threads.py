@@ -21,7 +21,7 @@ RESULTS = Path(__file__).parent / "results"
 PROBE = """
 import json, statistics, sys, time
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.memory.service import MemoryService
 from benchmarks.corpus import Corpus
 m = MemoryService(Settings.load({"home": sys.argv[1]}, env={}))
 t = time.time()
@@ -42,7 +42,7 @@ def main(size: int = 10_000, rounds: int = 3) -> int:
     import rockmem_mcp  # noqa: F401
     from benchmarks.corpus import Corpus
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.memory.service import MemoryService
 
     home = Path(tempfile.mkdtemp(prefix="rockmem-blas-"))
     memory = MemoryService(Settings.load({"home": home}, env={}))

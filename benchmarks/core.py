@@ -40,14 +40,14 @@ from benchmarks import speed
 from benchmarks.corpus import Corpus, write_jsonl
 from benchmarks.salience import machine
 from rockmem_mcp.config import Settings
+from rockmem_mcp.conversation.feedback import FeedbackLog
+from rockmem_mcp.core.files import BLOCKS
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import Feedback, new_entry_id, utc_now
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.feedback import FeedbackLog
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.working import WorkingMemory
-from rockmem_mcp.storage.core_file import BLOCKS
+from rockmem_mcp.recall.service import Recall
 from rockmem_mcp.tokens import estimate_tokens
+from rockmem_mcp.working.service import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 FEEDBACK_ITEMS = 2_000
@@ -94,7 +94,7 @@ def fill_learnings(settings: Settings, memory: MemoryService) -> None:
 def starters(settings: Settings, memory: MemoryService) -> list[Callable[[str], list[str]]]:
     """The learnings lines (when the learnings service exists)."""
     try:
-        from rockmem_mcp.services.learnings import Learnings
+        from rockmem_mcp.core.learnings import Learnings
     except ImportError:  # built before learnings: core alone
         return []
     return [Learnings(FeedbackLog(settings), memory, settings).session_lines]

@@ -30,10 +30,10 @@ from typing import Any
 from benchmarks.corpus import Corpus
 from benchmarks.speed import label, parse_size, peak_rss_mb, percentiles
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.dream import Dreamer
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -35,11 +35,11 @@ from benchmarks import speed
 from benchmarks.core import timed
 from benchmarks.corpus import Corpus, write_jsonl
 from benchmarks.salience import machine
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import CONFIDENCES, EPISODE_TYPES, Episode, new_entry_id
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.recall.service import Recall
+from rockmem_mcp.working.service import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 BIG_DAY = 10_000

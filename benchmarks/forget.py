@@ -31,12 +31,12 @@ from benchmarks.core import fill_core, timed
 from benchmarks.corpus import Corpus, write_jsonl
 from benchmarks.episodes import write_episodes
 from benchmarks.salience import machine
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.forgetting import Forgetting
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.procedures import Procedures
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.governance.forgetting import Forgetting
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.procedures.service import Procedures
 
 RESULTS = Path(__file__).parent / "results"
 ENTITIES = 2_000

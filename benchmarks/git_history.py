@@ -3,7 +3,7 @@
     python -m benchmarks.git_history                  # 10,000 saves, 3 runs → results/git-history.json
     python -m benchmarks.git_history --saves 1000 --runs 1
 
-Each run: a fresh home, a MemoryService and a started GitHistory (services/history.py, committing every
+Each run: a fresh home, a MemoryService and a started GitHistory (governance/history.py, committing every
 `audit_commit_seconds`, 1 s by default) in one process, as the server runs them. SAVES memories are saved one
 at a time, each durable before the next (MemoryService.save: file, journal and audit line fsync'd). Then, from
 the moment the last save returned, HEAD:meta/audit.log is polled (a separate `git cat-file`, every 20 ms) until
@@ -30,8 +30,8 @@ from typing import Any
 from benchmarks.salience import machine
 from benchmarks.speed import percentiles
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.history import GitHistory
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.governance.history import GitHistory
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 POLL_S = 0.02

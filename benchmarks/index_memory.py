@@ -38,7 +38,7 @@ WORKER = r"""
 import json, resource, statistics, sys, time
 from pathlib import Path
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.memory.service import MemoryService
 
 def rss_mb():
     with open("/proc/self/status") as f:

@@ -44,11 +44,11 @@ import numpy as np
 from mcp import Client
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search.tiers import RULE_NAMES
 from rockmem_mcp.server.app import build_server
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import import_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"

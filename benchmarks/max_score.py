@@ -21,9 +21,9 @@ from typing import Any
 
 from benchmarks.corpus import Corpus
 from benchmarks.speed import QUERY_SEED, home_settings
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search import bm25
 from rockmem_mcp.search.memory_index import SearchFilter
-from rockmem_mcp.services.memory import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 SHIPPED = bm25.PRUNE_FROM

@@ -31,10 +31,10 @@ import numpy as np
 from benchmarks.corpus import Corpus, write_jsonl
 from benchmarks.speed import MODEL, QUERY_SEED, label, parse_size, peak_rss_mb, run_worker, timed
 from rockmem_mcp.config import Settings
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search.embeddings import open_provider
-from rockmem_mcp.services.embedding import Embedder
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import import_jsonl
+from rockmem_mcp.search.vector_worker import Embedder
 
 RESULTS = Path(__file__).parent / "results"
 ONNX = "onnx:minilm-int8"

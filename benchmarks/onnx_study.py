@@ -28,9 +28,9 @@ from mcp import Client
 
 from benchmarks.locomo import DEFAULT_DATA, KS, Question, Turn, memory_record, questions_of, score, turns_of
 from rockmem_mcp.config import Settings
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import import_jsonl
 
 RESULTS = Path(__file__).parent / "results"
 MODEL = "onnx:minilm-int8"

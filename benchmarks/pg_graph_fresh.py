@@ -25,7 +25,7 @@ def main() -> None:
     import psycopg
 
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.graph.service import GraphService
 
     admin = psycopg.connect(args.database, autocommit=True)
     name = "rockmem_bench_" + secrets.token_hex(4)

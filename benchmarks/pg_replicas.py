@@ -41,7 +41,7 @@ def settings(home: Path, store: str | None = None) -> Any:
 
 
 def open_memory(home: Path, store: str | None = None) -> Any:
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.memory.service import MemoryService
 
     return MemoryService(settings(home, store), embed_in_background=False)
 
@@ -79,7 +79,7 @@ def scratch_database(admin_url: str) -> Iterator[str]:
 
 
 def run(size: int, admin_url: str, work: Path) -> dict[str, Any]:
-    from rockmem_mcp.services.transfer import import_jsonl
+    from rockmem_mcp.home.transfer import import_jsonl
 
     report: dict[str, Any] = {"memories": size}
     with scratch_database(admin_url) as store:
@@ -152,7 +152,7 @@ def fresh_replicas(size: int, admin_url: str, work: Path) -> dict[str, Any]:
     replica opening from that snapshot, and another building from the rows (the snapshot removed)."""
     import psycopg
 
-    from rockmem_mcp.services.transfer import import_jsonl
+    from rockmem_mcp.home.transfer import import_jsonl
 
     report: dict[str, Any] = {"memories": size}
     with scratch_database(admin_url) as store:

@@ -32,8 +32,8 @@ import numpy as np
 from benchmarks.corpus import Corpus
 from benchmarks.speed import QUERY_SEED
 from rockmem_mcp.config import Settings
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search.vectors import VectorTable
-from rockmem_mcp.services.memory import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 ROOT = Path(__file__).resolve().parent.parent  # this checkout, for the workers' imports
@@ -91,7 +91,7 @@ import json, sys, time
 from pathlib import Path
 from benchmarks.read_back import rss_mb
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.episodes import Episodes
+from rockmem_mcp.episodes.service import Episodes
 
 home, snapshot, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 episodes = Episodes(Settings(home=home, embedding_model="off"))

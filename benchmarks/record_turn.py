@@ -18,9 +18,9 @@ from typing import Any
 
 from benchmarks.speed import percentiles
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.conversation import ConversationMemory
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.conversation.service import ConversationMemory
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 TEXT = "Let us keep planning the vegetable garden: beans by the fence, tomatoes where the sun stays longest."
@@ -41,7 +41,7 @@ def window_alone(home: Path, calls: int) -> dict[str, float]:
 
 
 def through_compactor(home: Path, calls: int) -> dict[str, Any]:
-    from rockmem_mcp.services.compaction import Compactor
+    from rockmem_mcp.consolidation.compaction import Compactor
 
     settings = Settings(home=home, encode_driver="rules")
     memory = MemoryService(settings)

@@ -33,13 +33,13 @@ from typing import Any
 from benchmarks.dream import build_home
 from benchmarks.salience import machine
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import Dreamer
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.llm import ChatLLM
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.reflection import Reflector
-from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.reflection import Reflector
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.llm import ChatLLM
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 ITEM = re.compile(r"^\d+\. \[([0-9a-z]+)\] \([^)]*\)[^:]*: (.*)$", re.MULTILINE)

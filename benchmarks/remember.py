@@ -31,13 +31,13 @@ from benchmarks import speed
 from benchmarks.corpus import write_jsonl
 from benchmarks.salience import machine
 from benchmarks.triggers import independent
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.procedures import Procedures
-from rockmem_mcp.services.remembering import Remembering
-from rockmem_mcp.services.triggers import TriggerDetector
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.recall.remembering import Remembering
+from rockmem_mcp.recall.triggers import TriggerDetector
 
 RESULTS = Path(__file__).parent / "results"
 ENTITIES = 10_000

@@ -49,11 +49,11 @@ import numpy as np
 from benchmarks import speed
 from benchmarks.corpus import NOUNS, TOOLS, WEEKDAYS, Corpus
 from rockmem_mcp.config import Settings
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.recall.service import Recall
 from rockmem_mcp.search.memory_index import SalienceView, SearchFilter
 from rockmem_mcp.search.salience import TIERS, tier
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.working.service import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)

@@ -21,8 +21,8 @@ from benchmarks.corpus import Corpus, write_jsonl
 
 
 def build(work: Path, size: int) -> None:
+    from rockmem_mcp.memory.service import MemoryService
     from rockmem_mcp.models import Episode
-    from rockmem_mcp.services.memory import MemoryService
 
     work.mkdir(parents=True, exist_ok=True)
     speed.rockmem_build(write_jsonl(work / "corpus.jsonl", size), work, [])

@@ -59,12 +59,12 @@ from mcp import Client, StdioServerParameters
 
 from benchmarks.corpus import CITIES, FIRST, LAST, TOOLS, Corpus, write_jsonl
 from rockmem_mcp.config import Settings
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.recall.service import Recall
 from rockmem_mcp.search.memory_index import SearchFilter
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.transfer import import_jsonl
-from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.working.service import WorkingMemory
 
 RESULTS = Path(__file__).parent / "results"
 SYSTEMS = ("rockmem", "rank-bm25", "fts5", "rockmem-hybrid", "rockmem-three-tier", "rockmem-neighbours")

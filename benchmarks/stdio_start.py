@@ -39,10 +39,10 @@ SETTINGS = {"default": None, "off": "off"}  # ROCKMEM_EMBEDDING_MODEL: unset (th
 
 def build(work: Path, size: int) -> None:
     """The plain home (memories, episodes, bundled vectors, git history), then a copy of it given a graph."""
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.history import GitHistory
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.audit.service import Audit
+    from rockmem_mcp.governance.history import GitHistory
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.memory.service import MemoryService
 
     search_stdio.build(work, size)
     plain = work / "rockmem-home"

@@ -30,10 +30,10 @@ from benchmarks.fusion_study import sign_test
 from benchmarks.locomo import DEFAULT_DATA, DEFAULT_MODEL, KS, Question, categorized, memory_record, questions_of
 from benchmarks.locomo import turns_of as locomo_turns
 from rockmem_mcp.config import Settings
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search.tiers import RULE_NAMES
-from rockmem_mcp.services.embedding import Embedder
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import import_jsonl
+from rockmem_mcp.search.vector_worker import Embedder
 
 RESULTS = Path(__file__).parent / "results"
 GRID_K = (1, 2, 3, 5, 8)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import speed
-from rockmem_mcp.services.triggers import INTENTS, TriggerDetector
+from rockmem_mcp.recall.triggers import INTENTS, TriggerDetector
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -31,7 +31,7 @@ from benchmarks.corpus import Corpus
 from benchmarks.speed import label, parse_size, percentiles
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import NotFoundError
-from rockmem_mcp.services.memory import MemoryService
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).parent / "results"
 START_DELAY_S = 3.0  # time for every writer to open the home before the common start

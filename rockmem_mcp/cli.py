@@ -338,7 +338,7 @@ def _main(args: argparse.Namespace) -> int:
             refuse_linked_store_folders(settings.store_dirs)
         if command in ("serve", "ui"):
             return _serve(settings, args)
-        from rockmem_mcp.services.audit import MANUAL, acting_as
+        from rockmem_mcp.audit.service import MANUAL, acting_as
 
         # A person at the command line: what a command changes is audited as `manual` (a dream run or the
         # doctor's repairs say their own actor inside); `serve` acts for its clients instead.
@@ -498,7 +498,7 @@ def _reporting_start_errors() -> Iterator[None]:
 
 def _open_in_background(settings: Settings) -> Callable[[], Any]:
     """Start opening the stores now; the returned opener hands them over (later calls open anew)."""
-    from rockmem_mcp.services.stores import in_background, open_stores
+    from rockmem_mcp.home.stores import in_background, open_stores
 
     pending = [in_background(partial(open_stores, settings), "rockmem-open")]
     return lambda: pending.pop().result() if pending else open_stores(settings)
@@ -506,7 +506,7 @@ def _open_in_background(settings: Settings) -> Callable[[], Any]:
 
 @contextlib.contextmanager
 def _memory(settings: Settings) -> Iterator[Any]:
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.memory.service import MemoryService
 
     service = MemoryService(settings, embed_in_background=False)
     try:
@@ -517,7 +517,7 @@ def _memory(settings: Settings) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _graph(settings: Settings) -> Iterator[Any]:
-    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.graph.service import GraphService
 
     graph = GraphService(settings)
     try:
@@ -551,7 +551,7 @@ def _install(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _search(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.workspace import SEARCH_HITS, Workspace
+    from rockmem_mcp.core.workspace import SEARCH_HITS, Workspace
 
     with _memory(settings) as memory:
         found = memory.search(
@@ -609,7 +609,7 @@ def _open_input(path: str) -> BinaryIO:
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.cli_progress import Meter
-    from rockmem_mcp.services.transfer import HomeStores, bounded_lines, import_jsonl
+    from rockmem_mcp.home.transfer import HomeStores, bounded_lines, import_jsonl
 
     started = time.monotonic()
     try:
@@ -672,8 +672,8 @@ def _embed_after_import(memory: Any) -> dict[str, int]:
 
 
 def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.transfer import bounded_lines, import_reference_graph
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.home.transfer import bounded_lines, import_reference_graph
 
     started = time.monotonic()
     try:
@@ -706,7 +706,7 @@ def _report_bad_lines(errors: list[Any]) -> None:
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.transfer import HomeStores, export_jsonl
+    from rockmem_mcp.home.transfer import HomeStores, export_jsonl
 
     try:
         target = _open_output(args.file)
@@ -730,10 +730,10 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _dream(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.consolidation.dream import Dreamer
+    from rockmem_mcp.consolidation.templates import Templates
+    from rockmem_mcp.graph.service import GraphService
     from rockmem_mcp.models import DreamPlan
-    from rockmem_mcp.services.dream import Dreamer
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.templates import Templates
 
     plan = None
     if args.plan:
@@ -743,7 +743,7 @@ def _dream(settings: Settings, args: argparse.Namespace) -> int:
             raise RockmemError(f"cannot read {args.plan}: {exc.strerror}") from None
         except ValueError as exc:
             raise RockmemError(f"{args.plan} is not a dream plan: {str(exc).splitlines()[0]}") from None
-    from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.governance.history import GitHistory
 
     graph = GraphService(settings)
     try:
@@ -778,8 +778,8 @@ def _dream(settings: Settings, args: argparse.Namespace) -> int:
 def _dream_once(dreamer: Any, settings: Settings, plan: Any, args: argparse.Namespace) -> Iterator[Any]:
     """A plan file: apply it. Otherwise the deterministic pass, then, with a language model configured, the
     model's passes (or just --pass NAME)."""
-    from rockmem_mcp.services.dream import PASSES
-    from rockmem_mcp.services.llm import ChatLLM
+    from rockmem_mcp.consolidation.dream import PASSES
+    from rockmem_mcp.llm import ChatLLM
 
     if plan is not None:
         yield dreamer.apply(plan, args.dream_pass or "consolidation", "plan", args.dry_run)
@@ -828,7 +828,7 @@ def _print_report(report: Any) -> None:
 
 
 def _doctor(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.doctor import Doctor
+    from rockmem_mcp.home.doctor import Doctor
 
     report = Doctor(settings).run(fix=args.fix)
     if args.json:
@@ -851,7 +851,7 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _stats(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.graph.service import GraphService
 
     with _memory(settings) as memory:
         stats = memory.stats()
@@ -904,7 +904,7 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _salience(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.decay import salience_listing
+    from rockmem_mcp.consolidation.decay import salience_listing
 
     with _memory(settings) as memory:
         listing = salience_listing(memory, args.order or "least", args.limit)
@@ -925,7 +925,7 @@ def _salience(settings: Settings, args: argparse.Namespace) -> int:
 
 def _core(settings: Settings, args: argparse.Namespace) -> int:
     """Read-only: no store is opened, so it runs beside a server. Exit 1 for a malformed or over-cap file."""
-    from rockmem_mcp.services.core import CoreMemory
+    from rockmem_mcp.core.service import CoreMemory
 
     view = CoreMemory(settings).read(args.block)
     if args.json:
@@ -939,8 +939,8 @@ def _core(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _reindex(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services import graph
-    from rockmem_mcp.services.memory import SNAPSHOT_NAME
+    from rockmem_mcp.graph import service as graph
+    from rockmem_mcp.memory.service import SNAPSHOT_NAME
 
     (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
     (settings.index_dir / graph.SNAPSHOT_NAME).unlink(missing_ok=True)  # the graph re-reads its files next start
@@ -957,8 +957,8 @@ def _reindex(settings: Settings, args: argparse.Namespace) -> int:
 
 def _alerts(settings: Settings, args: argparse.Namespace) -> int:
     """List pending critical-file alerts, or acknowledge them (a person's act: logged as `manual`)."""
-    from rockmem_mcp.services.audit import MANUAL, Audit, acting_as
-    from rockmem_mcp.services.integrity import CriticalFiles
+    from rockmem_mcp.audit.service import MANUAL, Audit, acting_as
+    from rockmem_mcp.governance.integrity import CriticalFiles
 
     critical = CriticalFiles(settings, Audit(settings))
     if args.ack:
@@ -983,9 +983,9 @@ def _alerts(settings: Settings, args: argparse.Namespace) -> int:
 
 def _audit_prune(settings: Settings, args: argparse.Namespace) -> int:
     """Fold audit lines older than ROCKMEM_AUDIT_RETENTION_DAYS into the monthly digests (the dream does it too)."""
+    from rockmem_mcp.audit.retention import ARCHIVE_NAME, fold_old_lines
+    from rockmem_mcp.audit.service import audit_log
     from rockmem_mcp.models import utc_now
-    from rockmem_mcp.services.audit import audit_log
-    from rockmem_mcp.services.audit_retention import ARCHIVE_NAME, fold_old_lines
 
     result = fold_old_lines(settings, audit_log(settings), utc_now())
     if args.json:
@@ -1003,9 +1003,9 @@ def _audit_prune(settings: Settings, args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _audit_trail(settings: Settings, git: bool) -> Iterator[tuple[Any, Any]]:
     """The audit trail, and with `git` the home's history brought up to date (commits what is pending)."""
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.audit_trail import AuditTrail
-    from rockmem_mcp.services.history import GitHistory
+    from rockmem_mcp.audit.service import Audit
+    from rockmem_mcp.governance.history import GitHistory
+    from rockmem_mcp.governance.trail import AuditTrail
 
     audit = Audit(settings)
     history = GitHistory(settings, audit) if git else None
@@ -1024,8 +1024,8 @@ def _print_entries(entries: list[Any]) -> None:
 
 def _log(settings: Settings, args: argparse.Namespace) -> int:
     """Read-only: runs beside a server."""
+    from rockmem_mcp.governance.trail import parse_moment
     from rockmem_mcp.models import AuditResult, utc_now
-    from rockmem_mcp.services.audit_trail import parse_moment
 
     now = utc_now()
     with _audit_trail(settings, git=False) as (trail, _):
@@ -1063,10 +1063,10 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _revert(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.audit.service import MANUAL, acting_as
+    from rockmem_mcp.governance.rollback import Rollback
+    from rockmem_mcp.governance.trail import parse_moment
     from rockmem_mcp.models import utc_now
-    from rockmem_mcp.services.audit import MANUAL, acting_as
-    from rockmem_mcp.services.audit_trail import parse_moment
-    from rockmem_mcp.services.rollback import Rollback
 
     if sum(map(bool, (args.item, args.run, args.home_as_of))) != 1:
         print("rockmem-mcp: name exactly one of ITEM, --run or --home-as-of", file=sys.stderr)
@@ -1099,11 +1099,11 @@ def _revert(settings: Settings, args: argparse.Namespace) -> int:
 def _reflector(settings: Settings) -> Iterator[Any]:
     """A reflection engine on the home, with the sub-agents' proposals (the deferred ones become actions); the
     git history commits what is pending before a run and after."""
-    from rockmem_mcp.services.dream import Dreamer
-    from rockmem_mcp.services.history import GitHistory
-    from rockmem_mcp.services.proposals import committing
-    from rockmem_mcp.services.reflection import Reflector
-    from rockmem_mcp.services.templates import Templates
+    from rockmem_mcp.consolidation.dream import Dreamer
+    from rockmem_mcp.consolidation.reflection import Reflector
+    from rockmem_mcp.consolidation.templates import Templates
+    from rockmem_mcp.governance.history import GitHistory
+    from rockmem_mcp.proposals.service import committing
 
     with _remembering(settings) as remembering:
         memory = remembering.memory
@@ -1118,8 +1118,8 @@ def _reflector(settings: Settings) -> Iterator[Any]:
 
 
 def _reflect(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.llm import language_model
-    from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
+    from rockmem_mcp.consolidation.reflection_triggers import ReflectionTriggers
+    from rockmem_mcp.llm import language_model
 
     resolving = args.approve or args.reject is not None
     if resolving and not args.id:
@@ -1183,7 +1183,7 @@ def _json_argument(text: str, name: str) -> Any:
 def _proposals(settings: Settings, args: argparse.Namespace) -> int:
     """The user reviewing at the command line: a commit is theirs (manual review mode needs no more)."""
     from rockmem_mcp.models import ProposalResult
-    from rockmem_mcp.services.proposals import Proposals, committing, line
+    from rockmem_mcp.proposals.service import Proposals, committing, line
 
     if args.action == "list":
         proposals = Proposals(settings, _audit(settings))
@@ -1212,7 +1212,7 @@ def _proposals(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _audit(settings: Settings) -> Any:
-    from rockmem_mcp.services.audit import Audit
+    from rockmem_mcp.audit.service import Audit
 
     return Audit(settings)
 
@@ -1220,10 +1220,10 @@ def _audit(settings: Settings) -> Any:
 @contextlib.contextmanager
 def _remembering(settings: Settings) -> Iterator[Any]:
     """Every store a remember (or a committed proposal) may write, opened for one command."""
-    from rockmem_mcp.services.core import CoreMemory
-    from rockmem_mcp.services.episodes import Episodes
-    from rockmem_mcp.services.procedures import Procedures
-    from rockmem_mcp.services.remembering import Remembering
+    from rockmem_mcp.core.service import CoreMemory
+    from rockmem_mcp.episodes.service import Episodes
+    from rockmem_mcp.procedures.service import Procedures
+    from rockmem_mcp.recall.remembering import Remembering
 
     with _memory(settings) as memory, _graph(settings) as graph:
         episodes = Episodes(settings, reinforcer=memory.reinforcer)
@@ -1238,10 +1238,10 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
     import tempfile
 
     from rockmem_mcp.cli_progress import Meter
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.memory import MemoryService
-    from rockmem_mcp.services.store_migration import migrate_records
-    from rockmem_mcp.services.transfer import HomeStores, migrate_memories, migrate_other_stores
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.home.store_migration import migrate_records
+    from rockmem_mcp.home.transfer import HomeStores, migrate_memories, migrate_other_stores
+    from rockmem_mcp.memory.service import MemoryService
     from rockmem_mcp.storage.pg import is_database_url, redacted
 
     if args.source == args.target:

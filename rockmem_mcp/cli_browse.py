@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import ROOTS
-from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.working.service import WorkingMemory
 
 PREVIEW = 160  # characters of content in a listing line
 CLI_NAMESPACE = "session/cli"  # whose working memory the CLI is; it lists and reads every namespace by name
@@ -136,7 +136,7 @@ def list_(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.services.episodes import Episodes
+    from rockmem_mcp.episodes.service import Episodes
 
     with _memory(settings) as memory:
         entry = memory.save(args.content, args.category, args.tags, None, args.importance, args.pin)
@@ -203,8 +203,8 @@ def working(settings: Settings, args: argparse.Namespace) -> int:
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.cli import _audit, _graph, _start_summary
-    from rockmem_mcp.services.proposals import Proposals
-    from rockmem_mcp.storage.reflection_files import reflection_store
+    from rockmem_mcp.consolidation.reflection import reflection_store
+    from rockmem_mcp.proposals.service import Proposals
 
     with _memory(settings) as memory:
         summary = _start_summary(settings, memory)

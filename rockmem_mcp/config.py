@@ -275,7 +275,7 @@ class Settings(BaseModel):
 
     @property
     def forgotten_dir(self) -> Path:
-        """What a soft forget keeps until it is restored (services/forgetting.py)."""
+        """What a soft forget keeps until it is restored (governance/forgetting.py)."""
         return self.home / "forgotten"
 
     @property
@@ -313,7 +313,7 @@ class Settings(BaseModel):
             self.prompts_dir,
             self.meta_dir,
             self.access_dir,
-            self.meta_dir / "proposals",  # sub-agents' proposals (services/proposals.py)
+            self.meta_dir / "proposals",  # sub-agents' proposals (proposals/service.py)
             self.forgotten_dir,
             self.home / "quarantine",
         )

@@ -89,7 +89,7 @@ def reporting_io_errors(doing: str) -> Iterator[None]:
 
 
 class HistoryError(StorageError):
-    """A git command of the home's history failed (services/history.py). The saves are not affected: the
+    """A git command of the home's history failed (governance/history.py). The saves are not affected: the
     change is in its file and meta/audit.log, and the next round commits it."""
 
 

@@ -369,7 +369,7 @@ class WorkingDeleted(BaseModel):
 
 
 # ---------------------------------------------------------------------- conversation memory
-# "summary": a compaction's summary of the turns before it (services/compaction.py), first in the window.
+# "summary": a compaction's summary of the turns before it (consolidation/compaction.py), first in the window.
 Role = Literal["user", "assistant", "system", "tool", "summary"]
 
 

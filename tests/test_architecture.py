@@ -21,7 +21,7 @@ MCP_PACKAGES = ("mcp", "mcp_types")  # the SDK and its protocol types
 
 @dataclass(frozen=True)
 class Module:
-    name: str  # dotted, e.g. rockmem_mcp.services.memory
+    name: str  # dotted, e.g. rockmem_mcp.memory.service
     path: Path
     tree: ast.Module
 
@@ -99,13 +99,13 @@ def _imports_any(module: Module, *targets: str) -> set[str]:
 
 def test_the_package_was_found() -> None:
     names = {m.name for m in MODULES}
-    assert {"rockmem_mcp.cli", "rockmem_mcp.server.app", "rockmem_mcp.services.memory", "rockmem_mcp.models"} <= names
+    assert {"rockmem_mcp.cli", "rockmem_mcp.server.app", "rockmem_mcp.memory.service", "rockmem_mcp.models"} <= names
 
 
 def test_the_checker_resolves_imports() -> None:
     server_app = next(m for m in MODULES if m.name == "rockmem_mcp.server.app")
     assert _imports_any(server_app, "mcp")
-    assert "rockmem_mcp.services.memory" in server_app.imports()
+    assert "rockmem_mcp.memory.service" in server_app.imports()
 
 
 def test_the_checker_sees_relative_local_and_print_violations() -> None:

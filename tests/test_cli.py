@@ -939,9 +939,9 @@ def test_doctor_reports_then_fixes_without_deleting(seeded: Path) -> None:
 def test_export_and_import_carry_every_store(seeded: Path, tmp_path: Path) -> None:
     """A backup of the whole home: memories, graph, live working memory and feedback, restored elsewhere."""
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.feedback import FeedbackLog
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.working import WorkingMemory
+    from rockmem_mcp.conversation.feedback import FeedbackLog
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.working.service import WorkingMemory
 
     settings = Settings.load({"home": seeded}, env={})
     graph = GraphService(settings)
@@ -1070,9 +1070,9 @@ def test_audit_prune_folds_lines_past_retention_and_alerts_lists_then_acknowledg
     kept = (meta / "audit.log").read_text("utf-8").splitlines()
     assert kept[0].endswith("from the future: stays") and "folded 1 line(s)" in kept[1] and len(kept) == 2
 
+    from rockmem_mcp.audit.service import Audit
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.integrity import CriticalFiles
+    from rockmem_mcp.governance.integrity import CriticalFiles
 
     settings = Settings.load({"home": home}, env={})
     critical = CriticalFiles(settings, Audit(settings))

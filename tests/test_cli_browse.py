@@ -71,7 +71,7 @@ def test_categories_graph_working_and_status(tmp_path: Path) -> None:
 
     assert run(home, "working").strip() == "0 live entries"
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.working import WorkingMemory
+    from rockmem_mcp.working.service import WorkingMemory
 
     agent = WorkingMemory(Settings.load({"home": home, "embedding_model": "off"}, env={}), "subagent/t1")
     agent.save("shared/plan/today", "step 1: tea", ttl_minutes=30)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rockmem_mcp.audit.log import AuditLog
+from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.audit import Audit
-from rockmem_mcp.services.proposals import Proposals
-from rockmem_mcp.storage.audit_log import AuditLog
+from rockmem_mcp.proposals.service import Proposals
 from tests.test_cli import rockmem
 
 

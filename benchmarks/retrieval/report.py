@@ -24,8 +24,8 @@ from typing import Any
 from benchmarks.retrieval.corpora import SHAPES, Home, corpora
 from benchmarks.retrieval.study import KS, TextbookBM25
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import import_jsonl
+from rockmem_mcp.home.transfer import import_jsonl
+from rockmem_mcp.memory.service import MemoryService
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 MODES = ("hybrid", "bm25", "vector")

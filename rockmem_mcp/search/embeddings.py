@@ -180,7 +180,7 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
     if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
         from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
 
-        return OnnxEmbeddings(settings.embedding_model)
+        return OnnxEmbeddings(settings.embedding_model, max_input_chars=MAX_INPUT_CHARS)
     if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
         return Model2VecEmbeddings(settings.embedding_model)
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rockmem_mcp.memory.files import EntryLocation
 from rockmem_mcp.models import MAX_USE_COUNT, MemoryEntry, tag_key
 from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
@@ -42,7 +43,6 @@ from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.access_log import Access, uses_of
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
-from rockmem_mcp.storage.memory_files import EntryLocation
 from rockmem_mcp.storage.no_follow import open_fd
 
 log = logging.getLogger(__name__)

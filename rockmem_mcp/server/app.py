@@ -18,8 +18,34 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel
 
 from rockmem_mcp import __version__
+from rockmem_mcp.audit.service import process_actor
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.compaction import Compactor
+from rockmem_mcp.consolidation.enrichment import Enricher
+from rockmem_mcp.consolidation.reflection import pending_lines, recover_interrupted, reflection_store
+from rockmem_mcp.consolidation.reflection_triggers import ReflectionTriggers
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.conversation.feedback import FeedbackLog
+from rockmem_mcp.conversation.service import ConversationMemory
+from rockmem_mcp.core.learnings import Learnings
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.core.workspace import Workspace
+from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.governance.forgetting import Forgetting
+from rockmem_mcp.governance.history import GitHistory
+from rockmem_mcp.governance.integrity import CriticalFiles
+from rockmem_mcp.governance.rollback import Rollback
+from rockmem_mcp.governance.trail import AuditTrail
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.home.stores import Deferred, open_stores
+from rockmem_mcp.llm import language_model
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.proposals.service import committing, gates
+from rockmem_mcp.recall.remembering import Remembering
+from rockmem_mcp.recall.service import Recall
+from rockmem_mcp.recall.triggers import HomeTriggers, TriggerResponder
 from rockmem_mcp.server import completions, prompts, resources, toolsets
 from rockmem_mcp.server.client_logging import ClientLogging
 from rockmem_mcp.server.context import Services
@@ -40,36 +66,9 @@ from rockmem_mcp.server.tools import reflection as reflection_tools
 from rockmem_mcp.server.tools import review as review_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
-from rockmem_mcp.services.audit import process_actor
-from rockmem_mcp.services.audit_trail import AuditTrail
-from rockmem_mcp.services.compaction import Compactor
-from rockmem_mcp.services.conversation import ConversationMemory
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.enrichment import Enricher
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.feedback import FeedbackLog
-from rockmem_mcp.services.forgetting import Forgetting
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.history import GitHistory
-from rockmem_mcp.services.integrity import CriticalFiles
-from rockmem_mcp.services.learnings import Learnings
-from rockmem_mcp.services.llm import language_model
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.procedures import Procedures
-from rockmem_mcp.services.proposals import committing, gates
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.reflection import pending_lines, recover_interrupted
-from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
-from rockmem_mcp.services.remembering import Remembering
-from rockmem_mcp.services.rollback import Rollback
-from rockmem_mcp.services.stores import Deferred, open_stores
-from rockmem_mcp.services.templates import Templates
-from rockmem_mcp.services.triggers import HomeTriggers, TriggerResponder
-from rockmem_mcp.services.working import sweep_expired
-from rockmem_mcp.services.working_vectors import WorkingVectors
-from rockmem_mcp.services.workspace import Workspace
 from rockmem_mcp.storage.pg import close_shared, is_database_url
-from rockmem_mcp.storage.reflection_files import reflection_store
+from rockmem_mcp.working.service import sweep_expired
+from rockmem_mcp.working.vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
 

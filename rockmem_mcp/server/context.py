@@ -10,35 +10,35 @@ from dataclasses import dataclass, field
 from mcp.server.mcpserver import Context
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.compaction import Compactor
+from rockmem_mcp.consolidation.dream import Dreamer, Progress
+from rockmem_mcp.consolidation.enrichment import Enricher
+from rockmem_mcp.consolidation.reflection import Reflector
+from rockmem_mcp.consolidation.reflection_triggers import ReflectionTriggers
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.conversation.service import ConversationMemory
+from rockmem_mcp.core.learnings import Learnings
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.core.workspace import Workspace
+from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.governance.forgetting import Forgetting
+from rockmem_mcp.governance.history import GitHistory
+from rockmem_mcp.governance.integrity import CriticalFiles
+from rockmem_mcp.governance.rollback import Rollback
+from rockmem_mcp.governance.trail import AuditTrail
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.home.stores import Deferred
+from rockmem_mcp.llm import language_model
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import Reflection
+from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.proposals.service import Proposals
+from rockmem_mcp.recall.remembering import Remembering
+from rockmem_mcp.recall.service import Recall
+from rockmem_mcp.recall.triggers import TriggerResponder
 from rockmem_mcp.server.tenancy import current_services
-from rockmem_mcp.services.audit_trail import AuditTrail
-from rockmem_mcp.services.compaction import Compactor
-from rockmem_mcp.services.conversation import ConversationMemory
-from rockmem_mcp.services.core import CoreMemory
-from rockmem_mcp.services.dream import Dreamer, Progress
-from rockmem_mcp.services.enrichment import Enricher
-from rockmem_mcp.services.episodes import Episodes
-from rockmem_mcp.services.forgetting import Forgetting
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.history import GitHistory
-from rockmem_mcp.services.integrity import CriticalFiles
-from rockmem_mcp.services.learnings import Learnings
-from rockmem_mcp.services.llm import language_model
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.procedures import Procedures
-from rockmem_mcp.services.proposals import Proposals
-from rockmem_mcp.services.recall import Recall
-from rockmem_mcp.services.reflection import Reflector
-from rockmem_mcp.services.reflection_triggers import ReflectionTriggers
-from rockmem_mcp.services.remembering import Remembering
-from rockmem_mcp.services.rollback import Rollback
-from rockmem_mcp.services.stores import Deferred
-from rockmem_mcp.services.templates import Templates
-from rockmem_mcp.services.triggers import TriggerResponder
-from rockmem_mcp.services.working import WorkingMemory
-from rockmem_mcp.services.working_vectors import WorkingVectors
-from rockmem_mcp.services.workspace import Workspace
+from rockmem_mcp.working.service import WorkingMemory
+from rockmem_mcp.working.vectors import WorkingVectors
 
 MAX_SESSIONS = 10_000  # namespaces remembered per process (a few hundred bytes each); the oldest are forgotten
 

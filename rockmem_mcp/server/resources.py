@@ -12,15 +12,15 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from rockmem_mcp.consolidation.decay import salience_listing
+from rockmem_mcp.episodes.service import parse_day
 from rockmem_mcp.errors import InvalidInputError, NotFoundError, RockmemError
+from rockmem_mcp.graph.pages import entity_page
+from rockmem_mcp.graph.relations import vocabulary_markdown
+from rockmem_mcp.proposals.service import markdown
 from rockmem_mcp.server.context import Services, default_session_id, services, working_memory
 from rockmem_mcp.server.requests import RESOURCE_NOT_FOUND
 from rockmem_mcp.server.tools import translating
-from rockmem_mcp.services.decay import salience_listing
-from rockmem_mcp.services.entity_pages import entity_page
-from rockmem_mcp.services.episodes import parse_day
-from rockmem_mcp.services.proposals import markdown
-from rockmem_mcp.services.relations import vocabulary_markdown
 from rockmem_mcp.text import visible
 
 

@@ -12,7 +12,7 @@ import time
 
 from rockmem_mcp.storage.access_log import Access, Record, parsed_records
 from rockmem_mcp.storage.pg import Database
-from rockmem_mcp.storage.pg_memory import ParsedRows, PgChangeFeed, append_changes
+from rockmem_mcp.storage.pg_changes import ParsedRows, PgChangeFeed, append_changes
 
 STORE = "access"
 PRUNE_EVERY_S = 600.0  # how often a flush also drops old access change rows

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from rockmem_mcp.storage.daily_log import Record
 from rockmem_mcp.storage.pg import LOGS_LOCK, Database
-from rockmem_mcp.storage.pg_memory import append_changes
+from rockmem_mcp.storage.pg_changes import append_changes
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rockmem_mcp.audit.service import MANUAL, acting_as
+from rockmem_mcp.consolidation.decay import salience_listing
+from rockmem_mcp.consolidation.dream_reports import report_store
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
 from rockmem_mcp.models import ROOTS, CoreMemoryView, MemoryEntry, ProposalStore
 from rockmem_mcp.server.context import Services
-from rockmem_mcp.services.audit import MANUAL, acting_as
-from rockmem_mcp.services.decay import salience_listing
-from rockmem_mcp.services.working import WorkingMemory
-from rockmem_mcp.storage.dream_reports import report_store
 from rockmem_mcp.tokens import estimate_tokens
+from rockmem_mcp.working.service import WorkingMemory
 
 TIERS = ("active", "fading", "dormant", "archive_candidate")
 STORES = ("memories", "episodes", "procedures")

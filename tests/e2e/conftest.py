@@ -13,8 +13,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
-from rockmem_mcp.services.memory import MemoryService
 from tests.e2e.disk_checks import temp_files as disk_temp_files
 
 Call = Callable[..., Awaitable[dict[str, Any]]]

@@ -31,10 +31,10 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from rockmem_mcp.audit.log import AuditLog
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.storage.audit_log import AuditLog
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.memory.service import MemoryService
 from tests.e2e.disk_checks import temp_files, unparsable
 
 pytestmark = pytest.mark.anyio

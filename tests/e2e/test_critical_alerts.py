@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp.services.recall import OPEN_TAG
+from rockmem_mcp.recall.service import OPEN_TAG
 
 pytestmark = pytest.mark.anyio
 

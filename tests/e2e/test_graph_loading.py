@@ -13,10 +13,10 @@ import pytest
 from mcp import Client
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.home.stores import Deferred
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.stores import Deferred
 
 pytestmark = pytest.mark.anyio
 ENTITIES = 30

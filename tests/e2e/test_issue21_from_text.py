@@ -20,7 +20,7 @@ from mcp import Client
 
 from tests.e2e.test_dream_sampling import ClientModel
 from tests.embedding_server import EmbeddingServer
-from tests.unit.services.test_llm_dream import chat
+from tests.unit.consolidation.test_llm_dream import chat
 
 pytestmark = pytest.mark.anyio
 

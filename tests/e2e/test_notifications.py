@@ -39,7 +39,7 @@ async def test_a_client_that_sets_a_level_gets_the_servers_log_records_from_it_u
             assert not (await client.call_tool("dream", {"mode": "deterministic"})).is_error
             with anyio.fail_after(30):
                 record = await received.receive()
-            assert record.level == "info" and record.logger == "rockmem_mcp.services.dream"
+            assert record.level == "info" and record.logger == "rockmem_mcp.consolidation.dream"
             assert record.data["message"].startswith("dream ")
             await client.call_tool("search_memory", {"query": "tea"})  # a round trip: anything in flight is here now
             assert received.statistics().current_buffer_used == 0  # one dream at info, one message: none at error

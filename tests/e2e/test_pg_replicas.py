@@ -216,11 +216,11 @@ def test_migrate_store_moves_every_other_store_to_the_database_and_back_exactly(
     import json
 
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.episodes import Episodes
-    from rockmem_mcp.services.feedback import FeedbackLog
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.procedures import Procedures
-    from rockmem_mcp.services.working import WorkingMemory
+    from rockmem_mcp.conversation.feedback import FeedbackLog
+    from rockmem_mcp.episodes.service import Episodes
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.procedures.service import Procedures
+    from rockmem_mcp.working.service import WorkingMemory
     from tests.test_cli import clean_env, ok
 
     first, second = tmp_path / "first", tmp_path / "second"
@@ -289,7 +289,7 @@ def test_doctor_checks_the_stores_graph_rows_and_quarantines_broken_ones(databas
     import psycopg
 
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.graph import GraphService
+    from rockmem_mcp.graph.service import GraphService
     from tests.test_cli import clean_env, ok, rockmem
 
     env = clean_env(ROCKMEM_STORE=database, ROCKMEM_EMBEDDING_MODEL="off")

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rockmem_mcp.storage.audit_log import AuditLog
+from rockmem_mcp.audit.log import AuditLog
 from tests.e2e.disk_checks import unparsable
 from tests.e2e.test_crash import RawServer, ServerGone, raw_server
 

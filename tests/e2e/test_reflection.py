@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from rockmem_mcp.services.dream import MERGE_BATCH
+from rockmem_mcp.consolidation.dream import MERGE_BATCH
 from tests.embedding_server import EmbeddingServer
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rockmem_mcp.services.templates import Templates
+from rockmem_mcp.consolidation.templates import Templates
 
 pytestmark = pytest.mark.anyio
 

@@ -193,9 +193,9 @@ def test_reflection_and_proposals_approved_by_clicks(page: Page, tmp_path: Path)
     pending = cli(home, "reflect")
     assert len(pending) == 1 and pending[0]["actions"]
     # Two sub-agent proposals, filed as a gated sub-agent's save_memory files them.
+    from rockmem_mcp.audit.service import Audit
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.proposals import Proposals
+    from rockmem_mcp.proposals.service import Proposals
 
     settings = Settings.load({"home": str(home), "namespace": "subagent/researcher"})
     proposals = Proposals(settings, Audit(settings))
@@ -267,8 +267,8 @@ def test_core_graph_working_and_salience_tabs(page: Page, tmp_path: Path) -> Non
     home = tmp_path / "home"
     cli(home, "add", "Frank leads the payments team", "--category", "people/frank")
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.graph import GraphService
-    from rockmem_mcp.services.working import WorkingMemory
+    from rockmem_mcp.graph.service import GraphService
+    from rockmem_mcp.working.service import WorkingMemory
 
     settings = Settings.load({"home": str(home)})
     graph = GraphService(settings)
@@ -369,7 +369,7 @@ def test_browsing_episodes_procedures_tags_and_dates(page: Page, tmp_path: Path)
     cli(home, "add", "Packed the winter tyres", "--tag", "car")
     cli(home, "add", "Booked the dentist", "--tag", "health")
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.procedures import Procedures
+    from rockmem_mcp.procedures.service import Procedures
 
     settings = Settings.load({"home": str(home)})
     procedures = Procedures(settings)
@@ -424,9 +424,9 @@ def test_a_dream_run_undone_and_the_salience_picture_over_time(page: Page, tmp_p
 
 def test_proposals_deferred_and_committed_to_another_store(page: Page, tmp_path: Path) -> None:
     home = tmp_path / "home"
+    from rockmem_mcp.audit.service import Audit
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.proposals import Proposals
+    from rockmem_mcp.proposals.service import Proposals
 
     settings = Settings.load({"home": str(home), "namespace": "subagent/scout"})
     proposals = Proposals(settings, Audit(settings))
@@ -472,7 +472,7 @@ def test_an_agents_change_made_while_the_page_is_open_is_not_overwritten(page: P
         expect(page.locator("#detail-id")).to_have_text(entry["id"])
         # Meanwhile an agent (another process on the same home) files it elsewhere.
         from rockmem_mcp.config import Settings
-        from rockmem_mcp.services.memory import MemoryService
+        from rockmem_mcp.memory.service import MemoryService
 
         agent = MemoryService(Settings.load({"home": str(home)}), embed_in_background=False)
         agent.update(entry["id"], category="music", tags=["jazz"])

@@ -101,8 +101,8 @@ def test_changes_are_typed_exactly_as_the_tools_type_them(tmp_path: Path) -> Non
     saved = json.loads(rockmem("--home", home, "add", "Ada drinks tea", "--pin", "--json", env=clean_env()).stdout)
     environment = clean_env(ROCKMEM_HOME=str(home))
     proposal = subprocess.run(
-        [sys.executable, "-c", "from rockmem_mcp.config import Settings; from rockmem_mcp.services.audit import Audit;"
-         "from rockmem_mcp.services.proposals import Proposals; s = Settings.load({'namespace': 'subagent/r'});"
+        [sys.executable, "-c", "from rockmem_mcp.config import Settings; from rockmem_mcp.audit.service import Audit;"
+         "from rockmem_mcp.proposals.service import Proposals; s = Settings.load({'namespace': 'subagent/r'});"
          "print(Proposals(s, Audit(s)).propose_save('The sky is green').id)"],
         capture_output=True, text=True, env=environment, check=True,
     ).stdout.strip()  # fmt: skip

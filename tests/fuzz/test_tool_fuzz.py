@@ -51,10 +51,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, Tool
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.home.transfer import HomeStores, import_jsonl, import_reference_graph
+from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
-from rockmem_mcp.services.graph import GraphService
-from rockmem_mcp.services.memory import MemoryService
-from rockmem_mcp.services.transfer import HomeStores, import_jsonl, import_reference_graph
 
 # 1,500 since issue 22 (41 tools, and an audit fsync per write, against 27 tools when 2,000 was set): the
 # whole suite stays within its 10-minute budget on 2 cores. ROCKMEM_FUZZ_EXAMPLES=2000 runs the old depth.

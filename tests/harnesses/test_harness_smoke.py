@@ -286,7 +286,7 @@ def test_floors_harness_times_imports_and_file_creation(tmp_path: Path) -> None:
 def test_index_memory_harness_reports_open_search_and_snapshot_figures(tmp_path: Path) -> None:
     from benchmarks import index_memory
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.memory.service import MemoryService
 
     home = tmp_path / "home"
     memory = MemoryService(Settings(home=home, embedding_model="off"))
@@ -302,8 +302,8 @@ def test_index_memory_harness_reports_open_search_and_snapshot_figures(tmp_path:
 def test_read_back_harness_times_fresh_and_kept_reads_the_scan_and_the_episode_index(tmp_path: Path) -> None:
     from benchmarks import read_back
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.episodes import Episodes
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.episodes.service import Episodes
+    from rockmem_mcp.memory.service import MemoryService
 
     home = tmp_path / "home"
     settings = Settings(home=home, embedding_model="off")

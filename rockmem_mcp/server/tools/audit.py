@@ -8,12 +8,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.audit.service import process_actor
 from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.governance.trail import parse_moment
 from rockmem_mcp.models import AuditResult, RevertResult, utc_now
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
-from rockmem_mcp.services.audit import process_actor
-from rockmem_mcp.services.audit_trail import parse_moment
 
 
 def register(server: MCPServer) -> None:

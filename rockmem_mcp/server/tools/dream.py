@@ -8,11 +8,11 @@ from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from rockmem_mcp.llm import ChatLLM, unfenced
 from rockmem_mcp.models import DreamPlan, DreamReport, DreamResult, Feedback, FeedbackType
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import progress_of, reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId
-from rockmem_mcp.services.llm import ChatLLM, unfenced
 
 DreamPass = Literal["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"]
 DreamMode = Literal["auto", "agent", "deterministic"]

@@ -10,13 +10,13 @@ from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.types import CreateMessageResult, ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.core.workspace import SEARCH_HITS
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import CategoryTree, DeleteResult, MemoryEntry, ProcedureHit, Remembered, SearchResults
 from rockmem_mcp.search.rank import Mode
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.server.tools.sampling import remember_route, sampled_text
-from rockmem_mcp.services.workspace import SEARCH_HITS
 
 Store = Literal["memories", "episodes", "procedures", "workspace"]
 STORES: tuple[str, ...] = get_args(Store)

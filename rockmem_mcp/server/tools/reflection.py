@@ -8,11 +8,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.audit.service import process_actor
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import ReflectResult
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import progress_of, reports_errors
-from rockmem_mcp.services.audit import process_actor
 
 ReflectAction = Literal["show", "run", "session_end", "approve", "approve_with_changes", "partial", "reject"]
 ASK = "Show reflections[0].summary to the user and resolve it as they decide; never approve on your own."

@@ -1,6 +1,6 @@
 """Gated writes (seed 004 §13): the main agent's review tool, a gated sub-agent's save_memory, and the gate.
 
-The decisions are the Proposals service's (services/proposals.py); this module only wires them: which tools a
+The decisions are the Proposals service's (proposals/service.py); this module only wires them: which tools a
 gated sub-agent may call is toolsets.UNGATED plus the read-only ones, and every other call is answered with the
 service's refusal before the tool runs.
 """
@@ -18,11 +18,11 @@ from pydantic import Field
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Proposal, ProposalResult, ProposalStore
+from rockmem_mcp.proposals.service import refusal
 from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.server.tools.memory import Category, Importance, Metadata, Pinned, Tags
-from rockmem_mcp.services.proposals import refusal
 
 
 def register(server: MCPServer) -> None:

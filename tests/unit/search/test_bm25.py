@@ -605,7 +605,7 @@ def test_a_snapshot_without_long_words_checks_every_pair(monkeypatch: pytest.Mon
 def test_the_seeds_constants_are_one_setting_away(tmp_path) -> None:
     # ROCKMEM_BM25=rockbot: RockBot's k1, b and pair weight for the indexes opened after it (README, settings).
     from rockmem_mcp.config import Settings
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.memory.service import MemoryService
 
     seed = MemoryService(Settings(home=tmp_path / "seed", embedding_model="off", bm25="rockbot"))
     # Nothing process-wide: another index opened now (an episode or procedure index, say) keeps the defaults.

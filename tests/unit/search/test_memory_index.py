@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rockmem_mcp.memory.files import EntryLocation
 from rockmem_mcp.models import MemoryEntry
 from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
 from rockmem_mcp.storage.changes import JournalPosition
-from rockmem_mcp.storage.memory_files import EntryLocation
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -191,9 +191,9 @@ async def test_a_tenant_reopened_while_its_stores_close_leaves_no_connection_ope
 
     import psycopg
 
+    from rockmem_mcp.memory.service import MemoryService
     from rockmem_mcp.server.app import open_services
     from rockmem_mcp.server.tenancy import Tenants
-    from rockmem_mcp.services.memory import MemoryService
 
     url = database
     real_close = MemoryService.close

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.services.conversation import ConversationMemory, consume_log, conversation_log, read_log
+from rockmem_mcp.conversation.service import ConversationMemory, consume_log, conversation_log, read_log
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
 
@@ -37,9 +37,9 @@ def test_replicas_share_one_conversation_log(database: str, tmp_path: Path) -> N
 
 
 def test_feedback_on_one_replica_is_every_replicas_learning(database: str, tmp_path: Path) -> None:  # noqa: F811
-    from rockmem_mcp.services.feedback import FeedbackLog
-    from rockmem_mcp.services.learnings import Learnings
-    from rockmem_mcp.services.memory import MemoryService
+    from rockmem_mcp.conversation.feedback import FeedbackLog
+    from rockmem_mcp.core.learnings import Learnings
+    from rockmem_mcp.memory.service import MemoryService
 
     a_settings, b_settings = replica_settings(tmp_path, "a", database), replica_settings(tmp_path, "b", database)
     recorded = FeedbackLog(a_settings).record("Correction", "Use metric units, not imperial", "s1")
@@ -57,8 +57,8 @@ def test_feedback_on_one_replica_is_every_replicas_learning(database: str, tmp_p
 
 
 def test_a_proposal_filed_on_one_replica_is_reviewed_from_another(database: str, tmp_path: Path) -> None:  # noqa: F811
-    from rockmem_mcp.services.audit import Audit
-    from rockmem_mcp.services.proposals import Proposals
+    from rockmem_mcp.audit.service import Audit
+    from rockmem_mcp.proposals.service import Proposals
 
     def proposals(name: str, namespace: str | None = None) -> Proposals:
         env = {"ROCKMEM_EMBEDDING_MODEL": "off"}
@@ -76,7 +76,7 @@ def test_a_proposal_filed_on_one_replica_is_reviewed_from_another(database: str,
 
 
 def test_a_procedure_learned_through_one_replica_is_offered_by_another(database: str, tmp_path: Path) -> None:  # noqa: F811
-    from rockmem_mcp.services.procedures import Procedures
+    from rockmem_mcp.procedures.service import Procedures
 
     a = Procedures(replica_settings(tmp_path, "a", database))
     b = Procedures(replica_settings(tmp_path, "b", database))

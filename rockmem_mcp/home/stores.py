@@ -1,0 +1,67 @@
+"""Opening a home's persistent stores (the server's and the CLI's one way to do it)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Generic, TypeVar
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.graph.service import GraphService, NewEntries
+from rockmem_mcp.memory.service import MemoryService
+
+T = TypeVar("T")
+
+
+def in_background(make: Callable[[], T], name: str) -> Future[T]:
+    """Run `make` in a daemon thread; its result (or exception) arrives through the future."""
+    opening: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            opening.set_result(make())
+        except BaseException as exc:  # handed to whoever waits, as if it had been raised there
+            opening.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return opening
+
+
+class Deferred(Generic[T]):
+    """A store opened in a background thread once `start()` is called or the first caller wants it; `result()`
+    waits until it is whole (a half-loaded store is never handed out) and raises what opening it raised."""
+
+    def __init__(self, make: Callable[[], T], name: str) -> None:
+        self._make, self._name = make, name
+        self._opening: Future[T] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Begin opening now, in the background (again: nothing)."""
+        with self._lock:
+            if self._opening is None:
+                self._opening = in_background(self._make, self._name)
+
+    @property
+    def started(self) -> bool:
+        return self._opening is not None
+
+    def result(self) -> T:
+        self.start()
+        assert self._opening is not None
+        return self._opening.result()
+
+
+def open_stores(settings: Settings) -> tuple[MemoryService, Deferred[GraphService]]:
+    """The long-term memory, opened now, and the knowledge graph, opened in the background once started (the
+    server starts it after its first answer, so loading a large graph — about a second of Python per 100,000
+    triples — does not compete with the first search) or when a call first needs it, which then waits for all
+    of it. Both share the memory store's reinforcement (one access log); a saved memory's text is queued for
+    the graph, which reinforces the entities it names off the save path."""
+    memory = MemoryService(settings)
+    new_entries = NewEntries()
+    memory.save_listeners.append(new_entries.saved)
+    graph = partial(GraphService, settings, reinforcer=memory.reinforcer, new_entries=new_entries)
+    return memory, Deferred(graph, "rockmem-graph")

@@ -1,0 +1,48 @@
+"""Deferred: a store opened in the background when started or first wanted, handed out only whole."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rockmem_mcp.home.stores import Deferred
+
+
+def test_nothing_opens_until_started_or_wanted_and_it_opens_once() -> None:
+    made: list[int] = []
+    deferred = Deferred(lambda: made.append(1) or len(made), "test")
+    assert not deferred.started and not made
+    deferred.start()
+    assert deferred.result() == 1
+    deferred.start()
+    assert deferred.result() == 1 and made == [1]
+
+
+def test_result_starts_it_and_waits_for_all_of_it() -> None:
+    half, release = threading.Event(), threading.Event()
+
+    def slow() -> list[str]:
+        store = ["first half"]
+        half.set()
+        release.wait()
+        return [*store, "second half"]
+
+    deferred = Deferred(slow, "test")
+    got: list[list[str]] = []
+    waiter = threading.Thread(target=lambda: got.append(deferred.result()))
+    waiter.start()
+    assert half.wait(10)
+    assert not got  # still loading: the caller waits
+    release.set()
+    waiter.join(10)
+    assert got == [["first half", "second half"]]
+
+
+def test_a_failed_open_raises_for_whoever_wants_it() -> None:
+    def broken() -> None:
+        raise OSError("disk gone")
+
+    deferred = Deferred(broken, "test")
+    with pytest.raises(OSError, match="disk gone"):
+        deferred.result()

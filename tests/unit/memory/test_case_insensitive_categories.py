@@ -1,0 +1,112 @@
+"""Categories on a case-insensitive filesystem (macOS and Windows defaults).
+
+There a category's folder keeps the case it was first made with: `work/notes` and `Work/Notes` are one folder.
+rockmem files an entry by its category's spelling (so the filesystem puts it in that one folder) and takes
+the category from the entry's own file when it differs from the folder only by case. So: changing only the
+case of a category keeps the memory; every entry keeps the case it was saved with across restarts; and two
+categories that differ only by case stay two categories (search and the category list tell them apart, as on
+any filesystem) that happen to share a folder.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rockmem_mcp.config import Settings
+from rockmem_mcp.errors import StorageError
+from rockmem_mcp.home.doctor import Doctor
+from rockmem_mcp.memory.service import SNAPSHOT_NAME, MemoryService
+from rockmem_mcp.storage.changes import ChangeJournal
+from tests.unit.case_folding import case_insensitive_folder
+
+
+@pytest.fixture
+def folded_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    with case_insensitive_folder(tmp_path, monkeypatch) as (folder, how):
+        print(f"case-insensitive folder: {how}")
+        assert (folder / "probe").exists() is False
+        (folder / "Probe").mkdir()
+        assert (folder / "PROBE").is_dir() and os.listdir(folder) == ["Probe"]  # folds case, keeps the first
+        (folder / "Probe").rmdir()
+        yield Settings(home=folder / "home")
+
+
+def contents(service: MemoryService, **search: object) -> list[tuple[str, str | None]]:
+    return sorted((r.entry.content, r.entry.category) for r in service.search(limit=50, **search).results)  # type: ignore[arg-type]
+
+
+def test_changing_only_the_case_of_a_category_keeps_the_memory_and_its_case(folded_settings: Settings) -> None:
+    first = MemoryService(folded_settings)
+    standup = first.save("Standup moved to ten", category="Work/Notes")
+    budget = first.save("Review the ferry budget", category="Work/Notes")
+
+    moved = first.update(budget.id, category="work/notes")
+    assert moved.category == "work/notes"
+    assert first.get(budget.id).content == "Review the ferry budget"
+    assert [r.entry.id for r in first.search("ferry budget").results] == [budget.id]
+    folder = folded_settings.memory_dir / "Work" / "Notes"
+    assert sorted(os.listdir(folder)) == sorted([f"{standup.id}.json", f"{budget.id}.json"])  # one folder
+
+    # Another process sees the move through the journal, with the new case.
+    other = MemoryService(folded_settings)
+    assert other.get(budget.id).category == "work/notes"
+    other.close()
+
+    later = first.save("Book the ferry", category="WORK/notes")  # a third spelling: same folder, own category
+    first.close()
+
+    expected = [
+        ("Book the ferry", "WORK/notes"),
+        ("Review the ferry budget", "work/notes"),
+        ("Standup moved to ten", "Work/Notes"),
+    ]
+    for from_snapshot in (True, False):  # a restart that loads the index snapshot, then one that reads the files
+        if not from_snapshot:
+            (folded_settings.index_dir / SNAPSHOT_NAME).unlink()
+        again = MemoryService(folded_settings)
+        assert contents(again) == expected
+        assert again.get(budget.id).category == "work/notes" and again.get(later.id).category == "WORK/notes"
+        best = again.search("ferry budget").results[0].entry
+        assert (best.id, best.category) == (budget.id, "work/notes")
+        # Categories that differ only by case stay apart, as on a case-sensitive filesystem.
+        assert contents(again, category="work/notes") == [("Review the ferry budget", "work/notes")]
+        assert contents(again, category="Work") == [("Standup moved to ten", "Work/Notes")]
+        listed = {c.category: c.entries for c in again.categories().categories}
+        assert listed == {"WORK": 0, "WORK/notes": 1, "Work": 0, "Work/Notes": 1, "work": 0, "work/notes": 1}
+        again.close()
+
+    # Moving back, and moving out of the shared folder, leave exactly one file each.
+    last = MemoryService(folded_settings)
+    assert last.update(budget.id, category="Work/Notes").category == "Work/Notes"
+    assert last.update(later.id, category="travel").category == "travel"
+    assert last.get(budget.id).content == "Review the ferry budget" and last.get(later.id).category == "travel"
+    last.close()
+    assert sorted(os.listdir(folder)) == sorted([f"{standup.id}.json", f"{budget.id}.json"])
+    assert os.listdir(folded_settings.memory_dir / "travel") == [f"{later.id}.json"]
+    assert Doctor(folded_settings).run().healthy  # no entry reported as misplaced
+
+
+def test_a_case_only_move_refused_by_a_full_disk_keeps_the_memory(
+    folded_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The undo of a failed move must not remove the file it just put back (one file under both spellings)."""
+    service = MemoryService(folded_settings)
+    entry = service.save("Review the ferry budget", category="Work/Notes")
+
+    def disk_full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ChangeJournal, "append", disk_full)
+        with pytest.raises(StorageError, match=r"^disk full while updating memory"):
+            service.update(entry.id, category="work/notes")
+    assert service.get(entry.id) == entry
+    service.close()
+    reopened = MemoryService(folded_settings)
+    assert reopened.get(entry.id) == entry
+    reopened.close()
