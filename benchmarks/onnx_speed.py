@@ -33,8 +33,7 @@ from benchmarks.speed import MODEL, QUERY_SEED, label, parse_size, peak_rss_mb, 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.home.transfer import import_jsonl
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.search.embeddings import open_provider
-from rockmem_mcp.search.vector_worker import Embedder
+from rockmem_mcp.vector_worker import Embedder, open_provider
 
 RESULTS = Path(__file__).parent / "results"
 ONNX = "onnx:minilm-int8"

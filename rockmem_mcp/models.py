@@ -6,6 +6,7 @@ import json
 import re
 import unicodedata
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
@@ -200,6 +201,14 @@ def _clamp_uses(count: int) -> int:
 
 
 UseCount = Annotated[int, AfterValidator(_clamp_uses)]
+
+
+@dataclass(frozen=True)
+class EntryLocation:
+    """Where a memory lies: its id and category (a file store's folder; a database row's column)."""
+
+    entry_id: str
+    category: str | None
 
 
 class MemoryEntry(BaseModel):

@@ -99,7 +99,12 @@ def _imports_any(module: Module, *targets: str) -> set[str]:
 
 def test_the_package_was_found() -> None:
     names = {m.name for m in MODULES}
-    assert {"rockmem_mcp.cli", "rockmem_mcp.server.app", "rockmem_mcp.memory.service", "rockmem_mcp.models"} <= names
+    assert {
+        "rockmem_mcp.cli.app",
+        "rockmem_mcp.server.app",
+        "rockmem_mcp.memory.service",
+        "rockmem_mcp.models",
+    } <= names
 
 
 def test_the_checker_resolves_imports() -> None:
@@ -125,34 +130,194 @@ def test_only_the_server_and_cli_import_mcp(module: Module) -> None:
     assert _imports_any(module, *MCP_PACKAGES) == set(), f"{module.relpath} imports the MCP SDK; the core is MCP-free"
 
 
-CORE = [f"{PACKAGE}.{name}" for name in ("services", "search", "storage", "models", "config", "errors", "text")]
+# The rooms (ARCHITECTURE.md) and what each may import besides itself. A room is a top-level module or package.
+ENGINE = {"errors", "text", "tokens", "models", "openai_http", "storage", "search", "config"}
+SHARED = {"llm", "reinforcement", "vector_worker"}  # services every store may use, over the engine
+STORES = {"memory", "conversation", "working", "episodes", "procedures", "graph", "core"}
+CONCERNS = STORES | {"audit", "governance", "recall", "proposals", "consolidation", "home"}
+LIBRARY = ENGINE | SHARED | CONCERNS
+ROOMS: dict[str, set[str]] = {
+    "errors": set(),
+    "text": set(),
+    "tokens": set(),
+    "models": {"errors", "text"},
+    "openai_http": {"errors"},
+    "storage": {"errors", "models", "text"},
+    "search": {"errors", "models", "text", "tokens", "openai_http", "storage"},
+    "config": {"errors", "models", "search"},
+    "llm": ENGINE,
+    "reinforcement": ENGINE,
+    "vector_worker": ENGINE,
+    "audit": ENGINE,
+    "memory": ENGINE | SHARED | {"audit"},
+    "conversation": ENGINE | SHARED | {"audit"},
+    "working": ENGINE | SHARED | {"audit"},
+    "episodes": ENGINE | SHARED | {"audit"},
+    "procedures": ENGINE | SHARED | {"audit"},
+    "graph": ENGINE | SHARED | {"audit", "memory"},
+    "core": ENGINE | SHARED | {"audit", "memory", "conversation"},
+    "governance": ENGINE | SHARED | {"audit"} | STORES,
+    "recall": ENGINE | SHARED | {"audit", "governance"} | STORES,
+    "proposals": ENGINE | SHARED | {"audit", "recall"} | STORES,
+    "consolidation": ENGINE | SHARED | {"audit", "governance", "recall", "proposals"} | STORES,
+    "home": LIBRARY - {"home"},
+    "server": LIBRARY,
+    "ui": LIBRARY | {"server"},
+    "cli": LIBRARY | {"server", "ui"},
+    "__main__": {"cli"},
+}
+# A concern's doors: the modules other rooms may import. Its files and database stores are its own; only `home`
+# (repairing, exporting and moving a home reads every store as it lies) goes past the doors.
+DOORS: dict[str, set[str]] = {
+    "audit": {"service", "log", "retention", "versions"},
+    "memory": {"service", "migrations"},
+    "conversation": {"service", "sessions", "feedback"},
+    "working": {"service", "vectors"},
+    "episodes": {"service"},
+    "procedures": {"service"},
+    "graph": {"service", "relations", "pages"},
+    "core": {"service", "learnings", "workspace"},
+    "governance": {"history", "trail", "integrity", "rollback", "forgetting"},
+    "recall": {"service", "remembering", "triggers"},
+    "proposals": {"service"},
+    "consolidation": {
+        "dream",
+        "reflection",
+        "reflection_triggers",
+        "compaction",
+        "enrichment",
+        "decay",
+        "templates",
+        "dream_reports",
+    },
+    "home": {"stores", "transfer", "store_migration", "doctor"},
+}
+PAST_THE_DOORS = {"home"}
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if _in(m, *CORE)], ids=lambda m: m.relpath)
-def test_the_core_never_imports_the_server_cli_or_page(module: Module) -> None:
-    assert _imports_any(module, f"{PACKAGE}.server", f"{PACKAGE}.cli", f"{PACKAGE}.ui") == set()
+def room(module_name: str) -> str:
+    """The room of a dotted module name: rockmem_mcp.memory.files -> memory; rockmem_mcp -> ''."""
+    parts = module_name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def library_imports(module: Module) -> set[str]:
+    """The package's modules this one imports (in functions and for type checking too): `from pkg import sub`
+    names the module `pkg.sub`, `from pkg.mod import name` the module `pkg.mod`."""
+    names = {m.name for m in MODULES}
+
+    def existing(name: str) -> str:
+        while name not in names and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    found: set[str] = set()
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            found.update(existing(alias.name) for alias in node.names if alias.name.startswith(PACKAGE + "."))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE) and not node.level:
+            base = node.module or ""
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in names else existing(base))
+    return found - {PACKAGE}
+
+
+def test_every_room_is_in_the_table() -> None:
+    assert {room(m.name) for m in MODULES} - {""} == set(ROOMS)
+    assert set(DOORS) == CONCERNS
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if room(m.name)], ids=lambda m: m.relpath)
+def test_dependencies_point_down_the_table(module: Module) -> None:
+    here = room(module.name)
+    wrong = {name for name in library_imports(module) if room(name) not in ROOMS[here] | {here}}
+    assert wrong == set(), f"{module.relpath} ({here}) may not import {sorted(wrong)} (ARCHITECTURE.md)"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if room(m.name)], ids=lambda m: m.relpath)
+def test_other_rooms_are_entered_by_their_doors(module: Module) -> None:
+    here = room(module.name)
+    if here in PAST_THE_DOORS:
+        return
+    past = {
+        name
+        for name in library_imports(module)
+        if room(name) in DOORS
+        and room(name) != here
+        and name.split(".")[2:3]
+        and name.split(".")[2] not in DOORS[room(name)]
+    }
+    assert past == set(), f"{module.relpath} reaches past another room's doors: {sorted(past)}"
+
+
+def test_no_import_circles() -> None:
+    """Between modules, counting imports inside functions and for type checking only."""
+    graph = {m.name: library_imports(m) - {m.name} for m in MODULES}
+    circles = _circles(graph)
+    assert circles == [], f"import circles: {circles}"
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_checker_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
 
 
 @pytest.mark.parametrize(
-    "module", [m for m in MODULES if _in(m, f"{PACKAGE}.search", f"{PACKAGE}.storage")], ids=lambda m: m.relpath
+    "package", sorted(p for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").exists()), ids=lambda p: p.name
 )
-def test_search_and_storage_never_import_services(module: Module) -> None:
-    assert _imports_any(module, f"{PACKAGE}.services") == set()
+def test_each_room_says_what_it_owns_and_may_import(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    assert "Owns:" in doc and "Imports:" in doc, f"{package.name}/__init__.py: say what it owns and may import"
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if m.name != f"{PACKAGE}.cli"], ids=lambda m: m.relpath)
+@pytest.mark.parametrize("module", [m for m in MODULES if not _in(m, f"{PACKAGE}.cli")], ids=lambda m: m.relpath)
 def test_only_the_cli_prints(module: Module) -> None:
     """Over stdio, stdout is the protocol channel: a stray print corrupts it."""
     assert module.calls_print() == [], f"{module.relpath} calls print() at lines {module.calls_print()}"
     assert module.uses_stdout() == [], f"{module.relpath} touches sys.stdout at lines {module.uses_stdout()}"
 
 
-def test_the_cli_imports_the_server_only_to_serve() -> None:
+@pytest.mark.parametrize("module", [m for m in MODULES if _in(m, f"{PACKAGE}.cli")], ids=lambda m: m.relpath)
+def test_the_cli_imports_the_server_only_to_serve(module: Module) -> None:
     """`search`, `import` and friends must not pay for (or depend on) the MCP SDK."""
-    cli = next(m for m in MODULES if m.name == f"{PACKAGE}.cli")
     eager = {
         name
-        for name in cli.top_level_imports()
+        for name in module.top_level_imports()
         if any(name == t or name.startswith(t + ".") for t in (*MCP_PACKAGES, f"{PACKAGE}.server"))
     }
     assert eager == set()

@@ -1,4 +1,4 @@
-"""`rockmem-mcp install CLIENT` (client_config.py), as a real subprocess: the entry merged into the client's file,
+"""`rockmem-mcp install CLIENT` (cli/clients.py), as a real subprocess: the entry merged into the client's file,
 idempotent, a backup before a change, a broken file refused untouched; the README's snippets are what it writes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp import client_config
+from rockmem_mcp.cli import clients as client_config
 from tests.test_cli import clean_env, ok, rockmem
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp import cli_progress
-from rockmem_mcp.cli_progress import Meter
+from rockmem_mcp.cli import progress as cli_progress
+from rockmem_mcp.cli.progress import Meter
 from tests.test_cli import clean_env, ok
 
 

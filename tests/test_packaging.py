@@ -50,4 +50,4 @@ def test_the_wheel_and_sdist_build_pass_twine_check_and_hold_every_module(tmp_pa
 
     with tarfile.open(sdists[0]) as sdist:
         in_sdist = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"README.md", "pyproject.toml", "rockmem_mcp/cli.py", "prompts/recall.md"} <= in_sdist
+    assert {"README.md", "pyproject.toml", "rockmem_mcp/cli/__init__.py", "prompts/recall.md"} <= in_sdist

@@ -139,7 +139,7 @@ def similarity(name: str) -> Similarity:
         return lambda docs, queries: l3.embed(queries) @ l3.embed(docs).T
     if name in ("bundled", "onnx"):
         from rockmem_mcp.config import Settings
-        from rockmem_mcp.search.embeddings import open_provider
+        from rockmem_mcp.vector_worker import open_provider
 
         model = "onnx:minilm-int8" if name == "onnx" else "bundled"
         provider = open_provider(Settings.load({"embedding_model": model}, env={}))

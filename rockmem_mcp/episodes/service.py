@@ -37,8 +37,8 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.reinforcement import Reinforcer
 from rockmem_mcp.search.episode_index import SNAPSHOT_AFTER_LINES, ChangeFeed, EpisodeIndex, touch_directory
-from rockmem_mcp.search.reinforcement import Reinforcer
 from rockmem_mcp.search.routing import route
 from rockmem_mcp.search.salience import (
     BASE_AGENT,

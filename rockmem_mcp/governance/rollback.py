@@ -251,7 +251,7 @@ class Rollback:
 
 @contextlib.contextmanager
 def _day_log_held(path: Path) -> Iterator[None]:
-    """A day log's own lock (services/../daily_log.py: appenders flock the file): held on the file now at
+    """A day log's own lock (storage/daily_log.py: appenders flock the file): held on the file now at
     `path`, so an append waiting meanwhile lands in the file that replaces it."""
     while True:
         try:

@@ -264,7 +264,7 @@ _ALL_FIELDS: dict[tuple[type[BaseModel], tuple[str, ...]], set[str]] = {}
 def _trusted(model: type[Record], **values: Any) -> Record:
     """A model instance from values this process's own snapshot holds (validated when first made): what
     `model_construct` does, without its per-field bookkeeping, which costs seconds at 100k records.
-    tests/unit/storage/test_graph_files.py checks that the result equals the validated model."""
+    tests/unit/graph/test_graph_files.py checks that the result equals the validated model."""
     record = model.__new__(model)
     object.__setattr__(record, "__dict__", values)
     fields = _ALL_FIELDS.get(key := (model, tuple(values)))

@@ -74,9 +74,9 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.rank import Ranking, rank
-from rockmem_mcp.search.reinforcement import ENTITY, TRIPLE, Reinforcer, open_access_log
 from rockmem_mcp.search.salience import BASE_AGENT, TYPE_WEIGHTS, salience, salience_of, tier
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.access_log import Access, uses_of, with_uses

@@ -33,10 +33,11 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.core.files import CoreUnreadableError
 from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.errors import RefusedFileError
-from rockmem_mcp.memory.files import EntryLocation, MemoryFiles
+from rockmem_mcp.memory.files import MemoryFiles
 from rockmem_mcp.models import (
     DreamReport,
     Entity,
+    EntryLocation,
     Episode,
     MemoryEntry,
     Proposal,

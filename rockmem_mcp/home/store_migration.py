@@ -28,7 +28,7 @@ from rockmem_mcp.errors import CorruptEntryError, NotFoundError
 from rockmem_mcp.governance.forgetting import forgotten_store
 from rockmem_mcp.models import ConversationTurn
 from rockmem_mcp.proposals.service import proposal_store
-from rockmem_mcp.search.reinforcement import Reinforcer
+from rockmem_mcp.reinforcement import Reinforcer
 from rockmem_mcp.storage.access_log import Access
 
 Records = dict[Hashable, Any]  # a store's records by what identifies them on both sides

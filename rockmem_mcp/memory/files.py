@@ -7,10 +7,9 @@ import logging
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-from rockmem_mcp.models import MemoryEntry, normalize_category, validate_entry_id
+from rockmem_mcp.models import EntryLocation, MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
 from rockmem_mcp.storage.no_follow import check_folders, real_folders, writing
 from rockmem_mcp.storage.records import ParsedFiles
@@ -18,12 +17,6 @@ from rockmem_mcp.storage.records import ParsedFiles
 log = logging.getLogger(__name__)
 
 STALE_TEMP_SECONDS = 3600
-
-
-@dataclass(frozen=True)
-class EntryLocation:
-    entry_id: str
-    category: str | None
 
 
 class MemoryFiles:

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from rockmem_mcp.errors import CorruptEntryError, StorageError
-from rockmem_mcp.memory.files import EntryLocation
-from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.models import EntryLocation, MemoryEntry
 from rockmem_mcp.search.vectors import STAMP_BYTES, vector_stamp
 from rockmem_mcp.storage.pg import Database, redacted, shared_database
 from rockmem_mcp.storage.pg_changes import STORE, ParsedRows, PgChangeFeed, append_changes

@@ -33,12 +33,13 @@ from rockmem_mcp.errors import (
     StorageError,
     reporting_io_errors,
 )
-from rockmem_mcp.memory.files import EntryLocation, MemoryFiles
+from rockmem_mcp.memory.files import MemoryFiles
 from rockmem_mcp.memory.migrations import migrate
 from rockmem_mcp.models import (
     CategoryCount,
     CategoryTree,
     DeleteResult,
+    EntryLocation,
     MemoryEntry,
     ScoredEntry,
     SearchResults,
@@ -53,13 +54,12 @@ from rockmem_mcp.models import (
     utc_now,
     validate_entry_id,
 )
+from rockmem_mcp.reinforcement import MEMORY, Reinforcer, open_access_log
 from rockmem_mcp.search.bm25 import ACTIVE, CONSTANTS, DEAD
 from rockmem_mcp.search.memory_index import MemoryIndex, SalienceView, SearchFilter
 from rockmem_mcp.search.rank import MODES, Ranking, uses_vectors
-from rockmem_mcp.search.reinforcement import MEMORY, Reinforcer, open_access_log
 from rockmem_mcp.search.salience import BASE_AGENT, tier, tier_bounds, tier_counts
 from rockmem_mcp.search.tiers import Tiers
-from rockmem_mcp.search.vector_worker import Embedder, VectorJob, VectorWorker
 from rockmem_mcp.search.vectors import VectorFiles
 from rockmem_mcp.storage.access_log import Access, with_uses
 from rockmem_mcp.storage.atomic import atomic_write
@@ -67,6 +67,7 @@ from rockmem_mcp.storage.changes import ChangeJournal, JournalPosition
 from rockmem_mcp.storage.home_claim import HomeClaim, quarantine, read_only_notice
 from rockmem_mcp.storage.id_locks import IdLocks
 from rockmem_mcp.storage.pg import is_database_url
+from rockmem_mcp.vector_worker import Embedder, VectorJob, VectorWorker
 
 log = logging.getLogger(__name__)
 

@@ -55,8 +55,8 @@ from rockmem_mcp.models import (
     utc_now,
 )
 from rockmem_mcp.procedures.files import Identity, ProcedureFiles
+from rockmem_mcp.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.search.bm25 import BM25Index
-from rockmem_mcp.search.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.search.salience import (
     ARCHIVE_CANDIDATE,
     DORMANT,

@@ -6,8 +6,9 @@
 - `StaticEmbeddings` (search/static_model.py): the bundled model, numpy alone: the default.
 - `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through the optional `[onnx]` extra, named
   `onnx:minilm-int8`.
-- `open_provider(settings)` picks one from the settings: the bundled model when none is named, None when
-  `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
+
+Which one a home uses is chosen from the settings by `vector_worker.open_provider`, so this module knows no
+settings.
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 from rockmem_mcp.openai_http import EndpointFailed, EndpointRefused, endpoint_url, http_client, post_json
-from rockmem_mcp.search.static_model import BUNDLED, StaticEmbeddings, bundled_path
-
-if TYPE_CHECKING:
-    from rockmem_mcp.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -148,45 +145,3 @@ class Model2VecEmbeddings:
         except Exception as exc:  # e.g. text with lone surrogates: the model is fine, this input is not
             raise EmbeddingRefused(f"the local model cannot embed this text: {type(exc).__name__}: {exc}") from None
         return normalise(np.asarray(vectors, dtype=np.float32))
-
-
-OFF = "off"  # ROCKMEM_EMBEDDING_MODEL=off: no embeddings, search by BM25 alone
-
-
-def embeddings_on(settings: Settings) -> bool:
-    """False only when ROCKMEM_EMBEDDING_MODEL=off; with no setting at all the bundled model embeds."""
-    return (settings.embedding_model or "").strip().lower() != OFF
-
-
-def open_provider(settings: Settings) -> EmbeddingProvider | None:
-    """The provider the settings name: an endpoint's model, a local model2vec model, or the bundled model
-    when none is named (or `bundled`); None when turned off. Raises EmbeddingError if unusable."""
-    if not embeddings_on(settings):
-        return None
-    if settings.embedding_endpoint:
-        if not settings.embedding_model:
-            raise EmbeddingError(
-                "ROCKMEM_EMBEDDING_ENDPOINT is set but ROCKMEM_EMBEDDING_MODEL is not: name the model to ask "
-                "the endpoint for (e.g. nomic-embed-text for Ollama, text-embedding-3-small for OpenAI)"
-            )
-        return OpenAIEmbeddings(
-            settings.embedding_endpoint,
-            settings.embedding_model,
-            settings.embedding_api_key,
-            batch_size=settings.embedding_batch_size,
-            timeout_s=settings.embedding_timeout_s,
-            query_timeout_s=settings.embedding_query_timeout_s,
-        )
-    if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
-        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
-
-        return OnnxEmbeddings(settings.embedding_model, max_input_chars=MAX_INPUT_CHARS)
-    if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
-        return Model2VecEmbeddings(settings.embedding_model)
-    try:
-        return StaticEmbeddings()
-    except (OSError, ValueError) as exc:  # a damaged install: say which file, search goes on by BM25
-        raise EmbeddingError(
-            f"cannot load the bundled embedding model from {bundled_path()}: {exc} "
-            "(reinstall rockmem-mcp, or set ROCKMEM_EMBEDDING_MODEL=off)"
-        ) from None

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rockmem_mcp.memory.files import EntryLocation
-from rockmem_mcp.models import MAX_USE_COUNT, MemoryEntry, tag_key
+from rockmem_mcp.models import MAX_USE_COUNT, EntryLocation, MemoryEntry, tag_key
 from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column

@@ -18,7 +18,7 @@ Ranking (every mode but `rockbot`, which stays RockBot's): relevance × `ranking
 max(floor, salience / 0.5)): active memories rank on relevance alone (seed: "normal ranking"), fading ones
 lose up to 1 − floor (floor 0.4 by default), so a match 2.5× stronger is never outranked by salience alone.
 Dormant and archive candidates are left out unless asked for (`include_dormant`, by id, in dreams).
-Uses are tracked by `search/reinforcement.py`.
+Uses are tracked by `reinforcement.py`.
 """
 
 from __future__ import annotations

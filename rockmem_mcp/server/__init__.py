@@ -1,0 +1,7 @@
+"""The MCP server: tools, resources and prompts wired to the library, over stdio or streamable HTTP.
+
+Owns: `app` (the server and its start), `tools/` (one module per tool group, each tool one service call),
+`resources`, `prompts`, `completions`, `subscriptions`, `toolsets`, `tenancy` (tenants over HTTP), `http`,
+`stdio`, `context` (the stores a request works on), `requests`, `client_logging`.
+Imports: the MCP SDK and any room of the library; the library never imports this package.
+"""

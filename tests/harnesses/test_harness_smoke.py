@@ -91,7 +91,7 @@ def test_locomo_harness_files_turns_by_session_and_searches_with_tiers() -> None
     reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
 )
 def test_tier_study_harness_runs_leave_one_out_on_two_conversations() -> None:
-    from benchmarks import tier_study
+    from benchmarks.studies import tier_study
 
     report = tier_study.run(locomo.DEFAULT_DATA, locomo.DEFAULT_MODEL, conversations=2, questions_per=3)
     assert set(report["results"]) == {f"{c}/{m}" for c in tier_study.CATEGORIZATIONS for m in tier_study.MODES}
@@ -223,7 +223,7 @@ ONNX_EXTRA = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizer
 
 @pytest.mark.skipif(not ONNX_EXTRA or not locomo.DEFAULT_DATA.exists(), reason="the [onnx] extra or LoCoMo absent")
 def test_onnx_study_harness_runs_leave_one_out_on_two_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import onnx_study
+    from benchmarks.studies import onnx_study
 
     monkeypatch.setattr(onnx_study, "WEIGHTS", (2.0, 3.0))  # each setting is a server: keep the smoke short
     report = onnx_study.run(locomo.DEFAULT_DATA, conversations=2, questions_per=3, turns_per=40)
@@ -262,7 +262,7 @@ def test_stdio_overhead_harness_times_calls_on_this_checkout() -> None:
 
 
 def test_top_k_cut_harness_times_both_ways_and_restores_the_shipped_one() -> None:
-    from benchmarks import top_k_cut
+    from benchmarks.studies import top_k_cut
     from rockmem_mcp.search import bm25
 
     shipped = bm25.kth_largest
@@ -385,3 +385,20 @@ def test_mixed_and_summaries_corpora_have_the_shapes_they_claim() -> None:
     summaries = retrieval_corpora.summaries_corpus()
     keys = {m.key for m in summaries.homes[0].memories}
     assert len(keys) > 100 and all(q.evidence and q.evidence <= keys for q in summaries.homes[0].questions)
+
+
+def test_every_harness_runs_by_name_from_one_entry_point() -> None:
+    import subprocess
+
+    from benchmarks.__main__ import harnesses
+
+    known = harnesses()
+    assert {"speed", "locomo", "retrieval_study", "retrieval_report", "fusion_study"} <= set(known)
+    assert all(importlib.util.find_spec(module) for module in known.values())
+    run = [sys.executable, "-m", "benchmarks"]
+    listed = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "retrieval_study" in listed and "fusion_study" in listed
+    helped = subprocess.run([*run, "retrieval_study", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "--corpora" in helped
+    unknown = subprocess.run([*run, "no_such_harness"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "one of:" in unknown.stderr

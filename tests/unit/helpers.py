@@ -13,7 +13,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingRefused
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.search.vector_worker import PROBE_TEXT, Embedder
+from rockmem_mcp.vector_worker import PROBE_TEXT, Embedder
 from tests.embedding_server import hashed_vectors
 
 Opener = Callable[..., GraphService]  # opens a GraphService (closed at the end of the test)

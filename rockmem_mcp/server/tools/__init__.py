@@ -1,4 +1,9 @@
-"""One module per tool group; each tool validates, calls a service and shapes the reply."""
+"""One module per tool group; each tool validates, calls a service and shapes the reply.
+
+Owns: the tool groups (memory, working, recall, graph, episodes, procedures, core, workspace, conversation,
+dream, reflection, review, forget, audit, sampling) and the error translation every tool shares.
+Imports: the MCP SDK and the library's doors, as the rest of the server.
+"""
 
 from __future__ import annotations
 

@@ -39,8 +39,8 @@ from rockmem_mcp.models import (
     PlanUpdate,
     TripleInput,
 )
-from rockmem_mcp.search.vector_worker import Embedder
 from rockmem_mcp.storage.access_log import Access
+from rockmem_mcp.vector_worker import Embedder
 from tests.unit.helpers import T0, FakeClock, FakeProvider, Services
 
 PASSES = ("consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes")

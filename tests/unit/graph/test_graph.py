@@ -700,7 +700,7 @@ def test_recall_facts_walk_two_hops_at_most_fifteen_without_writing_files(
     _, many = graph.recall_facts("hub")
     assert len(many) == 15
     alice = graph.resolve("Alice")
-    # Being named is a use, counted in the access log (tests/unit/services/test_graph_salience.py), not a write.
+    # Being named is a use, counted in the access log (tests/unit/graph/test_graph_salience.py), not a write.
     assert on_disk(settings, "entities", alice.id)["last_referenced_at"] is None
     assert graph.recall_facts("no entity named here") == ([], [])
 

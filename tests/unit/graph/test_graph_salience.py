@@ -13,7 +13,7 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.graph.service import ENTITY_BASE, GraphService, NewEntries
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.search.reinforcement import Reinforcer
+from rockmem_mcp.reinforcement import Reinforcer
 from rockmem_mcp.search.salience import TYPE_WEIGHTS
 from tests.unit.helpers import FakeClock, Opener
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from rockmem_mcp.errors import NotFoundError
-from rockmem_mcp.memory.files import EntryLocation, MemoryFiles
+from rockmem_mcp.memory.files import MemoryFiles
 from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.models import EntryLocation
 from rockmem_mcp.storage.id_locks import IdLocks
 from tests.unit.helpers import Services, entry_files
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rockmem_mcp.memory.files import EntryLocation
-from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.models import EntryLocation, MemoryEntry
 from rockmem_mcp.search.memory_index import MemoryIndex, SearchFilter
 from rockmem_mcp.storage.changes import JournalPosition
 

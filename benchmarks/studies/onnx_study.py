@@ -1,8 +1,8 @@
 """LoCoMo with the ONNX model (issue 24, lever 2): recall per mode, the hybrid's vector weight by
 leave-one-conversation-out, and the backfill's documents/s through the real vector worker.
 
-    python -m benchmarks.onnx_study                      # ../shared/bench/locomo/locomo-dev.json
-    python -m benchmarks.onnx_study --data PATH --out benchmarks/results/onnx-study.json
+    python -m benchmarks.studies.onnx_study                      # ../shared/bench/locomo/locomo-dev.json
+    python -m benchmarks.studies.onnx_study --data PATH --out benchmarks/results/onnx-study.json
 
 Per conversation the turns are imported into one fresh home and embedded once by `reindex --embeddings`'s
 code path (VectorWorker.drain, timed: the backfill rate); each ranking then runs on a copy of that home, so
@@ -32,7 +32,7 @@ from rockmem_mcp.home.transfer import import_jsonl
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 MODEL = "onnx:minilm-int8"
 WEIGHTS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 

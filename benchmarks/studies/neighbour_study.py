@@ -1,8 +1,8 @@
 """Offline study (issue 24, levers 1, 4 and 5): neighbour context, query-side changes and a feature reranker on
-LoCoMo turn retrieval, each judged by leave-one-conversation-out (LOOCV) as benchmarks/fusion_study.py judges
+LoCoMo turn retrieval, each judged by leave-one-conversation-out (LOOCV) as benchmarks/studies/fusion_study.py judges
 the fusion.
 
-    PYTHONPATH=. python -m benchmarks.neighbour_study          # ~1 min → benchmarks/results/neighbour-study.json
+    python -m benchmarks neighbour_study          # ~1 min → benchmarks/results/neighbour-study.json
 
 Per conversation: the product's BM25 (b = 0.3) and the shared model's cosine of every turn, loaded by
 fusion_study.load; the product's hybrid (bm25/top + 3 cos, floor 0.3) and bm25 alone are the base scores.
@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.fusion_study import (
+from benchmarks.locomo import questions_of, turns_of
+from benchmarks.studies.fusion_study import (
     CATEGORIES,
     DEFAULT_DATA,
     DEFAULT_MODEL,
@@ -45,13 +46,12 @@ from benchmarks.fusion_study import (
     paired,
     recall,
 )
-from benchmarks.locomo import questions_of, turns_of
 from rockmem_mcp.search import facets
 from rockmem_mcp.search.bm25 import K1, B, BM25Index
 from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT, NEIGHBOUR_WEIGHTS, NEIGHBOUR_WINDOW
 from rockmem_mcp.search.tokenizer import tokenize
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 Array = np.ndarray
 # What the product ships (rank.NEIGHBOUR_WEIGHTS, rank.NEIGHBOUR_WINDOW); the query-side levers and the
 # reranker are measured on top of it.

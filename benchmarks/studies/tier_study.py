@@ -1,7 +1,7 @@
 """Three-tier retrieval (issue 20) on LoCoMo dev: every tier-1 rule and number of categories against the flat
 search, judged by leave-one-conversation-out.
 
-    python -m benchmarks.tier_study            # ~5 minutes → benchmarks/results/tier-study.json
+    python -m benchmarks.studies.tier_study            # ~5 minutes → benchmarks/results/tier-study.json
 
 LoCoMo's turns carry no category, so each conversation is imported twice, as `benchmarks.locomo` does with
 `--categories session` (each turn under its session) and `--categories topic` (under a k-means cluster of the
@@ -26,16 +26,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fusion_study import sign_test
 from benchmarks.locomo import DEFAULT_DATA, DEFAULT_MODEL, KS, Question, categorized, memory_record, questions_of
 from benchmarks.locomo import turns_of as locomo_turns
+from benchmarks.studies.fusion_study import sign_test
 from rockmem_mcp.config import Settings
 from rockmem_mcp.home.transfer import import_jsonl
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.search.tiers import RULE_NAMES
-from rockmem_mcp.search.vector_worker import Embedder
+from rockmem_mcp.vector_worker import Embedder
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 GRID_K = (1, 2, 3, 5, 8)
 MODES = ("bm25", "hybrid")
 CATEGORIZATIONS = ("session", "topic")

@@ -13,7 +13,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.home.transfer import export_jsonl, import_jsonl
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.recall.service import Recall
-from rockmem_mcp.search.reinforcement import MEMORY, Reinforcer
+from rockmem_mcp.reinforcement import MEMORY, Reinforcer
 from rockmem_mcp.storage.access_log import Access, AccessLog
 from rockmem_mcp.working.service import WorkingMemory
 from tests.unit.helpers import T0, FakeClock, Services

@@ -1,6 +1,6 @@
 """Issue 24: a stdio server on one home with embeddings off and with the bundled model, side by side.
 
-    python -m benchmarks.stdio_embedding_probe HOME      # a home already embedded by the bundled model
+    python -m benchmarks.studies.stdio_embedding_probe HOME      # a home already embedded by the bundled model
 
 For each setting: time to the `initialize` reply (the start), the first search (it loads the model lazily),
 search_memory p50 over 60 raw JSON-RPC calls, the server's VmRSS after them, and the mode the reply names.

@@ -1,6 +1,6 @@
 """The bundled embedding model's own cost (issue 24): load, texts per second, per-query latency, memory.
 
-    python -m benchmarks.static_model_speed            # writes benchmarks/results/static-model.json
+    python -m benchmarks.studies.static_model_speed            # writes benchmarks/results/static-model.json
 
 Texts are the speed corpus's memories (benchmarks/corpus.py) and its queries. "cold" starts with an empty
 word cache (every distinct word tokenized once), "warm" encodes the same texts again; a query is one
@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.corpus import Corpus
 from rockmem_mcp.search.static_model import StaticEmbeddings, bundled_path
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 
 
 def rss_mb() -> float:

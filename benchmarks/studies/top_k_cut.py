@@ -1,6 +1,6 @@
 """The sampled cut in `bm25.top_k` (issue 25, part 4): BM25 index search at 1M with and without it.
 
-    python -m benchmarks.top_k_cut --size 100k --size 1m
+    python -m benchmarks.studies.top_k_cut --size 100k --size 1m
 
 Builds an in-memory BM25 index of the seeded corpus (no files), then times the index's top-10 for 300 corpus
 queries with `kth_largest` as shipped and as a partition of every match, alternating over 4 rounds in one
@@ -23,7 +23,7 @@ from benchmarks.corpus import Corpus
 from rockmem_mcp.search import bm25
 from rockmem_mcp.search.tokenizer import tokenize
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 BATCH = 50_000
 
 

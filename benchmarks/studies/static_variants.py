@@ -1,7 +1,7 @@
 """Issue 24, lever 3: is there a stronger static model than the bundled one, from the teacher we can install?
 
-    /work/venv-distill/bin/python benchmarks/static_variants.py build /tmp/static-variants   # the build venv
-    python -m benchmarks.static_variants measure /tmp/static-variants                        # → results JSON
+    /work/venv-distill/bin/python benchmarks/studies/static_variants.py build /tmp/static-variants   # the build venv
+    python -m benchmarks.studies.static_variants measure /tmp/static-variants                        # → results JSON
 
 `build` distils all-MiniLM-L6-v2 (as benchmarks/build_static_model.py does, same venv) with other settings
 of model2vec's `distill`: no PCA (384 dimensions), a stronger SIF weighting, no SIF, another pooling. `measure`
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 VARIANTS: dict[str, dict[str, object]] = {
     "bundled-recipe (pca 256, sif 1e-4, mean)": {},
     "no pca (384 dims)": {"pca_dims": None},
@@ -51,7 +51,7 @@ def measure(root: Path) -> None:
     for name in VARIANTS:
         out = Path("/tmp") / f"locomo-{slug(name)}.json"
         command = [sys.executable, "-m", "benchmarks.locomo", "--model", str(root / slug(name)), "--out", str(out)]
-        subprocess.run(command, check=True, capture_output=True, cwd=Path(__file__).parents[1])
+        subprocess.run(command, check=True, capture_output=True, cwd=Path(__file__).parents[2])
         methods = json.loads(out.read_text())["methods"]
         found[name] = {
             m: {k: v["turn_R@5"] for k, v in methods[m].items()} for m in ("rockmem_hybrid", "rockmem_vector")

@@ -12,7 +12,7 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.search.reinforcement import MEMORY
+from rockmem_mcp.reinforcement import MEMORY
 from rockmem_mcp.storage.access_log import Access
 from tests.unit.helpers import FakeClock
 

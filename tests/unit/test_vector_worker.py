@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rockmem_mcp import vector_worker
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import EmbeddingError, InvalidInputError
 from rockmem_mcp.memory.service import SNAPSHOT_NAME, MemoryService
-from rockmem_mcp.search import embeddings, static_model
-from rockmem_mcp.search.embeddings import Model2VecEmbeddings, open_provider
+from rockmem_mcp.search import static_model
+from rockmem_mcp.search.embeddings import Model2VecEmbeddings
 from rockmem_mcp.search.static_model import StaticEmbeddings
-from rockmem_mcp.search.vector_worker import PROBE_TEXT, Embedder
 from rockmem_mcp.search.vectors import STAMP_BYTES
+from rockmem_mcp.vector_worker import PROBE_TEXT, Embedder, open_provider
 from tests.embedding_server import SHARED_MODEL, SHARED_MODEL_MISSING
 from tests.unit.helpers import FakeProvider, Services
 
@@ -289,7 +290,7 @@ def test_with_no_settings_saves_get_bundled_vectors_and_hybrid_finds_a_paraphras
 
 
 def test_a_broken_bundled_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embeddings, "bundled_path", lambda: tmp_path / "missing")
+    monkeypatch.setattr(vector_worker, "bundled_path", lambda: tmp_path / "missing")
     monkeypatch.setattr(static_model, "bundled_path", lambda: tmp_path / "missing")
     with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL=off"):
         open_provider(Settings(home=tmp_path))

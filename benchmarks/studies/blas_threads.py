@@ -1,6 +1,6 @@
 """Hybrid search with one OpenBLAS thread (the package's default since issue 24) against two, same run.
 
-    python -m benchmarks.blas_threads            # 10,000 corpus facts, 3 rounds → results/blas-threads.json
+    python -m benchmarks.studies.blas_threads            # 10,000 corpus facts, 3 rounds → results/blas-threads.json
 
 A home of SIZE corpus facts is embedded with the bundled model once; then, alternating, a fresh process per
 setting (OPENBLAS_NUM_THREADS=1 or 2, set before numpy loads) opens it and times 300 hybrid and bm25 searches.
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 PROBE = """
 import json, statistics, sys, time
 from rockmem_mcp.config import Settings
@@ -55,7 +55,7 @@ def main(size: int = 10_000, rounds: int = 3) -> int:
         for threads in ("2", "1"):
             env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
             done = subprocess.run([sys.executable, "-c", PROBE, str(home)], env=env, capture_output=True, text=True,
-                                  check=True, cwd=Path(__file__).parents[1])  # fmt: skip
+                                  check=True, cwd=Path(__file__).parents[2])  # fmt: skip
             runs[threads].append(json.loads(done.stdout))
     report = {
         "benchmark": "blas-threads",

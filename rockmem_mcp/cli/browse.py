@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rockmem_mcp.cli.common import audit_service, graph_service, memory_service, say, start_summary
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import ROOTS
 from rockmem_mcp.working.service import WorkingMemory
@@ -64,18 +65,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sub.add_parser("status", parents=parents, help="the home at a glance: counts, ranking, what waits for you")
 
 
-def say(text: object = "") -> None:
-    from rockmem_mcp.cli import say as said  # the CLI's one writer (cli imports this module: no cycle at import)
-
-    said(text)
-
-
-def _memory(settings: Settings) -> Any:
-    from rockmem_mcp.cli import _memory as opened
-
-    return opened(settings)
-
-
 def _emit(args: argparse.Namespace, value: BaseModel | dict[str, Any] | list[Any], human: Callable[[], None]) -> int:
     if args.json:
         if isinstance(value, BaseModel):
@@ -105,7 +94,7 @@ def _line(entry: Any) -> str:
 
 
 def get(settings: Settings, args: argparse.Namespace) -> int:
-    with _memory(settings) as memory:
+    with memory_service(settings) as memory:
         entry = memory.get(args.id)
 
     def human() -> None:
@@ -123,7 +112,7 @@ def get(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def list_(settings: Settings, args: argparse.Namespace) -> int:
-    with _memory(settings) as memory:
+    with memory_service(settings) as memory:
         found = memory.search(None, args.category, args.tags, args.limit, include_archived=args.include_archived)
     entries = [hit.entry for hit in found.results]
 
@@ -138,21 +127,21 @@ def list_(settings: Settings, args: argparse.Namespace) -> int:
 def add(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.episodes.service import Episodes
 
-    with _memory(settings) as memory:
+    with memory_service(settings) as memory:
         entry = memory.save(args.content, args.category, args.tags, None, args.importance, args.pin)
         Episodes(settings, reinforcer=memory.reinforcer).log_save(entry)  # as save_memory: the day's log has it
     return _emit(args, entry, lambda: say(f"saved {_line(entry)}"))
 
 
 def delete(settings: Settings, args: argparse.Namespace) -> int:
-    with _memory(settings) as memory:
+    with memory_service(settings) as memory:
         result = memory.delete(args.id, args.permanent, args.reason, confirm_pinned=args.confirm_pinned)
     what = "removed permanently" if result.permanent else "archived (search_memory --include-archived finds it)"
     return _emit(args, result, lambda: say(f"{result.id} {what}"))
 
 
 def categories(settings: Settings, args: argparse.Namespace) -> int:
-    with _memory(settings) as memory:
+    with memory_service(settings) as memory:
         tree = memory.categories()
 
     def human() -> None:
@@ -165,9 +154,7 @@ def categories(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def graph(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.cli import _graph
-
-    with _graph(settings) as opened:
+    with graph_service(settings) as opened:
         if args.entity is None:
             counts = opened.stats()
             return _emit(args, counts, lambda: say(f"{counts['entities']} entities, {counts['triples']} triples"))
@@ -202,14 +189,13 @@ def working(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
-    from rockmem_mcp.cli import _audit, _graph, _start_summary
     from rockmem_mcp.consolidation.reflection import reflection_store
     from rockmem_mcp.proposals.service import Proposals
 
-    with _memory(settings) as memory:
-        summary = _start_summary(settings, memory)
+    with memory_service(settings) as memory:
+        summary = start_summary(settings, memory)
         stats = memory.stats()
-    with _graph(settings) as opened:
+    with graph_service(settings) as opened:
         counts = opened.stats()
     working_entries = sum(len(WorkingMemory(settings, CLI_NAMESPACE).list(root)) for root in ROOTS)
     report = {
@@ -220,7 +206,7 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
         "graph_triples": counts["triples"],
         "working_entries": working_entries,
         "pending_reflections": len(list(reflection_store(settings).with_status("pending"))),
-        "open_proposals": len(Proposals(settings, _audit(settings)).pending()),
+        "open_proposals": len(Proposals(settings, audit_service(settings)).pending()),
     }
 
     def human() -> None:

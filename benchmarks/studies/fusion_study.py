@@ -1,7 +1,7 @@
 """Offline study: which BM25 + embedding fusion beats BM25 alone on LoCoMo turn retrieval, and generalises?
 
-    PYTHONPATH=. python -m benchmarks.fusion_study                            # from the repo root
-    PYTHONPATH=. python -m benchmarks.fusion_study --data PATH --model PATH   # another LoCoMo file or model2vec model
+    python -m benchmarks fusion_study                             # from the repo root
+    python -m benchmarks fusion_study --data PATH --model PATH    # another LoCoMo file or model2vec model
 
 Defaults: ../shared/bench/locomo/locomo-dev.json and ../shared/models/m2v-minilm-l6-256.
 
@@ -49,8 +49,8 @@ from rockmem_mcp.search.bm25 import K1, B, BM25Index
 from rockmem_mcp.search.rank import HYBRID_MIN_SIMILARITY, HYBRID_VECTOR_WEIGHT
 from rockmem_mcp.search.tokenizer import _WORD, STOPWORDS, tokenize
 
-RESULTS = Path(__file__).parent / "results"
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "m2v-minilm-l6-256"
+RESULTS = Path(__file__).parents[1] / "results"
+DEFAULT_MODEL = Path(__file__).resolve().parents[3] / "shared" / "models" / "m2v-minilm-l6-256"
 KS = (1, 5, 10)
 MISS = 1 << 30  # rank given to a question none of whose evidence turns is a candidate
 

@@ -1,0 +1,25 @@
+"""Command line: `rockmem-mcp` serves MCP over stdio; subcommands search, import, export, stats, salience,
+reindex, tools.
+
+Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
+through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
+characters on the terminal: an ESC becomes the six characters `\\u001b`. The escape is JSON's, so `--json`,
+`stats` and `export -` stay valid JSON that decodes to the same strings. Only the progress lines (numbers the
+CLI makes itself) go to the terminal directly, for their `\\r`.
+
+Owns: `app` (main: the output rules, the home check, running one command), `parser` (every command and flag),
+one module per command group (`serve`, `transfer`, `maintenance`, `audit`, `review`, `browse`), `common` (what
+they share), `progress` (the progress bar) and `clients` (MCP clients' configuration files, for `install`).
+Imports: any room of the library; the server (and so the MCP SDK) only inside `serve`, when a command serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `rockmem-mcp` command (its modules load here, not when a sibling module is imported)."""
+    from rockmem_mcp.cli.app import main as run
+
+    return run(argv)
