@@ -83,8 +83,9 @@ def _print_entries(entries: list[Any]) -> None:
 
 def _log(settings: Settings, args: argparse.Namespace) -> int:
     """Read-only: runs beside a server."""
+    from rockmem_mcp.audit.shapes import AuditResult
     from rockmem_mcp.governance.trail import parse_moment
-    from rockmem_mcp.models import AuditResult, utc_now
+    from rockmem_mcp.models import utc_now
 
     now = utc_now()
     with _audit_trail(settings, git=False) as (trail, _):

@@ -52,9 +52,9 @@ def _search(settings: Settings, args: argparse.Namespace) -> int:
 
 def _dream(settings: Settings, args: argparse.Namespace) -> int:
     from rockmem_mcp.consolidation.dream import Dreamer
+    from rockmem_mcp.consolidation.shapes import DreamPlan
     from rockmem_mcp.consolidation.templates import Templates
     from rockmem_mcp.graph.service import GraphService
-    from rockmem_mcp.models import DreamPlan
 
     plan = None
     if args.plan:

@@ -95,8 +95,8 @@ def _reflect(settings: Settings, args: argparse.Namespace) -> int:
 
 def _proposals(settings: Settings, args: argparse.Namespace) -> int:
     """The user reviewing at the command line: a commit is theirs (manual review mode needs no more)."""
-    from rockmem_mcp.models import ProposalResult
     from rockmem_mcp.proposals.service import Proposals, committing, line
+    from rockmem_mcp.proposals.shapes import ProposalResult
 
     if args.action == "list":
         proposals = Proposals(settings, audit_service(settings))

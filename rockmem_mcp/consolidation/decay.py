@@ -19,9 +19,9 @@ from typing import Any, Literal
 import numpy as np
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.shapes import DreamReport, SalienceListing, SalientMemory, TierChange
 from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.memory.service import MemoryService, Saliences
-from rockmem_mcp.models import DreamReport, SalienceListing, SalientMemory, TierChange
 from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, MEMORY_TYPE_WEIGHT, tier, tier_counts
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import read_bytes

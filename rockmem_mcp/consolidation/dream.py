@@ -51,6 +51,15 @@ from rockmem_mcp.consolidation.dream_hooks import checkpoint
 from rockmem_mcp.consolidation.dream_journal import MergeJournal, version
 from rockmem_mcp.consolidation.dream_reports import report_store
 from rockmem_mcp.consolidation.fact_check import contradiction, contradictions, details, lost_facts
+from rockmem_mcp.consolidation.shapes import (
+    DreamAction,
+    DreamMaterial,
+    DreamPlan,
+    DreamProcedure,
+    DreamReport,
+    PlanCreate,
+    PlanMerge,
+)
 from rockmem_mcp.consolidation.templates import Templates
 from rockmem_mcp.conversation.feedback import FeedbackLog
 from rockmem_mcp.conversation.service import LogMark, consume_log, read_log, remember_read, take_read_mark
@@ -59,23 +68,9 @@ from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, NotFoundErr
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.llm import ChatLLM
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import (
-    MAX_LINKS,
-    DreamAction,
-    DreamMaterial,
-    DreamPlan,
-    DreamProcedure,
-    DreamReport,
-    MemoryEntry,
-    PlanCreate,
-    PlanMerge,
-    Procedure,
-    normalize_category,
-    normalize_tags,
-    procedure_slug,
-    utc_now,
-)
+from rockmem_mcp.models import MemoryEntry, normalize_category, normalize_tags, utc_now
 from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.procedures.shapes import MAX_LINKS, Procedure, procedure_slug
 from rockmem_mcp.search.salience import derived_importance
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.no_follow import make_folders, open_fd

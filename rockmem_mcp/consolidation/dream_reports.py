@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.models import DreamReport
+from rockmem_mcp.consolidation.shapes import DreamReport
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.pg import is_database_url

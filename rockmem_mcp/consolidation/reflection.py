@@ -41,11 +41,7 @@ from rockmem_mcp.consolidation.dream_journal import version
 from rockmem_mcp.consolidation.reflection_files import ReflectionBusy, ReflectionFiles
 from rockmem_mcp.consolidation.reflection_summary import evolution_entry, log_entry, summary
 from rockmem_mcp.consolidation.schedule import next_scheduled
-from rockmem_mcp.conversation.service import LogMark
-from rockmem_mcp.core.service import CoreMemory
-from rockmem_mcp.errors import InvalidInputError, RockmemError
-from rockmem_mcp.llm import ChatLLM
-from rockmem_mcp.models import (
+from rockmem_mcp.consolidation.shapes import (
     CoreRewrite,
     DreamPlan,
     DreamReport,
@@ -53,9 +49,13 @@ from rockmem_mcp.models import (
     Reflection,
     ReflectionAction,
     ReflectionResolution,
-    procedure_slug,
-    utc_now,
 )
+from rockmem_mcp.conversation.service import LogMark
+from rockmem_mcp.core.service import CoreMemory
+from rockmem_mcp.errors import InvalidInputError, RockmemError
+from rockmem_mcp.llm import ChatLLM
+from rockmem_mcp.models import utc_now
+from rockmem_mcp.procedures.shapes import procedure_slug
 from rockmem_mcp.proposals.service import Proposals
 from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, tier, tier_counts
 from rockmem_mcp.storage.pg import is_database_url

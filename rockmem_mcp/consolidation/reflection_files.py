@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.shapes import Reflection
 from rockmem_mcp.errors import CorruptEntryError, NotFoundError, RockmemError
-from rockmem_mcp.models import Reflection
 from rockmem_mcp.storage.atomic import atomic_create, atomic_write
 from rockmem_mcp.storage.daily_log import append_line
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.reflection_files import ReflectionBusy, ReflectionFiles
+from rockmem_mcp.consolidation.shapes import Reflection
 from rockmem_mcp.errors import CorruptEntryError, NotFoundError
-from rockmem_mcp.models import Reflection
 from rockmem_mcp.storage.pg import REFLECTION_LOCK, Database, store_lock
 
 

@@ -4,7 +4,7 @@ its evolution.md entry. Stored text is shown as data: every line of it is flatte
 from __future__ import annotations
 
 from rockmem_mcp.audit.log import clean_field
-from rockmem_mcp.models import Reflection, ReflectionAction
+from rockmem_mcp.consolidation.shapes import Reflection, ReflectionAction
 
 SECTIONS = (
     ("🧠 New Knowledge Extracted", ("create", "entity", "procedure", "proposal")),

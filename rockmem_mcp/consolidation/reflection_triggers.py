@@ -20,9 +20,10 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.reflection import Reflector
 from rockmem_mcp.consolidation.reflection_files import ReflectionBusy
 from rockmem_mcp.consolidation.schedule import last_scheduled
+from rockmem_mcp.consolidation.shapes import Reflection
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.llm import ChatLLM
-from rockmem_mcp.models import Reflection, utc_now
+from rockmem_mcp.models import utc_now
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,10 @@ from rockmem_mcp.core.files import (
     parse,
     split_lines,
 )
+from rockmem_mcp.core.shapes import CoreBlock, CoreMemoryView
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, RockmemError
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import CoreBlock, CoreMemoryView, check_text
+from rockmem_mcp.models import check_text
 from rockmem_mcp.storage.edited_files import version_of
 from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.text import fold

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from rockmem_mcp.audit.service import Audit, line_changes
 from rockmem_mcp.config import Settings
+from rockmem_mcp.core.shapes import WorkspaceFileInfo, WorkspaceListing
 from rockmem_mcp.core.workspace_files import WORKSPACE_FILES, WorkspaceFile, WorkspaceFiles
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
-from rockmem_mcp.models import WorkspaceFileInfo, WorkspaceHit, WorkspaceListing, check_text
+from rockmem_mcp.models import WorkspaceHit, check_text
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.pg import is_database_url

@@ -41,23 +41,13 @@ from rockmem_mcp.core.service import VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, b
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.governance.forgotten_files import ForgottenFiles, ForgottenRecord, line_hash
+from rockmem_mcp.governance.shapes import ForgetOutcome, ForgetResult, ForgottenItem
 from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import Entity, Triple
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import (
-    FORGET_STORES,
-    Entity,
-    ForgetCandidate,
-    ForgetOutcome,
-    ForgetResult,
-    ForgottenItem,
-    Triple,
-    check_reason,
-    check_text,
-    procedure_slug,
-    utc_now,
-    validate_entry_id,
-)
+from rockmem_mcp.models import FORGET_STORES, ForgetCandidate, check_reason, check_text, utc_now, validate_entry_id
 from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.procedures.shapes import procedure_slug
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.pg import is_database_url
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from rockmem_mcp.models import Entity, Episode, ForgetStore, Triple, UtcDatetime
+from rockmem_mcp.graph.shapes import Entity, Triple
+from rockmem_mcp.models import Episode, ForgetStore, UtcDatetime
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import make_folders, open_fd, read_bytes, real_folders, writing

@@ -23,9 +23,10 @@ from rockmem_mcp.audit.log import AuditLine, moved_from
 from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.governance.shapes import RevertResult, RevertSkip
 from rockmem_mcp.governance.trail import AuditTrail, parse_moment
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import RevertResult, RevertSkip, utc_now
+from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.atomic import atomic_write_many, remove_durably
 from rockmem_mcp.storage.daily_log import still_at
 from rockmem_mcp.storage.edited_files import held

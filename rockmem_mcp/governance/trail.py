@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from rockmem_mcp.audit.log import ACTIONS, AuditLine, moved_from
 from rockmem_mcp.audit.service import Audit
+from rockmem_mcp.audit.shapes import AuditEntry, AuditResult, AuditVersion
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
-from rockmem_mcp.models import AuditEntry, AuditResult, AuditVersion
 
 if TYPE_CHECKING:  # history imports this module's neighbours; only its type is needed here
     from rockmem_mcp.governance.history import GitHistory

@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rockmem_mcp.models import Entity, Triple, validate_entry_id
+from rockmem_mcp.graph.shapes import Entity, Triple
+from rockmem_mcp.models import validate_entry_id
 from rockmem_mcp.storage.atomic import atomic_write, atomic_write_many, remove_durably
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.no_follow import read_bytes, writing

@@ -25,8 +25,9 @@ from datetime import datetime
 from rockmem_mcp.errors import NotFoundError
 from rockmem_mcp.graph.relations import incoming_label
 from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import EntityDetail, Fact
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import EntityDetail, Fact, MemoryEntry, mention_key, message_words
+from rockmem_mcp.models import MemoryEntry, mention_key, message_words
 from rockmem_mcp.text import inert_markdown, visible
 from rockmem_mcp.tokens import estimate_tokens
 

@@ -16,7 +16,8 @@ from typing import Generic
 from pydantic import ValidationError
 
 from rockmem_mcp.graph.files import Record, RecordFiles
-from rockmem_mcp.models import Entity, Triple, validate_entry_id
+from rockmem_mcp.graph.shapes import Entity, Triple
+from rockmem_mcp.models import validate_entry_id
 from rockmem_mcp.storage.pg import Database
 from rockmem_mcp.storage.pg_changes import ParsedRows, PgChangeFeed, append_changes
 from rockmem_mcp.storage.pg_id_locks import PgIdLocks

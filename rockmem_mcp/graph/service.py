@@ -46,7 +46,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError, StorageError
 from rockmem_mcp.graph.files import GraphFiles, read_snapshot, write_snapshot
 from rockmem_mcp.graph.relations import SUPERSEDES, hint
-from rockmem_mcp.models import (
+from rockmem_mcp.graph.shapes import (
     EntitiesAdded,
     EntitiesMerged,
     Entity,
@@ -56,21 +56,23 @@ from rockmem_mcp.models import (
     EntityHit,
     EntitySearch,
     Fact,
-    MemoryEntry,
     Traversal,
     Triple,
     TripleAdded,
     TripleDeleted,
     TriplesAdded,
+    normalize_entity_type,
+    normalize_predicate,
+)
+from rockmem_mcp.models import (
+    MemoryEntry,
     check_metadata,
     check_text,
     mention_key,
     message_words,
     name_key,
     new_entry_id,
-    normalize_entity_type,
     normalize_name,
-    normalize_predicate,
     utc_now,
     validate_entry_id,
 )

@@ -30,24 +30,15 @@ from pydantic import BaseModel, ValidationError
 
 from rockmem_mcp.audit.service import DOCTOR, Audit, acting_as
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.shapes import DreamReport, Reflection
 from rockmem_mcp.core.files import CoreUnreadableError
 from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.errors import RefusedFileError
+from rockmem_mcp.graph.shapes import Entity, Triple
 from rockmem_mcp.memory.files import MemoryFiles
-from rockmem_mcp.models import (
-    DreamReport,
-    Entity,
-    EntryLocation,
-    Episode,
-    MemoryEntry,
-    Proposal,
-    Reflection,
-    Triple,
-    normalize_category,
-    utc_now,
-    validate_entry_id,
-)
+from rockmem_mcp.models import EntryLocation, Episode, MemoryEntry, normalize_category, utc_now, validate_entry_id
 from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.proposals.shapes import Proposal
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.home_claim import home_to_itself, home_users, quarantine

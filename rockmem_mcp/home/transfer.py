@@ -23,32 +23,26 @@ from rockmem_mcp.core.workspace_files import MAX_FILE_BYTES, WORKSPACE_FILES
 from rockmem_mcp.episodes.service import episode_log
 from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.graph.service import MAX_SOURCE_CHARS, GraphService
+from rockmem_mcp.graph.shapes import MAX_ALIASES, Entity, Triple, normalize_entity_type, normalize_predicate
 from rockmem_mcp.memory.migrations import mapped
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import (
-    MAX_ALIASES,
     ROOTS,
-    Entity,
     Episode,
     Feedback,
     MemoryEntry,
-    Procedure,
-    Triple,
-    WorkingEntry,
     as_utc,
     check_metadata,
     check_text,
     entry_key_segments,
     normalize_category,
-    normalize_entity_type,
     normalize_name,
-    normalize_predicate,
     normalize_tags,
-    procedure_slug,
     utc_now,
     validate_entry_id,
 )
 from rockmem_mcp.procedures.service import Procedures
+from rockmem_mcp.procedures.shapes import Procedure, procedure_slug
 from rockmem_mcp.search.conversation_metadata import TurnCounter
 from rockmem_mcp.search.episode_index import touch_directory
 from rockmem_mcp.storage.atomic import atomic_create, remove_durably
@@ -56,6 +50,7 @@ from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import read_bytes
 from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.working.service import drop_expired, make_room, namespace_of, working_store
+from rockmem_mcp.working.shapes import WorkingEntry
 
 log = logging.getLogger(__name__)
 

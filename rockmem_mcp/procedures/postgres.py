@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rockmem_mcp.errors import CorruptEntryError
-from rockmem_mcp.models import Procedure
 from rockmem_mcp.procedures.files import SUFFIX, Identity, ProcedureFiles
+from rockmem_mcp.procedures.shapes import Procedure
 from rockmem_mcp.storage.pg import PROCEDURES_LOCK, Database, store_lock
 
 

@@ -38,7 +38,9 @@ import numpy as np
 from rockmem_mcp.audit.service import Audit, quoted
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RefusedFileError, RockmemError
-from rockmem_mcp.models import (
+from rockmem_mcp.models import ProcedureInfo, check_reason, check_text, normalize_name, utc_now
+from rockmem_mcp.procedures.files import Identity, ProcedureFiles
+from rockmem_mcp.procedures.shapes import (
     MAX_LINKS,
     MAX_NOTE_CHARS,
     MAX_NOTES,
@@ -46,15 +48,9 @@ from rockmem_mcp.models import (
     MAX_STEPS,
     MAX_TRIGGERS,
     Procedure,
-    ProcedureInfo,
     ProcedureVersion,
-    check_reason,
-    check_text,
-    normalize_name,
     procedure_slug,
-    utc_now,
 )
-from rockmem_mcp.procedures.files import Identity, ProcedureFiles
 from rockmem_mcp.reinforcement import Reinforcer, open_access_log
 from rockmem_mcp.search.bm25 import BM25Index
 from rockmem_mcp.search.salience import (

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, RefusedFileError
-from rockmem_mcp.models import Proposal
+from rockmem_mcp.proposals.shapes import Proposal
 from rockmem_mcp.storage.atomic import atomic_create, atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, real_folders, writing

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rockmem_mcp.errors import CorruptEntryError
-from rockmem_mcp.models import Proposal
 from rockmem_mcp.proposals.files import SUFFIX, ProposalFiles
+from rockmem_mcp.proposals.shapes import Proposal
 from rockmem_mcp.storage.pg import PROPOSALS_LOCK, Database, store_lock
 
 log = logging.getLogger(__name__)

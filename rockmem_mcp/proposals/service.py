@@ -30,18 +30,9 @@ from typing import TYPE_CHECKING, Literal
 from rockmem_mcp.audit.service import Audit, acting_as, quoted
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError, WritesGatedError
-from rockmem_mcp.models import (
-    Confidence,
-    Proposal,
-    ProposalStore,
-    Remembered,
-    RoutedEntity,
-    RoutedMemory,
-    check_text,
-    normalize_tags,
-    utc_now,
-)
+from rockmem_mcp.models import Confidence, Remembered, RoutedEntity, RoutedMemory, check_text, normalize_tags, utc_now
 from rockmem_mcp.proposals.files import ProposalFiles, checked_id, new_id
+from rockmem_mcp.proposals.shapes import Proposal, ProposalStore
 from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.text import fold
 

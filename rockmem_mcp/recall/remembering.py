@@ -37,6 +37,7 @@ from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, LLMError
 from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import normalize_entity_type, normalize_predicate
 from rockmem_mcp.llm import ChatLLM, unfenced
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import (
@@ -46,9 +47,7 @@ from rockmem_mcp.models import (
     RoutedMemory,
     RoutingTask,
     check_text,
-    normalize_entity_type,
     normalize_name,
-    normalize_predicate,
     normalize_tags,
 )
 from rockmem_mcp.procedures.service import Procedures

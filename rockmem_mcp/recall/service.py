@@ -27,25 +27,16 @@ from rockmem_mcp.core.service import QUOTED_ID, CoreMemory
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import Entity, Fact
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import (
-    Entity,
-    EpisodeHit,
-    Fact,
-    Procedure,
-    RecallBlock,
-    RecalledEpisode,
-    RecalledMemory,
-    RecallReset,
-    ScoredEntry,
-    WorkingInfo,
-    check_text,
-    utc_now,
-)
+from rockmem_mcp.models import EpisodeHit, ScoredEntry, check_text, utc_now
 from rockmem_mcp.procedures.service import Procedures, offer_line
+from rockmem_mcp.procedures.shapes import Procedure
+from rockmem_mcp.recall.shapes import RecallBlock, RecalledEpisode, RecalledMemory, RecallReset
 from rockmem_mcp.recall.triggers import TriggerResponder
 from rockmem_mcp.search.routing import Route, period_text, route
 from rockmem_mcp.working.service import WorkingMemory
+from rockmem_mcp.working.shapes import WorkingInfo
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

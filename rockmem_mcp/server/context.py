@@ -15,6 +15,7 @@ from rockmem_mcp.consolidation.dream import Dreamer, Progress
 from rockmem_mcp.consolidation.enrichment import Enricher
 from rockmem_mcp.consolidation.reflection import Reflector
 from rockmem_mcp.consolidation.reflection_triggers import ReflectionTriggers
+from rockmem_mcp.consolidation.shapes import Reflection
 from rockmem_mcp.consolidation.templates import Templates
 from rockmem_mcp.conversation.service import ConversationMemory
 from rockmem_mcp.core.learnings import Learnings
@@ -30,7 +31,6 @@ from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.home.stores import Deferred
 from rockmem_mcp.llm import language_model
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import Reflection
 from rockmem_mcp.procedures.service import Procedures
 from rockmem_mcp.proposals.service import Proposals
 from rockmem_mcp.recall.remembering import Remembering

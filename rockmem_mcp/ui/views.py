@@ -12,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from rockmem_mcp.audit.service import MANUAL, acting_as
 from rockmem_mcp.consolidation.decay import salience_listing
 from rockmem_mcp.consolidation.dream_reports import report_store
+from rockmem_mcp.core.shapes import CoreMemoryView
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
-from rockmem_mcp.models import ROOTS, CoreMemoryView, MemoryEntry, ProposalStore
+from rockmem_mcp.models import ROOTS, MemoryEntry
+from rockmem_mcp.proposals.shapes import ProposalStore
 from rockmem_mcp.server.context import Services
 from rockmem_mcp.tokens import estimate_tokens
 from rockmem_mcp.working.service import WorkingMemory

@@ -22,10 +22,6 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.models import (
     ROOTS,
-    WorkingEntry,
-    WorkingInfo,
-    WorkingSaved,
-    WorkingSearchHit,
     as_utc,
     check_text,
     entry_key_segments,
@@ -41,6 +37,7 @@ from rockmem_mcp.search.rank import Ranking, rank, uses_vectors
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.working.files import WorkingFiles
+from rockmem_mcp.working.shapes import WorkingEntry, WorkingInfo, WorkingSaved, WorkingSearchHit
 from rockmem_mcp.working.vectors import WorkingVectors
 
 PREVIEW_CHARS = 200

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rockmem_mcp.models import WorkingEntry
 from rockmem_mcp.vector_worker import Embedder
+from rockmem_mcp.working.shapes import WorkingEntry
 
 CACHE_ENTRIES = 2048  # 2 MB at 256 dimensions, 12.6 MB at 1536
 

@@ -9,9 +9,11 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.audit.service import process_actor
+from rockmem_mcp.audit.shapes import AuditResult
 from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.governance.shapes import RevertResult
 from rockmem_mcp.governance.trail import parse_moment
-from rockmem_mcp.models import AuditResult, RevertResult, utc_now
+from rockmem_mcp.models import utc_now
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rockmem_mcp.models import CoreMemoryView
+from rockmem_mcp.core.shapes import CoreMemoryView
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 

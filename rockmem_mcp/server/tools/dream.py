@@ -8,8 +8,9 @@ from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from rockmem_mcp.consolidation.shapes import DreamPlan, DreamReport, DreamResult
 from rockmem_mcp.llm import ChatLLM, unfenced
-from rockmem_mcp.models import DreamPlan, DreamReport, DreamResult, Feedback, FeedbackType
+from rockmem_mcp.models import Feedback, FeedbackType
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import progress_of, reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId

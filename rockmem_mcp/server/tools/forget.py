@@ -10,7 +10,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.models import ForgetResult
+from rockmem_mcp.governance.shapes import ForgetResult
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 

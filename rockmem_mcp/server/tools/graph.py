@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rockmem_mcp.models import (
+from rockmem_mcp.graph.shapes import (
     EntitiesAdded,
     EntitiesMerged,
     EntityDeleted,

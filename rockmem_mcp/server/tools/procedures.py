@@ -10,7 +10,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.models import MAX_STEPS, MAX_TRIGGERS, ProcedureInfo
+from rockmem_mcp.models import ProcedureInfo
+from rockmem_mcp.procedures.shapes import MAX_STEPS, MAX_TRIGGERS
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
 

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from rockmem_mcp.models import RecallBlock, RecallReset
+from rockmem_mcp.recall.shapes import RecallBlock, RecallReset
 from rockmem_mcp.server.context import default_session_id, services, working_memory
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId

@@ -9,8 +9,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from rockmem_mcp.audit.service import process_actor
+from rockmem_mcp.consolidation.shapes import ReflectResult
 from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.models import ReflectResult
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import progress_of, reports_errors
 

@@ -17,8 +17,8 @@ from pydantic import Field
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
-from rockmem_mcp.models import Proposal, ProposalResult, ProposalStore
 from rockmem_mcp.proposals.service import refusal
+from rockmem_mcp.proposals.shapes import Proposal, ProposalResult, ProposalStore
 from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors

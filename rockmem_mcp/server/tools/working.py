@@ -8,15 +8,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rockmem_mcp.models import (
-    WorkingDeleted,
-    WorkingEntry,
-    WorkingListing,
-    WorkingSaved,
-    WorkingSearchResults,
-)
 from rockmem_mcp.server.context import working_memory
 from rockmem_mcp.server.tools import reports_errors
+from rockmem_mcp.working.shapes import WorkingDeleted, WorkingEntry, WorkingListing, WorkingSaved, WorkingSearchResults
 
 Key = Annotated[
     str,

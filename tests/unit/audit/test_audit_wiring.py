@@ -19,6 +19,7 @@ from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine, AuditLog
 from rockmem_mcp.audit.service import MANUAL, acting_as
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.shapes import DreamPlan
 from rockmem_mcp.consolidation.templates import Templates
 from rockmem_mcp.conversation.feedback import FeedbackLog
 from rockmem_mcp.core.service import CoreMemory
@@ -30,7 +31,6 @@ from rockmem_mcp.governance.forgotten_files import line_hash
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.home.doctor import Doctor
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import DreamPlan
 from rockmem_mcp.procedures.service import Procedures
 from tests.unit.helpers import FakeClock, Opener
 

@@ -20,25 +20,23 @@ from rockmem_mcp.consolidation import dream as dream_module
 from rockmem_mcp.consolidation.dream import DreamBusy, Dreamer, protected
 from rockmem_mcp.consolidation.fact_check import details
 from rockmem_mcp.consolidation.fact_check import lost_facts as lost_details
-from rockmem_mcp.consolidation.templates import Templates
-from rockmem_mcp.conversation.service import conversation_log
-from rockmem_mcp.errors import InvalidInputError, NotFoundError
-from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import (
-    ConversationTurn,
+from rockmem_mcp.consolidation.shapes import (
     DreamPlan,
     DreamProcedure,
     DreamReport,
-    EntityInput,
     EntityMergeInput,
-    MemoryEntry,
     PlanArchive,
     PlanCreate,
     PlanMerge,
     PlanUpdate,
-    TripleInput,
 )
+from rockmem_mcp.consolidation.templates import Templates
+from rockmem_mcp.conversation.service import conversation_log
+from rockmem_mcp.errors import InvalidInputError, NotFoundError
+from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import EntityInput, TripleInput
+from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.models import ConversationTurn, MemoryEntry
 from rockmem_mcp.storage.access_log import Access
 from rockmem_mcp.vector_worker import Embedder
 from tests.unit.helpers import T0, FakeClock, FakeProvider, Services

@@ -11,20 +11,14 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.shapes import DreamPlan, DreamProcedure, PlanCreate
 from rockmem_mcp.consolidation.templates import Templates
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.graph.service import GraphService
+from rockmem_mcp.graph.shapes import EntityInput, TripleInput
 from rockmem_mcp.llm import ChatLLM
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import (
-    DreamPlan,
-    DreamProcedure,
-    EntityInput,
-    Episode,
-    MemoryEntry,
-    PlanCreate,
-    TripleInput,
-)
+from rockmem_mcp.models import Episode, MemoryEntry
 from rockmem_mcp.procedures.service import Procedures
 from tests.embedding_server import EmbeddingServer
 from tests.unit.consolidation.test_llm_dream import chat

@@ -17,7 +17,8 @@ import pytest
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.graph.service import MAX_ITEMS, GraphService
-from rockmem_mcp.models import mention_key, name_key, normalize_entity_type, normalize_name, normalize_predicate
+from rockmem_mcp.graph.shapes import normalize_entity_type, normalize_predicate
+from rockmem_mcp.models import mention_key, name_key, normalize_name
 from tests.unit.helpers import T0, FakeClock, Opener
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.graph.files import GraphFiles
-from rockmem_mcp.models import Entity, Triple
+from rockmem_mcp.graph.shapes import Entity, Triple
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from rockmem_mcp.graph.relations import (
     vocabulary_markdown,
 )
 from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.models import normalize_predicate
+from rockmem_mcp.graph.shapes import normalize_predicate
 from tests.unit.helpers import Opener
 
 SEED_SPELLING = [

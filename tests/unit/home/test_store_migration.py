@@ -16,13 +16,15 @@ from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.dream_reports import report_store
 from rockmem_mcp.consolidation.reflection import reflection_store
+from rockmem_mcp.consolidation.shapes import DreamReport, Reflection
 from rockmem_mcp.conversation.service import conversation_log
 from rockmem_mcp.governance.forgetting import forgotten_store
 from rockmem_mcp.governance.forgotten_files import ForgottenRecord
 from rockmem_mcp.home.store_migration import STORES, migrate_records
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import ConversationTurn, DreamReport, Episode, Proposal, Reflection
+from rockmem_mcp.models import ConversationTurn, Episode
 from rockmem_mcp.proposals.service import proposal_store
+from rockmem_mcp.proposals.shapes import Proposal
 from rockmem_mcp.storage.access_log import Access
 from tests.pg_server import database  # noqa: F401  (the fixture)
 

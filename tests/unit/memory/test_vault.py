@@ -10,11 +10,11 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.dream import Dreamer
+from rockmem_mcp.consolidation.shapes import DreamPlan, PlanArchive, PlanMerge, PlanUpdate
 from rockmem_mcp.consolidation.templates import Templates
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import DreamPlan, PlanArchive, PlanMerge, PlanUpdate
 from tests.unit.helpers import T0, FakeClock
 
 DAY = timedelta(days=1)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, LinkRefusedError, SpecialFileError
-from rockmem_mcp.models import Procedure, procedure_slug
 from rockmem_mcp.procedures.files import ProcedureFiles
+from rockmem_mcp.procedures.shapes import Procedure, procedure_slug
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.errors import CorruptEntryError, InvalidInputError, LinkRefusedError
-from rockmem_mcp.models import Proposal
 from rockmem_mcp.proposals.files import ProposalFiles, checked_id, new_id
+from rockmem_mcp.proposals.shapes import Proposal
 
 MOMENT = datetime(2026, 2, 3, 10, 0, tzinfo=UTC)
 
