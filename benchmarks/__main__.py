@@ -7,8 +7,8 @@ studies whose conclusions BENCHMARKS.md records). ARGS go to the harness's own p
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
+import runpy
 import sys
 from pathlib import Path
 
@@ -19,7 +19,7 @@ NOT_HARNESSES = {"corpus", "corpora", "embedders"}  # shared pieces, not runnabl
 
 
 def harnesses() -> dict[str, str]:
-    """Name -> module, for every module with a `main`."""
+    """Name -> module, for every module that runs as a script."""
     found = {}
     places = (
         ("", "benchmarks", HERE),
@@ -30,7 +30,7 @@ def harnesses() -> dict[str, str]:
         for info in pkgutil.iter_modules([str(folder)]):
             if info.ispkg or info.name.startswith("_") or info.name in NOT_HARNESSES:
                 continue
-            if "def main(" in (folder / f"{info.name}.py").read_text(encoding="utf-8"):
+            if 'if __name__ == "__main__":' in (folder / f"{info.name}.py").read_text(encoding="utf-8"):
                 found[prefix + info.name] = f"{package}.{info.name}"
     return found
 
@@ -44,9 +44,8 @@ def main(argv: list[str]) -> int:
     if name not in known:
         print(f"no harness {name!r}; one of: {', '.join(sorted(known))}", file=sys.stderr)
         return 2
-    module = importlib.import_module(known[name])
     sys.argv = [f"python -m benchmarks {name}", *rest]
-    module.main()
+    runpy.run_module(known[name], run_name="__main__", alter_sys=True)  # as `python -m benchmarks.x` runs it
     return 0
 
 

@@ -38,7 +38,10 @@ WORKER = r"""
 import json, resource, statistics, sys, time
 from pathlib import Path
 from rockmem_mcp.config import Settings
-from rockmem_mcp.memory.service import MemoryService
+try:
+    from rockmem_mcp.memory.service import MemoryService
+except ImportError:  # a checkout from before issue 42's layout
+    from rockmem_mcp.services.memory import MemoryService
 
 def rss_mb():
     with open("/proc/self/status") as f:

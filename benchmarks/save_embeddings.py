@@ -134,8 +134,12 @@ from pathlib import Path
 from rockmem_mcp.config import Settings
 from rockmem_mcp.search import vectors
 from rockmem_mcp.search.memory_index import MemoryIndex
-from rockmem_mcp.search import vector_worker as embedding
-from rockmem_mcp.memory.service import MemoryService
+try:
+    from rockmem_mcp import vector_worker as embedding
+    from rockmem_mcp.memory.service import MemoryService
+except ImportError:  # a checkout from before issue 42's layout
+    from rockmem_mcp.services import embedding
+    from rockmem_mcp.services.memory import MemoryService
 
 saves, note, model = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 counts = {"worker_steps": 0, "snapshots_written": 0, "cache_files_written": 0, "worker_cpu_s": 0.0}

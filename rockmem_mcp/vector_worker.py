@@ -29,7 +29,6 @@ import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
 from rockmem_mcp.search.embeddings import (
-    MAX_INPUT_CHARS,
     EmbeddingProvider,
     Model2VecEmbeddings,
     OpenAIEmbeddings,
@@ -77,7 +76,7 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
     if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
         from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
 
-        return OnnxEmbeddings(settings.embedding_model, max_input_chars=MAX_INPUT_CHARS)
+        return OnnxEmbeddings(settings.embedding_model)
     if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
         return Model2VecEmbeddings(settings.embedding_model)
     try:

@@ -10,7 +10,8 @@ CLI makes itself) go to the terminal directly, for their `\\r`.
 Owns: `app` (main: the output rules, the home check, running one command), `parser` (every command and flag),
 one module per command group (`serve`, `transfer`, `maintenance`, `audit`, `review`, `browse`), `common` (what
 they share), `progress` (the progress bar) and `clients` (MCP clients' configuration files, for `install`).
-Imports: any room of the library; the server (and so the MCP SDK) only inside `serve`, when a command serves.
+Imports: any room of the library; the server (and so the MCP SDK) only inside the functions that serve or list
+the tools, never when a command module is imported.
 """
 
 from __future__ import annotations

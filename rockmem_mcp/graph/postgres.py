@@ -2,7 +2,7 @@
 triple, its JSON as the file would hold it), so every replica shares one graph and GraphService runs unchanged.
 
 A change (puts and removals of both kinds) is one transaction with its change rows (`{"s": "graph", ...}` in
-`changes`, as pg_memory writes memories'), so another replica sees all of a merge or none of it. Each replica
+`changes`, as memory/postgres.py writes memories'), so another replica sees all of a merge or none of it. Each replica
 keeps its own in-memory adjacency index and follows the others through that feed. The graph's write lock, held
 across a change's read-modify-write, is a session advisory lock on a connection of its own (PgIdLocks).
 """

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
+from rockmem_mcp.search.embeddings import MAX_INPUT_CHARS
 
 PREFIX = "onnx:"  # ROCKMEM_EMBEDDING_MODEL values starting with this name a model of ONNX_MODELS
 SUB_BATCH_ROWS = 16  # texts per model call, at most ...
@@ -67,7 +68,7 @@ class OnnxEmbeddings:
     """`name` is a key of ONNX_MODELS (with or without the `onnx:` prefix); `threads` caps the document calls
     run at once and the query session's threads (default: the usable cores, at most 4 and 2)."""
 
-    def __init__(self, name: str, *, threads: int | None = None, max_input_chars: int | None = None) -> None:
+    def __init__(self, name: str, *, threads: int | None = None, max_input_chars: int = MAX_INPUT_CHARS) -> None:
         key = name.removeprefix(PREFIX)
         spec = ONNX_MODELS.get(key)
         if spec is None:
@@ -83,7 +84,7 @@ class OnnxEmbeddings:
         if not self.model_path.is_file():
             raise EmbeddingError(f"the ONNX model file {self.model_path} is missing: reinstall ({EXTRA_HINT})")
         self.model_id = f"onnx:{key}@{getattr(package, '__version__', '0')}"
-        self.max_input_chars = max_input_chars  # open_provider passes embeddings.MAX_INPUT_CHARS; None: no cut
+        self.max_input_chars = max_input_chars
         cores = threads or usable_cores()
         self.document_calls = max(1, min(cores, 4))
         self.query_threads = max(1, min(cores, 2))
