@@ -15,7 +15,6 @@ from pathlib import Path
 import rockmem_mcp  # noqa: F401 - first, as the server does: its BLAS thread setting applies before numpy loads
 
 HERE = Path(__file__).parent
-NOT_HARNESSES = {"corpus", "corpora", "embedders"}  # shared pieces, not runnable
 
 
 def harnesses() -> dict[str, str]:
@@ -28,7 +27,7 @@ def harnesses() -> dict[str, str]:
     )
     for prefix, package, folder in places:
         for info in pkgutil.iter_modules([str(folder)]):
-            if info.ispkg or info.name.startswith("_") or info.name in NOT_HARNESSES:
+            if info.ispkg or info.name.startswith("_"):
                 continue
             if 'if __name__ == "__main__":' in (folder / f"{info.name}.py").read_text(encoding="utf-8"):
                 found[prefix + info.name] = f"{package}.{info.name}"

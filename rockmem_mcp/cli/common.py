@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import stat
 import sys
@@ -14,8 +13,6 @@ from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
-
-log = logging.getLogger("rockmem_mcp")
 
 
 def say(text: object = "") -> None:
