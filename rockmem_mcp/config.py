@@ -65,11 +65,12 @@ class Settings(BaseModel):
     snapshot_every_changes: int = Field(2_000, ge=1)
 
     # Embeddings: an OpenAI-compatible endpoint (with a model name), else a local model2vec model (a folder or
-    # a published name), else the bundled static model (numpy, no network); `off` turns them off (BM25 alone).
+    # a published name), `onnx:NAME` a local transformer, `static` the bundled static model, else the bundled
+    # transformer (no network); `off` turns them off (BM25 alone).
     embedding_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
     embedding_model: str | None = Field(
         None,
-        description="Model name at the endpoint, a local model2vec model, 'bundled' (the default) or 'off'",
+        description="Model name at the endpoint, a local model2vec model, 'bundled' (the default), 'static' or 'off'",
     )
     embedding_api_key: str | None = Field(None, repr=False)
     embedding_batch_size: int = Field(64, ge=1, le=2048)

@@ -13,7 +13,7 @@ Cache files are written after the lock is released. `drain()` runs the same step
 `rockmem-mcp reindex --embeddings` and `import`.
 
 `open_provider(settings)` picks the provider: an endpoint's model, a local model2vec or ONNX model, or the
-bundled model when none is named; None when `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
+bundled transformer when none is named; None when `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rockmem_mcp.search.embeddings import (
     Model2VecEmbeddings,
     OpenAIEmbeddings,
 )
-from rockmem_mcp.search.static_model import BUNDLED, StaticEmbeddings, bundled_path
+from rockmem_mcp.search.static_model import STATIC, StaticEmbeddings, bundled_path
 from rockmem_mcp.search.vectors import VectorFiles
 
 if TYPE_CHECKING:
@@ -47,16 +47,19 @@ MAX_DELAY_S = 0.5  # ...or this long after it began: a steady stream still gets 
 
 
 OFF = "off"  # ROCKMEM_EMBEDDING_MODEL=off: no embeddings, search by BM25 alone
+BUNDLED = "bundled"  # names the default model explicitly: the bundled transformer
+ONNX_PREFIX = "onnx:"
 
 
 def embeddings_on(settings: Settings) -> bool:
-    """False only when ROCKMEM_EMBEDDING_MODEL=off; with no setting at all the bundled model embeds."""
+    """False only when ROCKMEM_EMBEDDING_MODEL=off; with no setting at all the bundled transformer embeds."""
     return (settings.embedding_model or "").strip().lower() != OFF
 
 
 def open_provider(settings: Settings) -> EmbeddingProvider | None:
-    """The provider the settings name: an endpoint's model, a local model2vec model, or the bundled model
-    when none is named (or `bundled`); None when turned off. Raises EmbeddingError if unusable."""
+    """The provider the settings name: an endpoint's model, a local model2vec or ONNX model, the static model
+    (`static`), or the bundled transformer when none is named (or `bundled`); None when turned off. Raises
+    EmbeddingError if unusable."""
     if not embeddings_on(settings):
         return None
     if settings.embedding_endpoint:
@@ -73,12 +76,31 @@ def open_provider(settings: Settings) -> EmbeddingProvider | None:
             timeout_s=settings.embedding_timeout_s,
             query_timeout_s=settings.embedding_query_timeout_s,
         )
-    if settings.embedding_model and settings.embedding_model.startswith("onnx:"):
-        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when named
+    name = (settings.embedding_model or BUNDLED).strip()
+    if name.startswith(ONNX_PREFIX):
+        from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings  # imports onnxruntime only when used
 
-        return OnnxEmbeddings(settings.embedding_model)
-    if settings.embedding_model and settings.embedding_model.strip().lower() != BUNDLED:
-        return Model2VecEmbeddings(settings.embedding_model)
+        return OnnxEmbeddings(name)
+    if name.lower() == BUNDLED:
+        return bundled_provider()
+    if name.lower() == STATIC:
+        return static_provider()
+    return Model2VecEmbeddings(name)
+
+
+def bundled_provider() -> EmbeddingProvider:
+    """The default: the bundled transformer, or the bundled static model where onnxruntime cannot load (a
+    platform without its wheel), said once in the log."""
+    try:
+        from rockmem_mcp.search.onnx_embeddings import DEFAULT, OnnxEmbeddings
+
+        return OnnxEmbeddings(DEFAULT)
+    except EmbeddingError as exc:
+        log.warning("the bundled transformer cannot run here (%s): embedding with the static model instead", exc)
+        return static_provider()
+
+
+def static_provider() -> EmbeddingProvider:
     try:
         return StaticEmbeddings()
     except (OSError, ValueError) as exc:  # a damaged install: say which file, search goes on by BM25
@@ -96,7 +118,7 @@ class Embedder:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
-        self.configured = embeddings_on(settings)  # the bundled model unless ROCKMEM_EMBEDDING_MODEL=off
+        self.configured = embeddings_on(settings)  # the bundled transformer unless ROCKMEM_EMBEDDING_MODEL=off
         self._opener = opener
         self._clock = clock
         self._open_lock = threading.Lock()

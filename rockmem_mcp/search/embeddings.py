@@ -3,9 +3,9 @@
 - `OpenAIEmbeddings`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, LM Studio,
   llama.cpp, vLLM) over httpx.
 - `Model2VecEmbeddings`: a local static model through the optional `model2vec` library (numpy, no torch).
-- `StaticEmbeddings` (search/static_model.py): the bundled model, numpy alone: the default.
-- `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through the optional `[onnx]` extra, named
-  `onnx:minilm-int8`.
+- `OnnxEmbeddings` (onnx_embeddings.py): a local transformer through onnxruntime: the bundled one, the default,
+  and the optional `[onnx]` extra's, named `onnx:minilm-int8`.
+- `StaticEmbeddings` (search/static_model.py): the bundled static model, numpy alone (`static`).
 
 Which one a home uses is chosen from the settings by `vector_worker.open_provider`, so this module knows no
 settings.

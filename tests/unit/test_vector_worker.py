@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from rockmem_mcp.errors import EmbeddingError, InvalidInputError
 from rockmem_mcp.memory.service import SNAPSHOT_NAME, MemoryService
 from rockmem_mcp.search import static_model
 from rockmem_mcp.search.embeddings import Model2VecEmbeddings
+from rockmem_mcp.search.onnx_embeddings import OnnxEmbeddings
 from rockmem_mcp.search.static_model import StaticEmbeddings
 from rockmem_mcp.search.vectors import STAMP_BYTES
 from rockmem_mcp.vector_worker import PROBE_TEXT, Embedder, open_provider
@@ -259,13 +261,22 @@ def test_endpoint_without_a_model_name_is_a_clear_error(tmp_path: Path) -> None:
         open_provider(Settings(home=tmp_path, embedding_endpoint="http://127.0.0.1:9"))
 
 
-def test_no_settings_means_the_bundled_model(tmp_path: Path) -> None:
+def test_no_settings_means_the_bundled_transformer_and_static_is_one_setting_away(tmp_path: Path) -> None:
     provider = open_provider(Settings(home=tmp_path))
-    assert (
-        isinstance(provider, StaticEmbeddings)
-        and provider.model_id == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
-    )
-    assert isinstance(open_provider(Settings(home=tmp_path, embedding_model="Bundled")), StaticEmbeddings)
+    assert isinstance(provider, OnnxEmbeddings) and provider.model_id == "onnx:minilm-l3-int8@1+whole-known"
+    assert isinstance(open_provider(Settings(home=tmp_path, embedding_model="Bundled")), OnnxEmbeddings)
+    static = open_provider(Settings(home=tmp_path, embedding_model="static"))
+    assert isinstance(static, StaticEmbeddings)
+    assert static.model_id == "static:rockmem-minilm-l6-static-256-sif3+whole-known"
+
+
+def test_without_onnxruntime_the_default_falls_back_to_the_static_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what a platform without its wheel looks like
+    with caplog.at_level(logging.WARNING):
+        assert isinstance(open_provider(Settings(home=tmp_path)), StaticEmbeddings)
+    assert "static model instead" in caplog.text
 
 
 @pytest.mark.parametrize("off", ["off", "OFF", " off "])
@@ -278,22 +289,22 @@ def test_off_means_no_provider_even_with_an_endpoint(tmp_path: Path, off: str) -
 def test_with_no_settings_saves_get_bundled_vectors_and_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
     service = MemoryService(Settings(home=tmp_path / "home"), embed_in_background=False)
     try:
-        cat = service.save("Whiskerino, the tabby, naps on the windowsill every afternoon")
+        taxes = service.save("Quarterly taxes are due on the fifteenth")
         service.save("The staging deploy needs the VPN turned on first")
         service.vector_worker.drain()
         assert service.missing_vector_count() == 0
-        assert service.search("my cat", mode="bm25").results == []
-        hybrid = service.search("my cat")
-        assert hybrid.mode == "hybrid" and [hit.entry.id for hit in hybrid.results][:1] == [cat.id]
+        assert service.search("When do I have to pay the IRS?", mode="bm25").results == []
+        hybrid = service.search("When do I have to pay the IRS?")
+        assert hybrid.mode == "hybrid" and [hit.entry.id for hit in hybrid.results][:1] == [taxes.id]
     finally:
         service.close()
 
 
-def test_a_broken_bundled_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_static_model_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vector_worker, "bundled_path", lambda: tmp_path / "missing")
     monkeypatch.setattr(static_model, "bundled_path", lambda: tmp_path / "missing")
     with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL=off"):
-        open_provider(Settings(home=tmp_path))
+        open_provider(Settings(home=tmp_path, embedding_model="static"))
 
 
 # ---------------------------------------------------------------------- the shared local model
