@@ -18,6 +18,7 @@ from mcp.types import Prompt, Tool
 from mcp_types import INVALID_PARAMS
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.consolidation.shapes import DreamPlan
 from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.app import build_server
 
@@ -405,10 +406,12 @@ PLAN_ITEMS: dict[str, dict[str, Any] | None] = {
 
 
 def _plan_schema(tools: dict[str, Tool]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """apply_dream's input schema and the plan object's schema ($ref resolved)."""
-    schema = tools["apply_dream"].input_schema
-    ref = schema["properties"]["plan"]["$ref"]
-    return schema, schema["$defs"][ref.rsplit("/", 1)[-1]]
+    """The plan schema an agent writes to: the one dream's agent-mode reply carries (material.plan_schema), not
+    tools/list, where apply_dream's `plan` is a plain object (issue 43: ~1,500 tokens a turn less)."""
+    plan = tools["apply_dream"].input_schema["properties"]["plan"]
+    assert plan["type"] == "object" and "plan_schema" in plan["description"] and "$ref" not in plan
+    schema = DreamPlan.model_json_schema()
+    return schema, schema
 
 
 def test_the_dream_plan_is_an_object_of_optional_lists(tools: dict[str, Tool]) -> None:

@@ -224,7 +224,8 @@ async def test_bad_dream_input_is_an_error_and_the_server_keeps_serving(stdio_se
         assert "plan" in await call_error(client, "apply_dream", plan="merge everything")
         assert "ids" in await call_error(client, "apply_dream", plan={"merges": [{"ids": [saved["id"]]}]})
         assert "content" in await call_error(client, "apply_dream", plan={"merges": [{"ids": ["a", "b"]}]})
-        assert "archives" in await call_error(client, "apply_dream", plan={"archives": [saved["id"]]})
+        wrong = await call_error(client, "apply_dream", plan={"archives": [saved["id"]]})
+        assert "does not match plan_schema" in wrong and "archives.0" in wrong  # where, for the schema in dream's reply
         assert "importance" in await call_error(
             client, "apply_dream", plan={"creates": [{"content": "x", "importance": 3}]}, dream_pass="preferences"
         )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from rockmem_mcp.consolidation.shapes import DreamPlan, DreamReport, DreamResult
+from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.llm import ChatLLM, unfenced
 from rockmem_mcp.models import Feedback, FeedbackType
 from rockmem_mcp.server.context import default_session_id, services
@@ -18,6 +19,7 @@ from rockmem_mcp.server.tools.conversation import SessionId
 DreamPass = Literal["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"]
 DreamMode = Literal["auto", "agent", "deterministic"]
 SAMPLING_MAX_TOKENS = 8192
+PLAN_DESCRIPTION = "A plan matching plan_schema in dream's agent-mode reply (merges, archives, updates, creates, graph)"
 
 
 def client_model_plan(dream_pass: str, mode: str, offset: int, ctx: Context) -> Sample | None:
@@ -128,7 +130,7 @@ def register(server: MCPServer) -> None:
     )
     @reports_errors
     def apply_dream(
-        plan: Annotated[DreamPlan, Field(description="The plan: merges, archives, updates, creates, graph changes")],
+        plan: Annotated[dict[str, Any], Field(description=PLAN_DESCRIPTION)],
         ctx: Context,
         dream_pass: Annotated[DreamPass, Field(description="The pass the plan answers")] = "consolidation",
         dry_run: Annotated[bool, Field(description="Report what would change, change nothing")] = False,
@@ -137,7 +139,17 @@ def register(server: MCPServer) -> None:
         contradict each other or that drop a name, number, date or negation of their sources, memories changed
         since you read them, and actions outside the pass are refused and listed in `rejected` with the reason;
         merge sources are archived (superseded by the merged memory), never deleted."""
-        return services(ctx).dreamer().apply(plan, dream_pass, mode="agent", dry_run=dry_run)
+        # The plan's schema (~1,500 tokens) comes with the dream reply that asks for a plan, not in tools/list.
+        try:
+            checked = DreamPlan.model_validate(plan)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'plan'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+            )
+            raise InvalidInputError(
+                f"plan does not match plan_schema ({exc.error_count()} problems): {problems}"
+            ) from None
+        return services(ctx).dreamer().apply(checked, dream_pass, mode="agent", dry_run=dry_run)
 
     @server.tool(title="Read a dream report", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
