@@ -2,9 +2,11 @@
 
 A client puts a tool result's text in its model's context on every turn; programs read the structured content,
 which keeps the full typed record. So the text leaves out what a model cannot act on:
-- every result is compact JSON without nulls, empty lists, maps and strings, false flags, and the bookkeeping a
-  model has no use for (`BOOKKEEPING`: when an entry was last used, how often it was reinforced, its salience
-  and tier, the count still waiting for a vector), floats rounded to 3 decimals;
+- every result is compact JSON without nulls, empty lists, maps and strings, `pinned: false`, and the bookkeeping
+  a model has no use for (`BOOKKEEPING`: when an entry was last used, how often it was reinforced, its salience
+  and tier, the count still waiting for a vector), floats rounded to 3 decimals. Other false flags stay (a
+  `deleted: false` says something), and so does what a user or a schema wrote (`VERBATIM`: metadata, working
+  data, the plan schema a dream hands over, whose `false` and `[]` are meaningful);
 - a search lists its memories one line each, `id score category created #tags "content"`, under one line
   that says the ranking and how many matched; its episodes, procedures and workspace sections follow as one
   compact JSON object a line. A flag an entry carries (pinned, archived, superseded) is a word on its line.
@@ -21,13 +23,19 @@ from typing import Any
 from rockmem_mcp.text import visible
 
 BOOKKEEPING = frozenset({"last_seen_at", "reinforcement_count", "salience", "tier", "unembedded"})
+VERBATIM = frozenset({"metadata", "data", "plan_schema", "answer_schema", "item", "marks"})
 
 
 def pruned(value: Any) -> Any:
-    """`value` without nulls, empty containers and strings, false flags and bookkeeping; floats to 3 decimals."""
+    """`value` without nulls, empty containers and strings, `pinned: false` and bookkeeping; floats to 3 decimals;
+    what is under a `VERBATIM` key as it is."""
     if isinstance(value, dict):
-        kept = {k: pruned(v) for k, v in value.items() if k not in BOOKKEEPING}
-        return {k: v for k, v in kept.items() if v not in (None, "", [], {}) and v is not False}
+        kept = {k: v if k in VERBATIM else pruned(v) for k, v in value.items() if k not in BOOKKEEPING}
+        return {
+            k: v
+            for k, v in kept.items()
+            if k in VERBATIM or (v not in (None, "", [], {}) and not (k == "pinned" and v is False))
+        }
     if isinstance(value, list):
         return [pruned(v) for v in value]
     if isinstance(value, float):
@@ -41,7 +49,8 @@ def compact_json(value: Any) -> str:
 
 def result_text(structured: dict[str, Any]) -> str:
     """The text a model reads for a tool's structured result."""
-    if isinstance(structured.get("results"), list) and "total_matches" in structured:
+    hits = structured.get("results")
+    if "mode" in structured and isinstance(hits, list) and all("entry" in hit for hit in hits):  # search_memory
         return search_text(structured)
     return compact_json(pruned(structured))
 

@@ -47,7 +47,7 @@ async def test_other_results_are_json_without_nulls_or_bookkeeping(client: Any) 
     got = await client.call_tool("get_memory", {"id": saved.structured_content["id"]})
     text = json.loads(got.content[0].text)
     assert text["content"] == TYPICAL[1] and text["id"] == saved.structured_content["id"]
-    assert not BOOKKEEPING & set(text) and None not in text.values() and False not in text.values()
+    assert not BOOKKEEPING & set(text) and None not in text.values() and "pinned" not in text
     assert got.structured_content["superseded_by"] is None  # the full record is still there for programs
     assert len(got.content[0].text) < len(json.dumps(got.structured_content, separators=(",", ":"))) * 0.75
 
@@ -70,3 +70,22 @@ async def test_a_listing_without_a_query_has_no_scores_and_shows_flags(client: A
                         for saved in (kept, gone))  # fmt: skip
     assert pinned.split(" ")[1] == "-" and " pinned " in pinned
     assert " archived 20" in archived
+
+
+async def test_other_searches_keep_their_own_shape_as_pruned_json(client: Any) -> None:
+    await client.call_tool("add_entities", {"entities": [{"name": "Ada Lovelace", "type": "person"}]})
+    found = await client.call_tool("find_entities", {"query": "Ada"})
+    assert not found.is_error, found.content[0].text
+    text = json.loads(found.content[0].text)
+    assert text["results"][0]["entity"]["name"] == "Ada Lovelace" and "salience" not in text["results"][0]
+
+
+async def test_what_a_user_or_a_schema_wrote_and_false_answers_stay_in_the_text(client: Any) -> None:
+    missing = await client.call_tool("delete_from_working_memory", {"key": "nothing-here"})
+    assert json.loads(missing.content[0].text)["deleted"] is False  # "nothing was deleted" is an answer
+    saved = await client.call_tool("save_memory", {"content": TYPICAL[0], "metadata": {"source": ""}})
+    got = json.loads((await client.call_tool("get_memory", {"id": saved.structured_content["id"]})).content[0].text)
+    assert got["metadata"] == {"source": ""}
+    material = await client.call_tool("dream", {"mode": "agent"})
+    schema = json.loads(material.content[0].text)["material"]["plan_schema"]
+    assert schema == material.structured_content["material"]["plan_schema"]  # defaults of [] and false kept
