@@ -97,4 +97,3 @@ async def test_tags_that_are_not_one_word_cannot_forge_a_line(client: Any) -> No
     assert not saved.is_error, saved.content[0].text
     line = (await client.call_tool("search_memory", {"query": "billing"})).content[0].text.split("\n")[2]
     assert f'#"{forged}" #plain' in line and " pinned " not in line.replace(forged, "")
-
