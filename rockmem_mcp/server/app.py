@@ -416,6 +416,7 @@ def build_server(
         server.remove_tool(name)
     for tool in server._tool_manager.list_tools():  # the SDK has no public accessor for a tool's schema
         toolsets.drop_titles(tool.parameters)
+        toolsets.drop_null_options(tool.parameters)
         tool.fn_metadata = CompactText(**dict(tool.fn_metadata))
     prompts.register(server)
     resources.register(server, lambda: current_services.get() or running[-1])

@@ -122,6 +122,29 @@ def drop_titles(schema: object) -> None:
             drop_titles(value)
 
 
+def drop_null_options(schema: object) -> None:
+    """An optional parameter's `anyOf: [X, {"type": "null"}]` with `default: null` becomes X (in place): leaving
+    it out already means null, and the pair cost ~11 tokens a parameter. Arguments are still checked against
+    the function's own signature, so a client that sends an explicit null is served as before. A required
+    parameter that may be null keeps its null."""
+    if isinstance(schema, dict):
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            required = set(schema.get("required", ()))
+            for name, spec in properties.items():
+                options = spec.get("anyOf") if isinstance(spec, dict) and name not in required else None
+                if spec.get("default", ...) is None and isinstance(options, list) and len(options) == 2:
+                    kept = [option for option in options if option != {"type": "null"}]
+                    if len(kept) == 1:
+                        del spec["anyOf"], spec["default"]
+                        spec.update({k: v for k, v in kept[0].items() if k not in spec})
+        for value in schema.values():
+            drop_null_options(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            drop_null_options(value)
+
+
 def table(tools: Sequence[Tool]) -> str:
     """The README's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
     by_name = {tool.name: tool for tool in tools}

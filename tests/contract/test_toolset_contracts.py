@@ -102,7 +102,7 @@ def test_the_workspace_toolset_is_off_by_default_and_adds_only_its_write_tool(tm
     [write] = [tool for tool in tools if tool.name == "write_workspace_file"]
     schema = write.input_schema
     assert set(schema["properties"]) == {"name", "content", "version"}
-    assert set(schema["required"]) == {"name", "content"} and schema["properties"]["version"]["default"] is None
+    assert set(schema["required"]) == {"name", "content"} and "default" not in schema["properties"]["version"]
     assert write.annotations is not None
     assert write.annotations.model_dump(exclude_none=True) == {
         "read_only_hint": False,
