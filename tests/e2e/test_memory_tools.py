@@ -504,3 +504,14 @@ async def test_created_at_is_utc_and_recent(client, call) -> None:
     created = datetime.fromisoformat(saved["created_at"].replace("Z", "+00:00"))
     assert created.utcoffset() is not None and created.utcoffset().total_seconds() == 0
     assert before <= created <= datetime.now(UTC)
+
+
+async def test_an_explicit_null_for_an_optional_parameter_is_still_accepted(client, call) -> None:
+    """tools/list advertises optional parameters without their null (issue 43); a client that sends one anyway
+    is served as before."""
+    saved = await call(client, "save_memory", content="Nulls are fine", category=None, tags=None, metadata=None)
+    found = await call(client, "search_memory", query=None, category=None, tags=None, mode=None, stores=None)
+    assert [hit["entry"]["id"] for hit in found["results"]] == [saved["id"]]
+    schema = {t.name: t for t in (await client.list_tools()).tools}["search_memory"].input_schema
+    query = schema["properties"]["query"]
+    assert query == {"type": "string", "description": query["description"]}
