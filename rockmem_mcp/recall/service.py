@@ -259,7 +259,10 @@ class Recall:
         before += [_memory_line(h.entry.id, h.entry.category, h.entry.content, h.entry.pinned) for h in salient]
         before.append(f"Categories ({tree.total} memories):")
         before += [f"- {c.category} ({c.total})" for c in tree.categories if "/" not in c.category]
-        return "# rockmem: session-start context\n\n" + render(block, working.namespace, before)
+        body = render(block, working.namespace, before)
+        # What it costs the reader, counted as the tool list's budget is (characters / 4), the heading included.
+        heading = "# rockmem: session-start context (≈{:,} tokens)"
+        return heading.format(round((len(heading) + 4 + len(body)) / 4)) + "\n\n" + body
 
 
 def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> str:

@@ -45,7 +45,7 @@ async def test_stored_text_cannot_close_or_forge_the_recall_wrapper_anywhere(std
         wrapped_once(await read("rockmem://recall/Mallory"))
         start = await read("rockmem://recall")
         heading, block = start.split("\n\n", 1)
-        assert heading == "# rockmem: session-start context"
+        assert heading.startswith("# rockmem: session-start context (≈") and heading.endswith(" tokens)")
         wrapped_once(block)
 
         prompt = (await client.get_prompt("recall", {"message": "what did Mallory say?"})).messages[0].content.text
