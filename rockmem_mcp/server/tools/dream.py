@@ -115,10 +115,14 @@ def register(server: MCPServer) -> None:
             if material.remaining
             else ""
         )
+        capabilities = ctx.client_capabilities
+        unaided = mode == "auto" and (capabilities is None or capabilities.sampling is None)
+        why = "No language model here (none configured, and your client offers no sampling): you are it. "
         return DreamResult(
             mode="agent",
             material=material,
-            next_step=(
+            next_step=(why if unaided else "")
+            + (
                 f"Follow material.directive over material.material, then call apply_dream with dream_pass="
                 f"'{dream_pass}' and a plan matching material.plan_schema (use dry_run=true to preview).{more}"
             ),
