@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MCP ecosystem's own checks against this server (issue 26, part 3), as real external clients:
-#   1. the official conformance suite (@modelcontextprotocol/conformance, every server scenario, `--suite all`)
-#      over streamable HTTP, against `rockmem-mcp serve --transport streamable-http --port 0` on a fresh home;
+#   1. the official conformance suite (@modelcontextprotocol/conformance, every server scenario, `--suite all`,
+#      once for each protocol revision it knows: 2025-06-18 and 2025-11-25) over streamable HTTP, against `rockmem-mcp serve --transport streamable-http --port 0` on a fresh home;
 #   2. the MCP Inspector CLI over stdio: list the tools, resources, templates and prompts, read every static
 #      resource and get every prompt that takes no argument.
 # Needs npm (the npm registry). The suite needs Node >= 22: when the machine's is older, Node 22 is installed
@@ -30,22 +30,37 @@ export ROCKMEM_EMBEDDING_MODEL=off
 "$rockmem" --home "$work/http-home" serve --transport streamable-http --port 0 2> "$work/server.log" &
 server=$!
 trap 'kill $server 2>/dev/null || true; [ -n "${1:-}" ] || rm -rf "$work"' EXIT
-for _ in $(seq 100); do grep -q "serving MCP" "$work/server.log" 2>/dev/null && break; sleep 0.1; done
+# Wait for the server's own start line (up to 60 s: a cold start on a slow machine), or say why it never came.
+for _ in $(seq 600); do
+  grep -q "serving MCP" "$work/server.log" 2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || { echo "the server exited before serving; its log:" >&2; cat "$work/server.log" >&2; exit 1; }
+  sleep 0.1
+done
 url="$(grep -o 'http://[^ ]*/mcp' "$work/server.log" | head -1)"
+[ -n "$url" ] || { echo "no 'serving MCP' line from the server in 60 s; its log:" >&2; cat "$work/server.log" >&2; exit 1; }
 echo "server at $url"
-set +e
-(cd "$work" && npx --no-install conformance server --url "$url" --suite all -o "$work/conformance") > "$work/conformance.txt" 2>&1
-set -e
-sed -n '/=== SUMMARY ===/,$p' "$work/conformance.txt"
-kill "$server" 2>/dev/null || true
-
+# Once per protocol revision the suite knows (it has no 2026-07-28 scenarios yet: tests/e2e/test_protocol_generations.py
+# drives that revision with the SDK's client instead).
 # The scenarios whose capability this server has must pass (README "Ecosystem checks" lists the others).
 applies="server-initialize logging-set-level ping completion-complete tools-list tools-call-error resources-list \
-resources-subscribe resources-unsubscribe prompts-list dns-rebinding-protection server-sse-multiple-streams"
+resources-subscribe resources-unsubscribe prompts-list"
+newer="dns-rebinding-protection server-sse-multiple-streams"  # scenarios of 2025-11-25 only
 failed=0
-for scenario in $applies; do
-  if ! grep -q "✓ $scenario:" "$work/conformance.txt"; then echo "FAILED (applies): $scenario"; failed=1; fi
+for version in 2025-06-18 2025-11-25; do
+  out="$work/conformance-$version.txt"
+  set +e
+  (cd "$work" && npx --no-install conformance server --url "$url" --suite all --spec-version "$version" \
+    -o "$work/conformance-$version") > "$out" 2>&1
+  set -e
+  echo "conformance, protocol $version:"
+  sed -n '/=== SUMMARY ===/,$p' "$out"
+  expected="$applies"
+  [ "$version" = 2025-06-18 ] || expected="$applies $newer"
+  for scenario in $expected; do
+    if ! grep -q "✓ $scenario:" "$out"; then echo "FAILED (applies, $version): $scenario"; failed=1; fi
+  done
 done
+kill "$server" 2>/dev/null || true
 
 # 2. The Inspector CLI over stdio, on its own home.
 inspect() { (cd "$work" && npx --no-install mcp-inspector --cli -e ROCKMEM_HOME="$work/stdio-home" \

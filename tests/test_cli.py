@@ -185,11 +185,11 @@ def test_invalid_settings_exit_2_with_a_message(home: Path) -> None:
 
 def test_tools_lists_the_toolsets_and_what_the_flag_or_the_environment_selects(home: Path) -> None:
     table = ok("--home", home, "tools").stdout
-    assert "| `graph` | yes | `add_entities`, `add_triples`," in table
+    assert "| `graph` | yes | `graph` |" in table
     last = table.rstrip().splitlines()[-1]
     assert last.startswith("selected (default): memory, recall, core, working, conversation,")
     from_env = ok("--home", home, "tools", env=clean_env(ROCKMEM_TOOLSETS="graph")).stdout.rstrip()
-    assert from_env.splitlines()[-1].startswith("selected (graph): graph; 8 tools, ≈ ")
+    assert from_env.splitlines()[-1].startswith("selected (graph): graph; 1 tool, ≈ ")
     flag = ok("tools", "--home", home, "--toolsets", "recall,memory", env=clean_env(ROCKMEM_TOOLSETS="graph"))
     assert flag.stdout.rstrip().splitlines()[-1].startswith("selected (recall,memory): memory, recall; 10 tools")
 
@@ -202,7 +202,7 @@ def test_an_unknown_toolset_stops_the_server_before_it_starts(home: Path, args: 
     assert "unknown toolset 'grpah'" in result.stderr
     assert (
         "memory, recall, core, working, conversation, graph, dream, workspace, episodes, procedures, audit, review, "
-        "default, all" in result.stderr
+        "classic, default, all" in result.stderr
     )
     assert "Traceback" not in result.stderr
 

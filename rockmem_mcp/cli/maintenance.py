@@ -218,8 +218,9 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
                           "budget": toolsets.TOKEN_BUDGET}))  # fmt: skip
         return 0
     print(toolsets.table(everything))
+    counted = f"{len(names)} tool{'s' * (len(names) != 1)}"
     print(
-        f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {len(names)} tools, ≈ {cost:,} tokens "
+        f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {counted}, ≈ {cost:,} tokens "
         f"(the default must stay within {toolsets.TOKEN_BUDGET:,})"
     )
 

@@ -296,7 +296,7 @@ class Compactor:
         if advice == "flush":
             note = (
                 "Your context is over 60% full: save what matters now - durable facts with save_memory (one per "
-                "call), the current task's state with save_to_working_memory. At 70% this session is compacted."
+                "call), the current task's state with working_memory save. At 70% this session is compacted."
             )
             return turn, Compaction(usage=usage, advice="flush", note=note)
         return turn, None

@@ -177,7 +177,7 @@ class DreamReport(BaseModel):
 
 
 class DreamMaterial(BaseModel):
-    """An agent-driven dream: what to read, how to answer (apply_dream with a plan of this schema)."""
+    """An agent-driven dream: what to read, how to answer (dream apply with a plan of this schema)."""
 
     dream_pass: str
     directive: str
@@ -190,7 +190,7 @@ class DreamMaterial(BaseModel):
 class DreamResult(BaseModel):
     """What the dream tool did: a report when it ran a pass, or the material for the calling agent to dream."""
 
-    mode: str = Field(description="deterministic, agent (you answer with apply_dream), llm or sampling")
+    mode: str = Field(description="deterministic, agent (you answer with dream apply), llm or sampling")
     report: DreamReport | None = None
     material: DreamMaterial | None = None
     next_step: str = ""

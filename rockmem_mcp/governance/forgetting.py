@@ -450,7 +450,7 @@ class Forgetting:
                 if other.id != entity.id:
                     raise InvalidInputError(
                         f"cannot restore entity {entity.name!r}: {label!r} now names entity {other.id} "
-                        f"({other.name!r}); merge_entities or delete_entity that one first, then restore again"
+                        f"({other.name!r}); merge or delete that one first (graph), then restore again"
                     )
         now: list[Triple] = []
         waiting: dict[str, list[Triple]] = {}  # an end that is itself forgotten: its record keeps the triple

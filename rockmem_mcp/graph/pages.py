@@ -116,7 +116,7 @@ def _detail(graph: GraphService, name_or_id: str) -> EntityDetail:
         listed = f"; nearest names: {', '.join(repr(n) for n in near)}" if near else "; the graph has no close name"
         raise NotFoundError(
             f"no entity named {name_or_id[:100]!r}{listed} (names and aliases match in any case; "
-            "find_entities lists what exists)"
+            "graph find lists what exists)"
         ) from None
 
 

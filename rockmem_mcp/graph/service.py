@@ -488,7 +488,7 @@ class GraphService:
                 return self.entities[entity_id]
         raise NotFoundError(
             f"no entity named {str(name_or_id)[:100]!r} (names and aliases match in any case); "
-            "find_entities lists what exists, add_entities creates one"
+            "graph find lists what exists, graph add creates one"
         )
 
     def near_names(self, label: str, limit: int = 5) -> list[str]:
@@ -697,7 +697,7 @@ class GraphService:
             changes.note = why or ""
             triple = self.triples.get(triple_id) if isinstance(triple_id, str) else None
             if triple is None:
-                raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}; get_entity lists an entity's triples")
+                raise NotFoundError(f"no triple with id {str(triple_id)[:64]!r}; graph get lists an entity's triples")
             [fact] = self._facts([triple])
             changes.remove_triple(triple.id)
             self._unindex_triple(triple.id)

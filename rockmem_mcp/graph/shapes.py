@@ -69,20 +69,20 @@ class StrictInput(BaseModel):
 class EntityInput(StrictInput):
     """An entity to add, as tools take it."""
 
-    name: str = Field(description="The entity's name, e.g. 'Alice' or 'RockBot'")
-    type: str | None = Field(None, description=f"What it is: {', '.join(ENTITY_TYPES)} (default concept)")
-    aliases: list[str] | None = Field(None, description="Other names it goes by (matched like the name)")
-    metadata: dict[str, str] | None = Field(None, description="Free key/value strings")
+    name: str = Field(description="e.g. 'Alice'")
+    type: str | None = Field(None, description=f"{', '.join(ENTITY_TYPES)} (default)")
+    aliases: list[str] | None = Field(None, description="Other names")
+    metadata: dict[str, str] | None = Field(None, description="Key/value strings")
 
 
 class TripleInput(StrictInput):
     """A fact to add, as tools take it: subject --predicate--> object."""
 
-    subject: str = Field(description="Entity name, alias or id (created if unknown)")
-    predicate: str = Field(description="A verb phrase; stored in snake_case, e.g. 'works_on', 'prefers'")
-    object: str = Field(description="Entity name, alias or id (created if unknown)")
-    confidence: float | None = Field(None, description="How sure, 0 to 1 (default 1; clamped)")
-    source: str | None = Field(None, description="Where the fact came from, e.g. a memory id or 'user'")
+    subject: str = Field(description="Name, alias or id")
+    predicate: str = Field(description="e.g. 'works_on'")
+    object: str = Field(description="Name, alias or id")
+    confidence: float | None = Field(None, description="0 to 1 (default 1)")
+    source: str | None = Field(None, description="e.g. 'user'")
 
 
 class Entity(BaseModel):
@@ -167,6 +167,14 @@ class TripleAdded(BaseModel):
 class TriplesAdded(BaseModel):
     triples: list[TripleAdded]
     created_entities: list[str] = Field(description="Names of entities created because a triple named them")
+
+
+class GraphAdded(BaseModel):
+    """What one `graph` add made: its entities first, then its facts (created_entities: named only by a fact)."""
+
+    entities: list[EntityAdded] = Field(default_factory=list)
+    triples: list[TripleAdded] = Field(default_factory=list)
+    created_entities: list[str] = Field(default_factory=list)
 
 
 class EntityHit(BaseModel):

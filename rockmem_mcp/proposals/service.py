@@ -104,7 +104,7 @@ def refusal(settings: Settings, tool: str) -> WritesGatedError:
     return WritesGatedError(
         f"writes from this sub-agent ({agent_name(settings)}) are gated (ROCKMEM_GATED_WRITES): {tool} would change "
         "long-term memory, which only the main agent does. To keep something, call save_memory or remember: that "
-        "files a proposal the main agent reviews. Working memory (save_to_working_memory) is yours as before."
+        "files a proposal the main agent reviews. Working memory (working_memory) is yours as before."
     )
 
 

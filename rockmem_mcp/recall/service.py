@@ -181,6 +181,8 @@ class Recall:
             block.patrol_findings = newest[:MAX_LISTED]
             block.subagent_outlines = working.search(namespace="subagent", key_suffix="-index", limit=MAX_LISTED)
         block.text = render(block, working.namespace)
+        if start and block.text:  # a session's first recall carries core memory and more: say what it costs
+            block.text = costed("# rockmem: session start", block.text)
         return block
 
     def _episodes_for(self, routed: Route, message: str) -> list[EpisodeHit]:
@@ -259,10 +261,14 @@ class Recall:
         before += [_memory_line(h.entry.id, h.entry.category, h.entry.content, h.entry.pinned) for h in salient]
         before.append(f"Categories ({tree.total} memories):")
         before += [f"- {c.category} ({c.total})" for c in tree.categories if "/" not in c.category]
-        body = render(block, working.namespace, before)
-        # What it costs the reader, counted as the tool list's budget is (characters / 4), the heading included.
-        heading = "# rockmem: session-start context (≈{:,} tokens)"
-        return heading.format(round((len(heading) + 4 + len(body)) / 4)) + "\n\n" + body
+        return costed("# rockmem: session-start context", render(block, working.namespace, before))
+
+
+def costed(heading: str, body: str) -> str:
+    """`body` under `heading`, which states what both cost a reader, counted as the tool list's budget is
+    (characters / 4)."""
+    line = heading + " (≈{:,} tokens)"
+    return line.format(round((len(line) + 2 + len(body)) / 4)) + "\n\n" + body
 
 
 def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> str:
@@ -298,10 +304,10 @@ def render(block: RecallBlock, namespace: str, before: Sequence[str] = ()) -> st
         lines.append(f"Knowledge graph (around {', '.join(block.entities)}):")
         lines += [fact.line() for fact in block.graph]
     if block.working:
-        lines.append(f"Working memory ({namespace} and shared; read values with get_from_working_memory):")
+        lines.append(f"Working memory ({namespace} and shared; read values with working_memory get):")
         lines += [_inventory_line(info) for info in block.working]
     if block.patrol_findings:
-        lines.append("Patrol findings (read one with get_from_working_memory and its full key):")
+        lines.append("Patrol findings (read one with working_memory get and its full key):")
         lines += [_inventory_line(info) for info in block.patrol_findings]
     if block.subagent_outlines:
         lines.append("Sub-agent results:")

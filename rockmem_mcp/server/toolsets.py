@@ -18,6 +18,11 @@ from rockmem_mcp.errors import ConfigError
 if TYPE_CHECKING:  # the CLI checks a selection before it pays for the MCP SDK (cli._main)
     from mcp.types import Tool
 
+CLASSIC_WORKING = (
+    *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
+    *("list_working_memory", "search_working_memory"),
+)
+
 TOOLSETS: dict[str, tuple[str, ...]] = {
     "memory": (
         *("save_memory", "search_memory", "get_memory", "update_memory", "delete_memory"),
@@ -25,21 +30,23 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     ),
     "recall": ("recall", "reset_recall"),
     "core": ("core_memory",),
-    "working": (
-        *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
-        *("list_working_memory", "search_working_memory"),
-    ),
+    "working": ("working_memory",),
     "conversation": ("record_turn", "get_conversation"),
-    "graph": (
-        *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
-        *("delete_entity", "delete_triple", "merge_entities"),
-    ),
-    "dream": ("record_feedback", "dream", "apply_dream", "get_dream_report"),
+    "graph": ("graph",),
+    "dream": ("record_feedback", "dream"),
     "workspace": ("write_workspace_file",),
     "episodes": ("record_episode", "delete_episode"),
     "procedures": ("save_procedure", "delete_procedure"),
     "audit": ("audit", "revert"),
     "review": ("reflect", "review_proposals"),
+    # One tool per action, as every set had before the general tools above (working_memory, graph, dream) took
+    # their place in the default surface: for clients and prompts written for these names.
+    "classic": (
+        *CLASSIC_WORKING,
+        *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
+        *("delete_entity", "delete_triple", "merge_entities"),
+        *("apply_dream", "get_dream_report"),
+    ),
 }
 
 # When a set earns its tokens: what the README's table and `rockmem-mcp tools` say beside each.
@@ -56,6 +63,7 @@ WHEN: dict[str, str] = {
     "procedures": "the agent learns and keeps workflows",
     "audit": "the agent answers who changed what, and reverts",
     "review": "reflection with the user's approval, and sub-agents' proposals",
+    "classic": "a client or prompt written for the one-tool-per-action names of 0.x",
 }
 
 # Every tool a client had before toolsets existed stays on by default, and core memory (always loaded, so the
@@ -69,6 +77,7 @@ DEFAULT: tuple[str, ...] = (
 # remember (they file proposals) and review_proposals (it lists; deciding refuses sub-agents). Every other tool,
 # a new one too, is refused (server/tools/review.py).
 UNGATED: frozenset[str] = frozenset((*TOOLSETS["working"], *TOOLSETS["conversation"], *TOOLSETS["recall"])) | {
+    *CLASSIC_WORKING,
     "audit",
     "save_memory",
     "remember",
@@ -79,7 +88,7 @@ UNGATED: frozenset[str] = frozenset((*TOOLSETS["working"], *TOOLSETS["conversati
 # Names that stand for several sets in a selection ("default,audit" = the default sets plus audit).
 GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT, "all": tuple(TOOLSETS)}
 
-TOKEN_BUDGET = 8_000  # for the default tools/list: grow by parameters, resources and prompts, not tools
+TOKEN_BUDGET = 4_000  # for the default tools/list: grow by parameters, resources and prompts, not tools
 
 
 def selected(names: Iterable[str]) -> tuple[str, ...]:
@@ -120,6 +129,17 @@ def drop_titles(schema: object) -> None:
     elif isinstance(schema, list):
         for value in schema:
             drop_titles(value)
+
+
+def drop_def_descriptions(schema: dict[str, object]) -> None:
+    """Remove the description of each shape under `$defs` (in place): it is the class's docstring, written for
+    the code's readers ("A fact to add, as tools take it"); the parameter that uses the shape says what it is
+    for, and each field says what it holds."""
+    definitions = schema.get("$defs")
+    if isinstance(definitions, dict):
+        for definition in definitions.values():
+            if isinstance(definition, dict):
+                definition.pop("description", None)
 
 
 def drop_null_options(schema: object) -> None:

@@ -125,7 +125,7 @@ class WorkingMemory:
         if entry is None:
             raise NotFoundError(
                 f"no working-memory entry {full_key!r} (never saved, deleted, or expired); "
-                "list_working_memory shows what is there"
+                "working_memory list shows what is there"
             )
         return entry
 

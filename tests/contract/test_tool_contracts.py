@@ -69,7 +69,33 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "delete_triple": dict(id=REQUIRED),
     "merge_entities": dict(keep=REQUIRED, merge=REQUIRED),
     "record_feedback": dict(type=REQUIRED, content=REQUIRED, session_id=None, metadata=None),
-    "dream": dict(dream_pass="consolidation", mode="auto", dry_run=False, offset=0),
+    "dream": dict(
+        action="start", dream_pass="consolidation", mode="auto", dry_run=False, offset=0, plan=None, report_id=None
+    ),
+    "working_memory": dict(
+        action=REQUIRED,
+        key=None,
+        data=None,
+        ttl_minutes=5,
+        query=None,
+        category=None,
+        tags=None,
+        namespace=None,
+        limit=20,
+    ),
+    "graph": dict(
+        action=REQUIRED,
+        triples=None,
+        entities=None,
+        name=None,
+        merge=None,
+        triple_id=None,
+        query=None,
+        type=None,
+        max_hops=2,
+        min_confidence=0,
+        limit=None,
+    ),
     "apply_dream": dict(plan=REQUIRED, dream_pass="consolidation", dry_run=False),
     "get_dream_report": dict(report_id=None),
     "review_proposals": dict(action="list", id="", store=None, reason="", user_confirmed=False),
@@ -159,7 +185,15 @@ PARAMETER_TYPES: dict[str, dict[str, str]] = {
         "session_id": "string|null",
         "metadata": "object|null",
     },
-    "dream": {"dream_pass": "string", "mode": "string", "dry_run": "boolean", "offset": "integer"},
+    "dream": {
+        "action": "string",
+        "dream_pass": "string",
+        "mode": "string",
+        "dry_run": "boolean",
+        "offset": "integer",
+        "plan": "object|null",
+        "report_id": "string|null",
+    },
     "get_dream_report": {"report_id": "string|null"},
 }
 
@@ -181,6 +215,8 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
     "delete_from_working_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
     "list_working_memory": {"read_only_hint": True},
     "search_working_memory": {"read_only_hint": True},
+    "working_memory": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
+    "graph": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False},
     "record_turn": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
     "get_conversation": {"read_only_hint": True},
     "recall": {"read_only_hint": False, "destructive_hint": False, "idempotent_hint": False},
@@ -216,8 +252,9 @@ BOUNDS = {
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tool]:
-    """The default tools/list (no toolsets named)."""
-    settings = Settings.load({"home": tmp_path_factory.mktemp("contract-home")}, env={})
+    """The default tools/list and the classic set (the one-tool-per-action names the general tools replaced)."""
+    home = tmp_path_factory.mktemp("contract-home")
+    settings = Settings.load({"home": home, "toolsets": "default,classic"}, env={})
 
     async def list_tools() -> list[Tool]:
         async with Client(build_server(settings)) as client:
@@ -242,22 +279,24 @@ def _advertised(spec: dict[str, Any], default: Any) -> dict[str, Any]:
 
 def test_the_tool_names_are_exactly_these(tools: dict[str, Tool]) -> None:
     assert sorted(tools) == sorted(PARAMETERS)
+    default = toolsets.tools_of(toolsets.DEFAULT)
+    assert sorted(default) == sorted(set(PARAMETERS) - set(toolsets.TOOLSETS["classic"]))
 
 
-TOOL_LIST_TOKEN_BUDGET = 8_000  # every tool lands in the client model's context: grow by parameters, not tools
+TOOL_LIST_TOKEN_BUDGET = 4_000  # every tool lands in the client model's context: grow by parameters, not tools
 
 
 def test_the_default_tool_list_fits_its_token_budget(tools: dict[str, Tool]) -> None:
     """Compact JSON of name + description + inputSchema, divided by 4 (a documented estimate); tools beyond
     the budget go into a toolset that is off by default (server/toolsets.py)."""
+    default = [tools[name] for name in toolsets.tools_of(toolsets.DEFAULT)]
     surface = [
-        {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
-        for tool in tools.values()
+        {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema} for tool in default
     ]
     tokens = len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4
     assert tokens <= TOOL_LIST_TOKEN_BUDGET, f"tools/list is ~{tokens:.0f} tokens, over {TOOL_LIST_TOKEN_BUDGET}"
     assert toolsets.TOKEN_BUDGET == TOOL_LIST_TOKEN_BUDGET
-    assert toolsets.tokens(tools.values()) == round(tokens)  # the measure `rockmem-mcp tools` and the README use
+    assert toolsets.tokens(default) == round(tokens)  # the measure `rockmem-mcp tools` and the README use
 
 
 @pytest.mark.parametrize("name", sorted(PARAMETERS))
@@ -369,6 +408,9 @@ ENUMS = {
     ("dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"],
     ("apply_dream", "dream_pass"): ["consolidation", "preferences", "anti-patterns", "entities", "graph", "episodes"],
     ("dream", "mode"): ["auto", "agent", "deterministic"],
+    ("dream", "action"): ["start", "apply", "report"],
+    ("working_memory", "action"): ["save", "get", "delete", "list", "search"],
+    ("graph", "action"): ["add", "find", "get", "traverse", "delete", "merge"],
     ("record_feedback", "type"): ["Correction", "ToolFailure", "SessionSummary", "UserThumbsUp", "UserThumbsDown"],
 }
 

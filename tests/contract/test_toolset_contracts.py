@@ -57,11 +57,17 @@ def test_all_exposes_every_toolset(every_tool: list[Tool]) -> None:
     assert {tool.name for tool in every_tool} == set(toolsets.tools_of(toolsets.TOOLSETS))
 
 
-def test_the_default_keeps_every_tool_clients_had_and_fits_the_budget(tmp_path: Path, every_tool: list[Tool]) -> None:
+def test_the_default_fits_the_budget_and_every_tool_clients_had_is_one_setting_away(
+    tmp_path: Path, every_tool: list[Tool]
+) -> None:
     tools, instructions = listed(tmp_path, None)
     assert sorted(tool.name for tool in tools) == sorted(toolsets.tools_of(toolsets.DEFAULT))
     assert toolsets.tokens(tools) <= toolsets.TOKEN_BUDGET
-    assert instructions is not None and "call recall" in instructions and "apply_dream" in instructions
+    assert instructions is not None and "call recall" in instructions and "graph add" in instructions
+    assert "apply_dream" not in instructions  # not listed by default: never asked for
+    # What the general tools replaced stays in the classic set (default,classic lists it again)
+    before = {"save_to_working_memory", "add_triples", "traverse_graph", "apply_dream", "get_dream_report"}
+    assert before <= set(toolsets.TOOLSETS["classic"]) and before <= {tool.name for tool in every_tool}
 
 
 def test_graph_alone_lists_only_the_graph_tools_and_refuses_the_others(tmp_path: Path) -> None:
@@ -83,7 +89,7 @@ def test_graph_alone_lists_only_the_graph_tools_and_refuses_the_others(tmp_path:
     assert sorted(names) == sorted(toolsets.TOOLSETS["graph"])
     assert refused == ["Unknown tool: save_memory", "Unknown tool: no_such_tool"]
     assert {"rockmem://recall", "recall", "remember", "memory-rules"} <= set(always_on)
-    assert instructions is not None and "add_triples" in instructions
+    assert instructions is not None and "graph add" in instructions
     switched_off = set(toolsets.tools_of(toolsets.TOOLSETS)) - set(names)
     # Names of one word ('recall', 'dream') are also plain words; the instructions must not ask for the tool.
     assert [name for name in switched_off if "_" in name and name in instructions] == []

@@ -15,6 +15,7 @@ from mcp.client.stdio import stdio_client
 from rockmem_mcp.config import Settings
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.server.app import build_server
+from tests.e2e.classic import general, unwrapped
 from tests.e2e.disk_checks import temp_files as disk_temp_files
 
 Call = Callable[..., Awaitable[dict[str, Any]]]
@@ -73,10 +74,11 @@ def call() -> Call:
     """Call a tool that must succeed; returns its structured content."""
 
     async def call_tool(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-        result = await client.call_tool(tool, _jsonable(arguments))
+        name, arguments = general(tool, arguments)
+        result = await client.call_tool(name, _jsonable(arguments))
         assert not result.is_error, f"{tool} failed: {result.content[0].text}"
         assert result.structured_content is not None
-        return result.structured_content
+        return unwrapped(tool, result.structured_content)
 
     return call_tool
 
@@ -86,7 +88,8 @@ def call_error() -> CallError:
     """Call a tool that must fail with an error result; returns the error text."""
 
     async def call_tool(client: Client, tool: str, **arguments: Any) -> str:
-        result = await client.call_tool(tool, _jsonable(arguments))
+        name, arguments = general(tool, arguments)
+        result = await client.call_tool(name, _jsonable(arguments))
         assert result.is_error, f"{tool} unexpectedly succeeded: {result.structured_content}"
         return result.content[0].text
 

@@ -73,15 +73,15 @@ async def test_a_listing_without_a_query_has_no_scores_and_shows_flags(client: A
 
 
 async def test_other_searches_keep_their_own_shape_as_pruned_json(client: Any) -> None:
-    await client.call_tool("add_entities", {"entities": [{"name": "Ada Lovelace", "type": "person"}]})
-    found = await client.call_tool("find_entities", {"query": "Ada"})
+    await client.call_tool("graph", {"action": "add", "entities": [{"name": "Ada Lovelace", "type": "person"}]})
+    found = await client.call_tool("graph", {"action": "find", "query": "Ada"})
     assert not found.is_error, found.content[0].text
     text = json.loads(found.content[0].text)
     assert text["results"][0]["entity"]["name"] == "Ada Lovelace" and "null" not in found.content[0].text
 
 
 async def test_what_a_user_or_a_schema_wrote_and_false_answers_stay_in_the_text(client: Any) -> None:
-    missing = await client.call_tool("delete_from_working_memory", {"key": "nothing-here"})
+    missing = await client.call_tool("working_memory", {"action": "delete", "key": "nothing-here"})
     assert json.loads(missing.content[0].text)["deleted"] is False  # "nothing was deleted" is an answer
     saved = await client.call_tool("save_memory", {"content": TYPICAL[0], "metadata": {"source": ""}})
     got = json.loads((await client.call_tool("get_memory", {"id": saved.structured_content["id"]})).content[0].text)
@@ -97,3 +97,18 @@ async def test_tags_that_are_not_one_word_cannot_forge_a_line(client: Any) -> No
     assert not saved.is_error, saved.content[0].text
     line = (await client.call_tool("search_memory", {"query": "billing"})).content[0].text.split("\n")[2]
     assert f'#"{forged}" #plain' in line and " pinned " not in line.replace(forged, "")
+
+
+async def test_a_sessions_first_recall_states_what_it_costs_and_later_ones_do_not(client: Any) -> None:
+    core = await client.call_tool("core_memory", {})
+    version = core.structured_content["version"]
+    edit = {"action": "append", "block": "Identity", "text": "The user is Ada, a data engineer", "version": version}
+    assert not (await client.call_tool("core_memory", edit)).is_error
+    await client.call_tool("save_memory", {"content": TYPICAL[0]})
+    first = (await client.call_tool("recall", {"message": "what does Ada drink?", "session_id": "s1"})).content[0].text
+    heading, block = first.split("\n\n", 1)
+    assert heading.startswith("# rockmem: session start (≈") and "The user is Ada" in block
+    stated = int(heading.split("≈")[1].split(" ")[0].replace(",", ""))
+    assert abs(stated - len(first) / 4) <= 2  # what the whole text costs, counted as the tool list's budget is
+    later = (await client.call_tool("recall", {"message": "and in the evening?", "session_id": "s1"})).content[0].text
+    assert "session start" not in later

@@ -24,9 +24,9 @@ async def test_a_client_completes_ids_names_days_keys_files_and_procedures(stdio
         assert client.server_capabilities.completions is not None  # declared
         saved = [(await client.call_tool("save_memory", {"content": f"fact number {i}"})).structured_content["id"]
                  for i in range(3)]  # fmt: skip
-        await client.call_tool("add_entities", {"entities": [
+        await client.call_tool("graph", {"action": "add", "entities": [
             {"name": "Alice Novak", "aliases": ["Ali"]}, {"name": "Alan"}, {"name": "Bob"}]})  # fmt: skip
-        await client.call_tool("save_to_working_memory", {"key": "plan", "data": "x"})
+        await client.call_tool("working_memory", {"action": "save", "key": "plan", "data": "x"})
         procedure = {"name": "Deploy the site", "trigger": ["deploy"], "steps": ["build", "push"]}
         assert not (await client.call_tool("save_procedure", procedure)).is_error
 

@@ -21,6 +21,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.e2e.classic import general, unwrapped
 from tests.e2e.disk_checks import temp_files, unparsable
 
 pytestmark = pytest.mark.anyio
@@ -70,10 +71,10 @@ class Ledger:
 
 
 async def tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(name, arguments)
+    result = await client.call_tool(*general(name, arguments))
     assert not result.is_error, f"{name}({arguments}) failed: {result.content[0].text}"
     assert result.structured_content is not None
-    return result.structured_content
+    return unwrapped(name, result.structured_content)
 
 
 def namespace(process: int) -> str:

@@ -471,7 +471,9 @@ async def test_the_first_recall_of_each_session_opens_with_core_once_and_quotes_
 
         message = "dark mode editor, peanut allergy, deploy on Fridays?"
         first = await call(client, "recall", message=message, session_id="s1")
-        assert first["text"].startswith(f"{OPEN}\n{CORE_HEAD}{version}"), first["text"]
+        cost, block = first["text"].split("\n\n", 1)  # what a session start costs, then the wrapped block
+        assert cost.startswith("# rockmem: session start (≈"), cost
+        assert block.startswith(f"{OPEN}\n{CORE_HEAD}{version}"), block[:300]
         for block in BLOCKS:
             assert f"\n## {block}\n" in first["text"]
             for line in content_lines(text, block):
@@ -486,7 +488,7 @@ async def test_the_first_recall_of_each_session_opens_with_core_once_and_quotes_
         assert {m["id"] for m in later["memories"]} & quoted == set()  # core quoted them this session
 
         fallback = await call(client, "recall", message="zzzz qqqq", session_id="s2")  # a new session, no match
-        assert fallback["text"].startswith(f"{OPEN}\n{CORE_HEAD}{version}")
+        assert fallback["text"].split("\n\n", 1)[1].startswith(f"{OPEN}\n{CORE_HEAD}{version}")
         assert {m["id"] for m in fallback["memories"]} & quoted == set()
         for line in (identity_line, "Severe peanut allergy"):
             assert fallback["text"].count(line) == 1, line

@@ -35,6 +35,7 @@ from rockmem_mcp.audit.log import AuditLog
 from rockmem_mcp.config import Settings
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.memory.service import MemoryService
+from tests.e2e.classic import general, unwrapped
 from tests.e2e.disk_checks import temp_files, unparsable
 
 pytestmark = pytest.mark.anyio
@@ -109,9 +110,10 @@ class RawServer:
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         """A tool call that must succeed (ServerGone if the process died first)."""
-        result = await self.request("tools/call", {"name": tool, "arguments": arguments})
+        name, arguments = general(tool, arguments)
+        result = await self.request("tools/call", {"name": name, "arguments": arguments})
         assert not result["isError"], f"{tool}({arguments}) failed: {result['content'][0]['text']}"
-        return result["structuredContent"]
+        return unwrapped(tool, result["structuredContent"])
 
     async def calls(self, requests: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Many tool calls in flight at once (pipelined); results in order."""

@@ -129,7 +129,7 @@ async def test_agent_driven_consolidation_end_to_end(stdio_server, home, seed, d
         assert "(project-context/db) #staging" in line_of(text, db2) and "reinforced=2" in line_of(text, db2)
         assert line_of(text, db1).endswith(": The staging database runs PostgreSQL 15 on port 5432")
         assert {"merges", "archives", "updates", "creates"} <= set(material["plan_schema"]["properties"])
-        assert "apply_dream" in result["next_step"] and "dream_pass='consolidation'" in result["next_step"]
+        assert "action='apply'" in result["next_step"] and "dream_pass='consolidation'" in result["next_step"]
         # dream in agent mode is only a read: nothing changed, no report.
         assert "no dream report yet" in await call_error(client, "get_dream_report")
 
@@ -379,7 +379,7 @@ async def test_feedback_becomes_material_for_anti_patterns(stdio_server, home, s
         assert f"[{failure['id']}] ToolFailure" in material["material"]
         assert thumbs["id"] not in material["material"]  # thumbs are not anti-pattern material
         assert "Anti-patterns already known:\n(none yet)" in material["directive"]
-        assert "apply_dream" in result["next_step"] and "dream_pass='anti-patterns'" in result["next_step"]
+        assert "action='apply'" in result["next_step"] and "dream_pass='anti-patterns'" in result["next_step"]
 
         plan = {
             "creates": [
@@ -536,7 +536,7 @@ async def test_applying_one_preference_batch_keeps_the_turns_of_the_next_batches
     async with Client(build_server(settings_for(conversation_log=True, dream_batch_size=2))) as client:
         first = await call(client, "dream", dream_pass="preferences", mode="agent")
         assert (first["material"]["items"], first["material"]["remaining"]) == (2, 1)
-        assert "apply_dream" in first["next_step"] and "offset=2" in first["next_step"]
+        assert "action='apply'" in first["next_step"] and "offset=2" in first["next_step"]
         plan = {"creates": [{"content": "The user wants answers without emojis"}]}
         assert (await call(client, "apply_dream", plan=plan, dream_pass="preferences"))["applied"]
         second = (await call(client, "dream", dream_pass="preferences", mode="agent", offset=2))["material"]

@@ -67,10 +67,10 @@ async def test_without_a_client_model_the_agent_dreams(settings_for, call) -> No
     async with Client(build_server(settings_for())) as client:
         await seed(client, call)
         result = await call(client, "dream")
-        assert result["mode"] == "agent" and "apply_dream" in result["next_step"]
+        assert result["mode"] == "agent" and "action='apply'" in result["next_step"]
         assert result["next_step"].startswith("No language model here")  # it says why it is the agent's turn
         asked = await call(client, "dream", mode="agent")
-        assert "apply_dream" in asked["next_step"] and "No language model" not in asked["next_step"]
+        assert "action='apply'" in asked["next_step"] and "No language model" not in asked["next_step"]
 
 
 async def test_sampling_over_stdio(stdio_server, home, call) -> None:

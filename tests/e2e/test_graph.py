@@ -353,7 +353,7 @@ async def test_a_process_catching_up_on_many_changes_keeps_names_and_triples_uni
             name
             for n in rounds
             for name in (f"Gone{n}", f"Again{n}")
-            if (await b.call_tool("get_entity", {"name_or_id": name})).is_error
+            if (await b.call_tool("graph", {"action": "get", "name": name})).is_error
         ]
         assert unresolved == [], "B lost these names after catching up"
         for n in rounds:
@@ -477,7 +477,7 @@ async def test_bad_graph_calls_return_helpful_errors_and_the_server_keeps_servin
         assert "no triple with id '0123456789ab'" in await call_error(client, "delete_triple", id="0123456789ab")
         assert "no triple with id" in await call_error(client, "delete_triple", id="../../etc/passwd")
         missing = await call_error(client, "get_entity", name_or_id="Nobody")
-        assert "no entity named 'Nobody'" in missing and "find_entities" in missing
+        assert "no entity named 'Nobody'" in missing and "graph find" in missing
         assert "no entity named" in await call_error(client, "traverse_graph", start="Nobody")
         assert "same entity" in await call_error(client, "merge_entities", keep="Alice", merge="alice")
         assert "no entity named" in await call_error(client, "merge_entities", keep="Alice", merge="Nobody")

@@ -61,8 +61,8 @@ async def test_first_answer_before_the_graph_loads_and_graph_tools_see_all_of_it
             assert not found  # ...and waits: no answer from a graph still loading
             release.set()
         assert not found[0].is_error
-        assert found[0].structured_content["total_matches"] == ENTITIES
+        assert found[0].structured_content["result"]["total_matches"] == ENTITIES
 
 
 async def _call(client: Client, found: list[Any]) -> None:
-    found.append(await client.call_tool("find_entities", {"limit": 200}))
+    found.append(await client.call_tool("graph", {"action": "find", "limit": 200}))

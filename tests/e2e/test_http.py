@@ -90,7 +90,7 @@ def ids(found: dict[str, Any]) -> list[str]:
 async def test_save_and_search_over_http(http_server, call, call_error) -> None:
     async with Client(http_server) as client:
         tools = (await client.list_tools()).tools
-        assert {"save_memory", "search_memory", "save_to_working_memory"} <= {t.name for t in tools}
+        assert {"save_memory", "search_memory", "working_memory"} <= {t.name for t in tools}
         saved = await call(client, "save_memory", content="HTTP clients can remember too", category="transport/http")
         found = await call(client, "search_memory", query="remember http")
         assert ids(found) == [saved["id"]]

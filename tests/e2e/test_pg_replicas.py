@@ -101,13 +101,13 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                         elif roll < 0.86:
                             topic, tracker = f"storm topic {n}-{i}", f"Tracker {n}"
                             fact = {"subject": tracker, "predicate": "tracks", "object": topic}
-                            result = await client.call_tool("add_triples", {"triples": [fact]})
+                            result = await client.call_tool("graph", {"action": "add", "triples": [fact]})
                             if not result.is_error:
                                 topics[topic] = tracker
                                 my_topics.append(topic)
                         elif roll < 0.89 and my_topics:
                             topic = my_topics.pop(rng.randrange(len(my_topics)))
-                            result = await client.call_tool("delete_entity", {"name_or_id": topic})
+                            result = await client.call_tool("graph", {"action": "delete", "name": topic})
                             if not result.is_error:
                                 topics[topic] = None
                         else:
@@ -133,12 +133,12 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
                 assert got["content"] == content, entry_id
                 assert (got["archived_at"] is not None) == archived[entry_id], entry_id
             for topic, tracker in topics.items():
-                result = await client.call_tool("get_entity", {"name_or_id": topic})
+                result = await client.call_tool("graph", {"action": "get", "name": topic})
                 if tracker is None:
                     assert result.is_error and "no entity named" in result.content[0].text, topic
                     continue
                 assert not result.is_error, (topic, result.content)
-                facts = result.structured_content["facts"]
+                facts = result.structured_content["result"]["facts"]
                 assert [(f["subject"], f["predicate"]) for f in facts] == [(tracker, "tracks")], topic
 
         async with Client(urls[0]) as first, Client(urls[1]) as second, anyio.create_task_group() as checks:

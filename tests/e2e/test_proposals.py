@@ -69,6 +69,8 @@ GOOD: dict[str, dict[str, Any]] = {
     "get_from_working_memory": {"key": "scratch"},
     "delete_from_working_memory": {"key": "scratch"},
     "core_memory": {"action": "read"},
+    "working_memory": {"action": "save", "key": "scratch", "data": "x"},
+    "graph": {"action": "add", "triples": [{"subject": "Ann", "predicate": "likes", "object": "Cy"}]},
     "audit": {},
     "review_proposals": {},
 }
@@ -102,7 +104,9 @@ async def test_a_gated_subagent_writes_nothing_long_term_through_any_tool(
 ) -> None:
     async with Client(build_server(settings_for())) as main:  # something to update, delete and merge
         await main.call_tool("save_memory", {"content": "The user's editor is Helix"})
-        await main.call_tool("add_triples", {"triples": [{"subject": "Ann", "predicate": "knows", "object": "Bo"}]})
+        await main.call_tool(
+            "graph", {"action": "add", "triples": [{"subject": "Ann", "predicate": "knows", "object": "Bo"}]}
+        )
     before = long_term_files(home)
     gated = settings_for(
         namespace="subagent/researcher", gated_writes=True, toolsets=["all"], trigger_mode="act", conversation_window=4
@@ -129,6 +133,12 @@ async def test_a_gated_subagent_writes_nothing_long_term_through_any_tool(
         )
         assert {"write_workspace_file", "apply_dream", "dream", "record_feedback", "merge_entities"} <= set(refused)
         assert {"save_memory", "remember", "recall", "record_turn", "save_to_working_memory"} <= set(ran)
+        assert {"working_memory"} <= set(ran) and {"graph"} <= set(refused)
+        for reading in ({"action": "find"}, {"action": "get", "name": "Ann"}, {"action": "traverse", "name": "Ann"}):
+            read = await researcher.call_tool("graph", reading)  # the graph's reads stay open to a sub-agent
+            assert not read.is_error, (reading, read.content[0].text)
+        report = await researcher.call_tool("dream", {"action": "report"})
+        assert "are gated" not in report.content[0].text
         proposals = (await researcher.call_tool("review_proposals", {})).structured_content
         assert proposals is not None
         triggers = {p["trigger"].split(" ")[0] for p in proposals["proposals"]}

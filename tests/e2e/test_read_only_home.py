@@ -18,6 +18,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.e2e.classic import general, unwrapped
+
 pytestmark = pytest.mark.anyio
 
 PROCESS_TIMEOUT_S = 60
@@ -99,12 +101,12 @@ async def test_a_server_on_a_read_only_home_answers_searches_and_refuses_writes(
         async with Client(stdio_client(params, errlog=log)) as client:
 
             async def ok(tool: str, **arguments: object) -> dict:
-                result = await client.call_tool(tool, arguments)
+                result = await client.call_tool(*general(tool, arguments))
                 assert not result.is_error, result.content[0].text
-                return result.structured_content
+                return unwrapped(tool, result.structured_content)
 
             async def refused(tool: str, **arguments: object) -> str:
-                result = await client.call_tool(tool, arguments)
+                result = await client.call_tool(*general(tool, arguments))
                 assert result.is_error, f"{tool} succeeded on a read-only home"
                 return result.content[0].text
 

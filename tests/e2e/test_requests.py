@@ -63,13 +63,14 @@ async def test_requests_a_model_gets_wrong_are_answered_with_what_to_change(stdi
 
 
 async def test_nested_misspelt_fields_bad_addresses_and_prompt_arguments_are_refused(client: Any) -> None:
-    bob = await client.call_tool("add_entities", {"entities": [{"name": "Bob", "alias": ["Bobby"]}]})
+    bob = await client.call_tool("graph", {"action": "add", "entities": [{"name": "Bob", "alias": ["Bobby"]}]})
     expected = "'entities.0': value error, no field 'alias'; the fields are name, type, aliases"
     assert bob.is_error and expected in bob.content[0].text
     fact = {"subject": "Ann", "predicate": "knows", "object": "Bo", "confidnce": 0.2}
-    refused = await client.call_tool("add_triples", {"triples": [fact]})
+    refused = await client.call_tool("graph", {"action": "add", "triples": [fact]})
     assert refused.is_error and "confidnce" in refused.content[0].text
-    assert (await client.call_tool("find_entities", {"query": "Bob"})).structured_content["total_matches"] == 0
+    found = await client.call_tool("graph", {"action": "find", "query": "Bob"})
+    assert found.structured_content["result"]["total_matches"] == 0
 
     with pytest.raises(MCPError) as bad_id:
         await client.read_resource("rockmem://memory/bad id")

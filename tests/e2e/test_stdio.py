@@ -21,12 +21,10 @@ TOOLS = {
     *("remember", "forget"),
     *("audit", "revert"),
     *("reflect", "review_proposals"),
-    *("save_to_working_memory", "get_from_working_memory", "delete_from_working_memory"),
-    *("list_working_memory", "search_working_memory"),
+    "working_memory",
     *("record_turn", "get_conversation", "recall", "reset_recall", "core_memory"),
-    *("add_entities", "add_triples", "find_entities", "get_entity", "traverse_graph"),
-    *("delete_entity", "delete_triple", "merge_entities"),
-    *("record_feedback", "dream", "apply_dream", "get_dream_report"),
+    "graph",
+    *("record_feedback", "dream"),
 }
 
 
@@ -222,7 +220,7 @@ async def test_working_memory_is_shared_between_processes_and_survives_a_restart
         result = await call(sub, "save_to_working_memory", key="result", data="3 flaky tests found", ttl_minutes=30)
         assert result["entry"]["key"] == "subagent/t1b2c3/result"
         assert (await call(main, "get_from_working_memory", key="subagent/t1b2c3/result"))["data"].startswith("3 flaky")
-        refused = await main.call_tool("delete_from_working_memory", {"key": "subagent/t1b2c3/result"})
+        refused = await main.call_tool("working_memory", {"action": "delete", "key": "subagent/t1b2c3/result"})
         assert refused.is_error and "belongs to namespace 'subagent/t1b2c3'" in refused.content[0].text
         await call(main, "save_to_working_memory", key="shared/team/plan", data="fix the flaky tests")
         listed = await call(sub, "list_working_memory")

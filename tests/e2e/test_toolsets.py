@@ -16,8 +16,8 @@ async def test_rockmem_toolsets_narrows_tools_list_and_keeps_resources_and_promp
         saved = await call(client, "save_memory", content="The staging VPN lives on port 1194")
         recalled = await call(client, "recall", message="which port for the staging VPN?")
         assert [m["id"] for m in recalled["memories"]] == [saved["id"]]
-        refused = await client.call_tool("add_triples", {"triples": []})
-        assert refused.is_error and refused.content[0].text == "Unknown tool: add_triples"
+        refused = await client.call_tool("graph", {"action": "find"})
+        assert refused.is_error and refused.content[0].text == "Unknown tool: graph"
         assert "rockmem://recall" in {str(r.uri) for r in (await client.list_resources()).resources}
         assert {p.name for p in (await client.list_prompts()).prompts} == {"recall", "remember", "memory-rules"}
-        assert client.instructions is not None and "add_triples" not in client.instructions
+        assert client.instructions is not None and "knowledge graph" not in client.instructions

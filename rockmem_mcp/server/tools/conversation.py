@@ -13,9 +13,7 @@ from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.server.tools.sampling import compaction_sample, sampled_text, turn_route
 
-SessionId = Annotated[
-    str | None, Field(description="Conversation to use, e.g. 'chat-42'; default: this MCP session's own")
-]
+SessionId = Annotated[str | None, Field(description="e.g. 'chat-42'; default this session's")]
 
 
 def register(server: MCPServer) -> None:
@@ -31,13 +29,13 @@ def register(server: MCPServer) -> None:
         session_id: SessionId = None,
         routed: Annotated[CreateMessageResult | None, Resolve(turn_route)] = None,
         tokens_used: Annotated[
-            int, Field(description="Your context's tokens: 60% of token_limit: flush, 70%: compact")
+            int, Field(description="Your context's tokens (60% of token_limit: flush; 70%: compact)")
         ] = 0,
         token_limit: Annotated[int, Field(description="Your context's size")] = 0,
         sampled: Annotated[CreateMessageResult | None, Resolve(compaction_sample)] = None,
     ) -> TurnRecorded:
-        """Add a turn to the conversation window (50 turns: then all but the last 4 are saved to memory and
-        replaced by a summary turn; a session idle for an hour is forgotten)."""
+        """Add a turn to the conversation window; a full window (50 turns) is saved to memory and summarised,
+        keeping the last 4."""
         svc = services(ctx)
         session = session_id or default_session_id(ctx)
         if svc.compactor is None:

@@ -25,25 +25,15 @@ def register(server: MCPServer) -> None:
             Literal["read", "append", "replace_line", "remove_line", "replace_block"],
             Field(description="read, or an edit of one block"),
         ] = "read",
-        block: Annotated[
-            str | None, Field(description="Identity, Active Context, Persona or Critical Facts; read: omit for all")
-        ] = None,
+        block: Annotated[str | None, Field(description="Its name; read: omit for all")] = None,
         text: Annotated[str | None, Field(description="The line(s) to write")] = None,
-        line: Annotated[
-            int | None, Field(description="replace_line/remove_line: the line's number in the block")
-        ] = None,
-        version: Annotated[str | None, Field(description="Edits: the version your read gave")] = None,
+        line: Annotated[int | None, Field(description="replace_line/remove_line: its number")] = None,
+        version: Annotated[str | None, Field(description="Edits: your read's version")] = None,
     ) -> CoreMemoryView:
-        """Core memory (MEMORY.md): the few facts always loaded at session start, in four capped blocks —
-        Identity (who the user is), Active Context (what is happening now), Persona (how to work with them),
-        Critical Facts (never to forget; pinned).
-
-        Read it (with its version), then edit one block: append, replace_line, remove_line, replace_block.
-        Edit when you learn something clearly important about the user, when the active context shifts, or
-        when a critical fact needs correcting; everything else belongs in save_memory. An edit over a cap is
-        refused: summarise or prune first. An edit of a version changed since you read it is refused: read
-        again.
-        """
+        """Core memory (MEMORY.md), loaded at every session start: four capped blocks, Identity (who the user
+        is), Active Context (what is happening now), Persona (how to work with them), Critical Facts (pinned).
+        Read it, then edit one block with the version you read, when something clearly important changes;
+        other facts go to save_memory. Over a cap: summarise or prune first."""
         core = services(ctx).core
         if action == "read":
             return core.read(block)

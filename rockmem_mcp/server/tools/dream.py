@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from rockmem_mcp.consolidation.shapes import DreamPlan, DreamReport, DreamResult
+from rockmem_mcp.consolidation.shapes import DreamMaterial, DreamPlan, DreamReport, DreamResult
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.llm import ChatLLM, unfenced
 from rockmem_mcp.models import Feedback, FeedbackType
+from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.context import default_session_id, services
 from rockmem_mcp.server.tools import progress_of, reports_errors
 from rockmem_mcp.server.tools.conversation import SessionId
@@ -22,13 +24,28 @@ SAMPLING_MAX_TOKENS = 8192
 PLAN_DESCRIPTION = "A plan matching plan_schema in dream's agent-mode reply (merges, archives, updates, creates, graph)"
 
 
-def client_model_plan(dream_pass: str, mode: str, offset: int, ctx: Context) -> Sample | None:
+@functools.cache
+def _plan_schema() -> dict[str, Any]:
+    """The plan schema as an agent reads it in dream's reply: pruned as tools/list's schemas are (no per-node
+    titles, optional fields without their null, no class docstrings): ~1,320 tokens instead of ~1,530."""
+    schema = DreamPlan.model_json_schema()
+    toolsets.drop_titles(schema)
+    toolsets.drop_null_options(schema)
+    toolsets.drop_def_descriptions(schema)
+    return schema
+
+
+def _compact(material: DreamMaterial) -> DreamMaterial:
+    return material.model_copy(update={"plan_schema": _plan_schema()})
+
+
+def client_model_plan(action: str, dream_pass: str, mode: str, offset: int, ctx: Context) -> Sample | None:
     """In auto mode with no language model of the server's own, ask the calling client's model (MCP sampling)
     when the client offers it; otherwise None (the tool falls back to agent-driven). Runs before the tool,
     possibly more than once: it reads and changes nothing."""
     svc = services(ctx)
     capabilities = ctx.client_capabilities
-    if mode != "auto" or (svc.settings.llm_endpoint and svc.settings.llm_model):
+    if action != "start" or mode != "auto" or (svc.settings.llm_endpoint and svc.settings.llm_model):
         return None
     if capabilities is None or capabilities.sampling is None:
         return None
@@ -49,13 +66,13 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def record_feedback(
         type: Annotated[FeedbackType, Field(description="What kind of signal")],
-        content: Annotated[str, Field(description="What happened, e.g. what the user corrected and how")],
+        content: Annotated[str, Field(description="What happened")],
         ctx: Context,
         session_id: SessionId = None,
-        metadata: Annotated[dict[str, str] | None, Field(description="Optional key/value strings")] = None,
+        metadata: Annotated[dict[str, str] | None, Field(description="Key/value strings")] = None,
     ) -> Feedback:
-        """Record how you did: a Correction by the user, a ToolFailure, a SessionSummary, UserThumbsUp or
-        UserThumbsDown. The dream pass reads the last week of them and turns corrections into anti-patterns."""
+        """Record how you did (a user's correction, a tool failure, thumbs up or down): dreams turn a week of
+        corrections into lessons."""
         return services(ctx).dreamer().feedback.record(type, content, session_id or default_session_id(ctx), metadata)
 
     @server.tool(
@@ -65,25 +82,31 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def dream(
         ctx: Context,
-        dream_pass: Annotated[DreamPass, Field(description="Which pass (default consolidation)")] = "consolidation",
+        action: Annotated[
+            Literal["start", "apply", "report"],
+            Field(description="start; apply your plan; report a past run"),
+        ] = "start",
+        dream_pass: Annotated[DreamPass, Field(description="Which pass")] = "consolidation",
         mode: Annotated[
             DreamMode,
-            Field(
-                description="auto: the server's language model if one is configured, else your client's model "
-                "(MCP sampling) if it offers one, else agent; agent: you get the material and answer with "
-                "apply_dream; deterministic: no model at all"
-            ),
+            Field(description="auto: a model if any, else agent: you plan; deterministic: no model"),
         ] = "auto",
-        dry_run: Annotated[bool, Field(description="report what would change, change nothing")] = False,
-        offset: Annotated[int, Field(ge=0, description="agent mode: skip this many items (next batch)")] = 0,
+        dry_run: Annotated[bool, Field(description="Change nothing, report")] = False,
+        offset: Annotated[int, Field(ge=0, description="agent: skip this many items")] = 0,
+        plan: Annotated[dict[str, Any] | None, Field(description=f"apply: {PLAN_DESCRIPTION}")] = None,
+        report_id: Annotated[str | None, Field(description="report: default the latest")] = None,
         sampled: Annotated[CreateMessageResult | None, Resolve(client_model_plan)] = None,
     ) -> DreamResult:
-        """Consolidate memory while idle. With no language model on the server or in your client, you (agent
-        mode) receive a directive, numbered material and a plan schema: think it through, then call
-        apply_dream with your plan. Deterministic mode merges exact
-        and near duplicates, runs the decay pass (reports salience tier changes and archive candidates for
-        review, archives nothing), purges old archives and tidies the graph, with no model.
-        Every change is checked by the server's safeguards and reported."""
+        """Consolidate memory while idle: merge duplicates, turn corrections into lessons, fade what is unused.
+        Without a model, start hands you material and a plan schema: answer with action=apply. Every change is
+        checked and reported."""
+        if action == "apply":
+            if plan is None:
+                raise InvalidInputError("dream apply needs plan: the plan matching plan_schema from dream start")
+            report = apply_dream(plan, ctx, dream_pass, dry_run)
+            return DreamResult(mode="agent", report=report, next_step="Read report.summary and report.rejected.")
+        if action == "report":
+            return DreamResult(mode="report", report=get_dream_report(ctx, report_id), next_step="")
         svc = services(ctx)
         dreamer = svc.dreamer()
         if mode == "auto" and svc.settings.llm_endpoint and svc.settings.llm_model:
@@ -101,15 +124,15 @@ def register(server: MCPServer) -> None:
                 problem = f"your client's model answered no valid plan ({exc.error_count()} problems)"
                 return DreamResult(
                     mode="agent",
-                    material=dreamer.material(dream_pass, offset),
-                    next_step=f"{problem}: follow material.directive yourself and call apply_dream with a plan.",
+                    material=_compact(dreamer.material(dream_pass, offset)),
+                    next_step=f"{problem}: follow material.directive yourself, then call dream with action='apply'.",
                 )
             report = dreamer.apply(plan, dream_pass, "sampling", dry_run)
             return DreamResult(mode="sampling", report=report, next_step="Read report.summary; nothing else to do.")
         if mode == "deterministic":
             report = dreamer.run_deterministic(dry_run=dry_run, progress=progress_of(ctx))
             return DreamResult(mode=mode, report=report, next_step="Read report.summary; nothing else to do.")
-        material = dreamer.material(dream_pass, offset)
+        material = _compact(dreamer.material(dream_pass, offset))
         more = (
             f" Then call dream again with offset={offset + material.items} for the next batch."
             if material.remaining
@@ -123,7 +146,7 @@ def register(server: MCPServer) -> None:
             material=material,
             next_step=(why if unaided else "")
             + (
-                f"Follow material.directive over material.material, then call apply_dream with dream_pass="
+                f"Follow material.directive over material.material, then call dream with action='apply', dream_pass="
                 f"'{dream_pass}' and a plan matching material.plan_schema (use dry_run=true to preview).{more}"
             ),
         )
@@ -161,6 +184,6 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         report_id: Annotated[str | None, Field(description="A report id; default the latest")] = None,
     ) -> DreamReport:
-        """A dream run's report: what was merged, archived, created or purged, with ids and reasons; salience tier
-        changes and archive candidates to review."""
+        """A dream run's report: what was merged, archived, created or purged, with ids and reasons; the decay
+        pass's salience tier changes and archive candidates to review."""
         return services(ctx).dreamer().report(report_id)

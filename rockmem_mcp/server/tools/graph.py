@@ -1,13 +1,17 @@
-"""Knowledge-graph tools: add entities and triples, find, read, traverse, delete, merge."""
+"""Knowledge-graph tools: add entities and triples, find, read, traverse, delete, merge.
+
+`graph` does them all (the default surface); the one-tool-per-action names stay in the `classic` set.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.graph.shapes import (
     EntitiesAdded,
     EntitiesMerged,
@@ -15,6 +19,7 @@ from rockmem_mcp.graph.shapes import (
     EntityDetail,
     EntityInput,
     EntitySearch,
+    GraphAdded,
     Traversal,
     TripleDeleted,
     TripleInput,
@@ -121,3 +126,54 @@ def register(server: MCPServer) -> None:
         """Fold a duplicate entity into another: its name and aliases become aliases, its metadata fills gaps,
         its triples are re-pointed, and triples that become identical are folded into one."""
         return services(ctx).graph.merge_entities(keep, merge)
+
+    @server.tool(
+        name="graph",
+        title="Knowledge graph",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
+    @reports_errors
+    def graph_tool(
+        action: Annotated[
+            Literal["add", "find", "get", "traverse", "delete", "merge"], Field(description="What to do")
+        ],
+        ctx: Context,
+        triples: Annotated[list[TripleInput] | None, Field(description="add: Alice --works_on--> RockBot")] = None,
+        entities: Annotated[list[EntityInput] | None, Field(description="add: with a type, aliases")] = None,
+        name: Annotated[str | None, Field(description="An entity's name, alias or id (merge: the one kept)")] = None,
+        merge: Annotated[str | None, Field(description="merge: the duplicate")] = None,
+        triple_id: Annotated[str | None, Field(description="delete: this fact only")] = None,
+        query: Annotated[str | None, Field(description="find: words")] = None,
+        type: Annotated[str | None, Field(description="find: only this type")] = None,
+        max_hops: Annotated[int, Field(ge=1, le=5, description="traverse: how far")] = 2,
+        min_confidence: Annotated[float, Field(ge=0, le=1, description="traverse: skip facts below")] = 0,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="Most results")] = None,
+    ) -> GraphAdded | EntitySearch | EntityDetail | Traversal | EntityDeleted | TripleDeleted | EntitiesMerged:
+        """People, projects and how they relate: add facts (unknown entities are created), find entities, get one
+        with its facts, traverse what is connected, delete an entity or a fact, merge a duplicate."""
+        if action == "add":
+            if triples is None and entities is None:
+                raise InvalidInputError("graph add needs triples or entities")
+            added = GraphAdded()
+            if entities is not None:
+                added.entities = add_entities(entities, ctx).entities
+            if triples is not None:
+                facts = add_triples(triples, ctx)
+                added.triples, added.created_entities = facts.triples, facts.created_entities
+            return added
+        if action == "find":
+            return find_entities(ctx, query, type, limit or 20)
+        if action == "delete" and triple_id:
+            return delete_triple(triple_id, ctx)
+        if not name:
+            needs = "name (or triple_id)" if action == "delete" else "name"
+            raise InvalidInputError(f"graph {action} needs {needs}: an entity's name, alias or id")
+        if action == "get":
+            return get_entity(name, ctx)
+        if action == "traverse":
+            return traverse_graph(name, ctx, max_hops, limit or 15, min_confidence)
+        if action == "delete":
+            return delete_entity(name, ctx)
+        if not merge:
+            raise InvalidInputError("graph merge needs merge: the duplicate to fold into name")
+        return merge_entities(name, merge, ctx)

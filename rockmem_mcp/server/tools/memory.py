@@ -25,17 +25,16 @@ EPISODES_BESIDE = 5  # episodes returned beside memories (all of `limit` when on
 
 log = logging.getLogger(__name__)
 
-EntryId = Annotated[str, Field(description="Memory id, as returned by save_memory or search_memory")]
+EntryId = Annotated[str, Field(description="Memory id")]
 Category = Annotated[
     str | None,
-    Field(description="Slash-separated path of letters, digits, '-' and '_', e.g. 'user-preferences/timezone'"),
+    Field(description="e.g. 'user-preferences/timezone' (letters, digits, -, _ and /)"),
 ]
-Tags = Annotated[list[str] | None, Field(description="Short labels, e.g. ['email', 'work']")]
-Metadata = Annotated[dict[str, str] | None, Field(description="Free string key/value pairs, e.g. {'source': 'user'}")]
-Importance = Annotated[
-    float | None, Field(ge=0, le=1, description="1 if the user asked you to remember it; default 0.7; 0.5 inferred")
-]
-Pinned = Annotated[bool | None, Field(description="Pin (true: never fades or changed by a dream) or unpin")]
+Tags = Annotated[list[str] | None, Field(description="Short labels")]
+Metadata = Annotated[dict[str, str] | None, Field(description="Key/value strings")]
+Importance = Annotated[float | None, Field(ge=0, le=1, description="1: the user asked; 0.7 default; 0.5 inferred")]
+Pinned = Annotated[bool | None, Field(description="Pin (never fades, no dream changes it) or unpin")]
+Content = Annotated[str, Field(description="One focused fact")]
 
 
 def register(server: MCPServer) -> None:
@@ -45,7 +44,7 @@ def register(server: MCPServer) -> None:
     )
     @reports_errors
     def save_memory(
-        content: Annotated[str, Field(description="One focused fact, preference, decision or lesson")],
+        content: Content,
         ctx: Context,
         category: Category = None,
         tags: Tags = None,
@@ -53,12 +52,8 @@ def register(server: MCPServer) -> None:
         importance: Importance = None,
         pinned: Pinned = None,
     ) -> MemoryEntry:
-        """Save something worth remembering across sessions to long-term memory.
-
-        Use it for durable facts about the user or their projects, preferences, decisions and lessons
-        learned (category 'anti-patterns/<domain>' for "Don't X — instead Y"). Keep one fact per entry and
-        reuse existing categories (see list_memory_categories).
-        """
+        """Save a durable fact, preference, decision or lesson ("Don't X — instead Y" under
+        'anti-patterns/<domain>') to long-term memory, one per entry, reusing existing categories."""
         svc = services(ctx)
         entry = svc.memory.save(content, category, tags, metadata, importance, bool(pinned))
         try:  # the day's episode log gets a line (seed 003); the memory is saved whatever happens to it
@@ -79,15 +74,12 @@ def register(server: MCPServer) -> None:
         ctx: Context,
         route: Annotated[
             dict[str, Any] | None,
-            Field(
-                description="Your routing answer, if a task asked for one: {store, summary, entities, relations, "
-                "tags, confidence, core_update}"
-            ),
+            Field(description="Your routing answer, when a reply asked for one"),
         ] = None,
         sampled: Annotated[CreateMessageResult | None, Resolve(remember_route)] = None,
     ) -> Remembered:
-        """Remember what the user asked you to keep, routed to the right store (core, episodic, semantic,
-        procedural or vault) with its entities and tags, all written in one step."""
+        """Keep what the user asked you to remember: routed to the right store (core, episodic, semantic,
+        procedural or vault) with its entities and tags, in one step."""
         remembering = services(ctx).remembering
         assert remembering is not None
         return remembering.remember(content, route, sampled=sampled_text(sampled))
@@ -96,29 +88,26 @@ def register(server: MCPServer) -> None:
     @reports_errors
     def search_memory(
         ctx: Context,
-        query: Annotated[str | None, Field(description="Words to look for; omit to list the newest entries")] = None,
+        query: Annotated[str | None, Field(description="Words to look for; omit for the newest")] = None,
         category: Annotated[str | None, Field(description="Only this category and its subcategories")] = None,
-        tags: Annotated[list[str] | None, Field(description="Only entries carrying all of these tags")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only entries with all of these")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Most results to return")] = 20,
-        created_after: Annotated[datetime | None, Field(description="ISO 8601; created at or after")] = None,
-        created_before: Annotated[datetime | None, Field(description="ISO 8601; only entries created before")] = None,
-        include_archived: Annotated[bool, Field(description="Also return archived (deleted) entries")] = False,
-        include_dormant: Annotated[bool, Field(description="Also return dormant (long unused) entries")] = False,
+        created_after: Annotated[datetime | None, Field(description="ISO 8601")] = None,
+        created_before: Annotated[datetime | None, Field(description="ISO 8601")] = None,
+        include_archived: Annotated[bool, Field(description="Archived (deleted) ones too")] = False,
+        include_dormant: Annotated[bool, Field(description="Dormant (long unused) ones too")] = False,
         mode: Annotated[
             Mode | None,
-            Field(description="Ranking: hybrid (keywords + meaning, default), bm25, vector (meaning), rockbot"),
+            Field(description="hybrid (words + meaning; default), bm25, vector or rockbot"),
         ] = None,
         stores: Annotated[
             list[Store] | None,
-            Field(min_length=1, description="Only these stores (default: all); each hit names its store"),
+            Field(min_length=1, description="Only these (default all)"),
         ] = None,
     ) -> SearchResults:
-        """Search long-term memory, best first, with scores, e.g. 'user timezone'.
-
-        With embeddings configured, hybrid also finds paraphrases (else keywords: `mode` in the reply says).
-        No query: the newest entries matching the filters. Also searched: episodes ("last week", "on
-        2026-03-04" in the query narrow them) and, without filters, procedures and workspace files.
-        """
+        """Search long-term memory by words and meaning, best first with scores; also episodes ("last week"
+        or a date in the query narrows them) and, unfiltered, procedures and workspace files. No query: the
+        newest matching the filters."""
         svc = services(ctx)
         wanted = set(stores or STORES)
         svc.core.follow_hand_edit()  # a Critical Fact typed into MEMORY.md is pinned, so found, from now on
@@ -154,7 +143,7 @@ def register(server: MCPServer) -> None:
     @server.tool(title="Read a memory", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def get_memory(id: EntryId, ctx: Context) -> MemoryEntry:
-        """Read one memory entry in full by its id (archived and dormant entries too)."""
+        """Read one memory in full (archived and dormant ones too)."""
         return services(ctx).memory.get(id, reinforce=True)
 
     @server.tool(
@@ -165,19 +154,16 @@ def register(server: MCPServer) -> None:
     def update_memory(
         id: EntryId,
         ctx: Context,
-        content: Annotated[str | None, Field(description="New content; omit to keep")] = None,
-        category: Annotated[str | None, Field(description="New category; '' for uncategorized; omit to keep")] = None,
-        tags: Annotated[list[str] | None, Field(description="Replacement tag list; omit to keep")] = None,
-        metadata: Annotated[dict[str, str] | None, Field(description="Replacement metadata; omit to keep")] = None,
+        content: Annotated[str | None, Field(description="New content")] = None,
+        category: Annotated[str | None, Field(description="New category ('' for none)")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags")] = None,
+        metadata: Annotated[dict[str, str] | None, Field(description="New metadata")] = None,
         importance: Importance = None,
-        restore: Annotated[bool, Field(description="Bring back an archived (deleted) memory")] = False,
+        restore: Annotated[bool, Field(description="Bring back an archived memory")] = False,
         pinned: Pinned = None,
     ) -> MemoryEntry:
-        """Correct or refile an existing memory; only the fields you pass change.
-
-        Use it when a remembered fact changed (new address, revised decision) instead of saving a
-        contradicting duplicate. An archived memory must be restored (restore=true) to change it.
-        """
+        """Correct or refile a memory when a fact changed, instead of saving a contradicting duplicate; only the
+        fields you pass change."""
         return services(ctx).memory.update(id, content, category, tags, metadata, importance, restore, pinned)
 
     @server.tool(
@@ -188,15 +174,12 @@ def register(server: MCPServer) -> None:
     def delete_memory(
         id: EntryId,
         ctx: Context,
-        permanent: Annotated[bool, Field(description="Erase the file instead of archiving it")] = False,
-        reason: Annotated[str | None, Field(description="Why it is being removed (kept with the archive)")] = None,
-        confirm_pinned: Annotated[bool, Field(description="Required to delete a pinned memory")] = False,
+        permanent: Annotated[bool, Field(description="Erase instead of archive")] = False,
+        reason: Annotated[str | None, Field(description="Why (kept with the archive)")] = None,
+        confirm_pinned: Annotated[bool, Field(description="Needed for a pinned memory")] = False,
     ) -> DeleteResult:
-        """Remove a memory that is wrong or no longer true.
-
-        By default it is archived: kept on disk, hidden from search (include_archived shows it),
-        restorable with update_memory(id, restore=true) for 90 days. permanent=true erases it and its episode.
-        """
+        """Remove a wrong or outdated memory: archived (update_memory restore=true brings it back within 90 days)
+        unless permanent, which erases it and its episode."""
         svc = services(ctx)
         entry = svc.memory.get(id) if permanent else None
         result = svc.memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
@@ -207,8 +190,5 @@ def register(server: MCPServer) -> None:
     @server.tool(title="List memory categories", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors
     def list_memory_categories(ctx: Context) -> CategoryTree:
-        """List every category path with entry counts (direct and including subcategories).
-
-        Call it before saving to reuse the existing organisation rather than inventing new categories.
-        """
+        """Every category path with its entry counts: reuse them when saving."""
         return services(ctx).memory.categories()

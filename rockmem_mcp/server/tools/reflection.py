@@ -34,8 +34,7 @@ def register(server: MCPServer) -> None:
         edits: Annotated[dict[str, dict[str, Any]], Field(description="{action id: {field: value}}")] = {},  # noqa: B006
         reason: Annotated[str, Field(description="reject: why")] = "",
     ) -> ReflectResult:
-        """Consolidate memory into a proposal that changes nothing until the user resolves it. Run when the user
-        asks or a long conversation ends."""
+        """Consolidate memory into a proposal that changes nothing until the user resolves it."""
         svc = services(ctx)
         reflector = svc.reflector()
         if action == "show":

@@ -22,7 +22,7 @@ from rockmem_mcp.proposals.shapes import Proposal, ProposalResult, ProposalStore
 from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.context import services
 from rockmem_mcp.server.tools import reports_errors
-from rockmem_mcp.server.tools.memory import Category, Importance, Metadata, Pinned, Tags
+from rockmem_mcp.server.tools.memory import Category, Content, Importance, Metadata, Pinned, Tags
 
 
 def register(server: MCPServer) -> None:
@@ -34,13 +34,12 @@ def register(server: MCPServer) -> None:
     def review_proposals(
         ctx: Context,
         action: Annotated[Literal["list", "commit", "reject", "defer"], Field(description="What to do")] = "list",
-        id: Annotated[str, Field(description="Proposal id (#…) to decide on")] = "",
-        store: Annotated[ProposalStore | None, Field(description="commit: another store than suggested")] = None,
+        id: Annotated[str, Field(description="Proposal id (#…)")] = "",
+        store: Annotated[ProposalStore | None, Field(description="commit: another store")] = None,
         reason: Annotated[str, Field(description="reject (required) or defer: why")] = "",
         user_confirmed: Annotated[bool, Field(description="manual review mode: the user agreed")] = False,
     ) -> ProposalResult:
-        """Sub-agents' memory proposals: list open ones, or commit (to their store or `store`), reject or
-        defer (left for reflection) one. Proposals marked conflict contradict each other: keep one."""
+        """Sub-agents' memory proposals: list, or commit, reject or defer one. Of two marked conflict, keep one."""
         proposals = services(ctx).proposals
         assert proposals is not None  # the lifespan builds it
         if action == "list":
@@ -68,7 +67,7 @@ def register_gated(server: MCPServer) -> None:
     )
     @reports_errors
     def save_memory(
-        content: Annotated[str, Field(description="One focused fact, preference, decision or lesson")],
+        content: Content,
         ctx: Context,
         category: Category = None,
         tags: Tags = None,
@@ -93,13 +92,18 @@ def gated_tools(settings: Settings, tools: Iterable[Any]) -> frozenset[str]:
     )
 
 
-# Tools that only read with these arguments (name -> (argument, its read value, its default)).
-READ_CALLS: dict[str, tuple[str, str, str]] = {"core_memory": ("action", "read", "read")}
+# Tools that only read with these arguments (name -> (argument, its read values, its default)): a gated
+# sub-agent may read core memory, the graph and dream reports as it may call the read-only tools.
+READ_CALLS: dict[str, tuple[str, frozenset[str], str]] = {
+    "core_memory": ("action", frozenset({"read"}), "read"),
+    "graph": ("action", frozenset({"find", "get", "traverse"}), ""),
+    "dream": ("action", frozenset({"report"}), "start"),
+}
 
 
 def _reads(name: str, arguments: object) -> bool:
-    argument, value, default = READ_CALLS.get(name, ("", "", ""))
-    return bool(argument) and isinstance(arguments, dict) and arguments.get(argument, default) == value
+    argument, values, default = READ_CALLS.get(name, ("", frozenset(), ""))
+    return bool(argument) and isinstance(arguments, dict) and arguments.get(argument, default) in values
 
 
 class GatedWrites:

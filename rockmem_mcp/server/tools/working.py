@@ -1,13 +1,17 @@
-"""Working-memory tools: save, get, delete, list, search scratch entries that expire."""
+"""Working-memory tools: save, get, delete, list, search scratch entries that expire.
+
+`working_memory` does all five (the default surface); the one-tool-per-action names stay in the `classic` set.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.server.context import working_memory
 from rockmem_mcp.server.tools import reports_errors
 from rockmem_mcp.working.shapes import WorkingDeleted, WorkingEntry, WorkingListing, WorkingSaved, WorkingSearchResults
@@ -84,3 +88,37 @@ def register(server: MCPServer) -> None:
         working = working_memory(ctx)
         hits = working.search(query, category, tags, namespace, limit)
         return WorkingSearchResults(namespace=working.namespace, results=hits)
+
+    @server.tool(
+        name="working_memory",
+        title="Working memory",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
+    )
+    @reports_errors
+    def working_memory_tool(
+        action: Annotated[Literal["save", "get", "delete", "list", "search"], Field(description="What to do")],
+        ctx: Context,
+        key: Annotated[str | None, Field(description="e.g. 'build-log' (yours), 'shared/plan' (every agent's)")] = None,
+        data: Annotated[str | None, Field(description="save: text or JSON (≤ 1 MB)")] = None,
+        ttl_minutes: Annotated[float, Field(gt=0, description="save: minutes until it expires")] = 5,
+        query: Annotated[str | None, Field(description="search: words; omit for the newest")] = None,
+        category: Annotated[str | None, Field(description="save: a path; search: only under it")] = None,
+        tags: Annotated[list[str] | None, Field(description="save: labels; search: all of these")] = None,
+        namespace: Annotated[str | None, Field(description="list/search: e.g. 'shared'; default yours")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="search: most results")] = 20,
+    ) -> WorkingSaved | WorkingEntry | WorkingDeleted | WorkingListing | WorkingSearchResults:
+        """Scratch notes that expire: a large tool result, a plan, a hand-off to a sub-agent. list: keys and
+        sizes; search: previews; get: one value."""
+        if action in ("save", "get", "delete") and not key:
+            raise InvalidInputError(f"working_memory {action} needs a key")
+        if action == "save":
+            if data is None:
+                raise InvalidInputError("working_memory save needs data (the value to keep)")
+            return save_to_working_memory(key, data, ctx, ttl_minutes, category, tags)
+        if action == "get":
+            return get_from_working_memory(key, ctx)
+        if action == "delete":
+            return delete_from_working_memory(key, ctx)
+        if action == "list":
+            return list_working_memory(ctx, namespace)
+        return search_working_memory(ctx, query, category, tags, namespace, limit)

@@ -269,7 +269,7 @@ def test_an_entity_whose_name_was_taken_meanwhile_is_not_restored(world: World) 
     assert world.forgetting.forget([world.ids["entity"]]).items[0].ok
     world.graph.add_entities([{"name": "anna", "type": "person"}])
     result = world.forgetting.restore([world.ids["entity"]])
-    assert not result.items[0].ok and "merge_entities" in result.items[0].done
+    assert not result.items[0].ok and "merge or delete that one first (graph)" in result.items[0].done
     assert [item.id for item in world.forgetting.forgotten()] == [world.ids["entity"]]
 
 

@@ -133,7 +133,7 @@ def test_resolve_by_name_alias_or_id_in_any_case(graph: GraphService) -> None:
     alice = graph.add_entities([{"name": "Alice Smith", "aliases": ["A. Smith"]}]).entities[0].entity
     for label in ("alice smith", "ALICE   SMITH", "a. smith", alice.id):
         assert graph.resolve(label).id == alice.id
-    with pytest.raises(NotFoundError, match="find_entities"):
+    with pytest.raises(NotFoundError, match="graph find lists what exists"):
         graph.resolve("Alicia")
 
 
