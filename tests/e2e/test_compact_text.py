@@ -112,3 +112,17 @@ async def test_a_sessions_first_recall_states_what_it_costs_and_later_ones_do_no
     assert abs(stated - len(first) / 4) <= 2  # what the whole text costs, counted as the tool list's budget is
     later = (await client.call_tool("recall", {"message": "and in the evening?", "session_id": "s1"})).content[0].text
     assert "session start" not in later
+
+
+async def test_a_typical_get_and_recall_cost_what_they_did_when_measured(client: Any) -> None:
+    """BENCHMARKS.md "What the model reads": pinned near the measured figures (get 56 tokens; a recall of four
+    typical memories), so a field or a wrapper line that creeps back into the text fails here."""
+    ids = [(await client.call_tool("save_memory", {"content": text})).structured_content["id"] for text in TYPICAL]
+    got = (await client.call_tool("get_memory", {"id": ids[0]})).content[0].text
+    assert len(got) / 4 <= 64, got
+    await client.call_tool("recall", {"message": "green tea?", "session_id": "s1"})  # the session's start
+    later = await client.call_tool(
+        "recall", {"message": "billing runbook, staging deploys, the export", "session_id": "s1"}
+    )
+    text = later.content[0].text
+    assert len(later.structured_content["memories"]) == 3 and len(text) / 4 <= 150, (len(text) / 4, text)
