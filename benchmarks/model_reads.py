@@ -5,9 +5,10 @@ instructions, and the text of typical replies, over the SDK's client against a s
     PYTHONPATH=../before python -m benchmarks.model_reads  # another revision's package, for a same-run A/B
 
 Tokens are counted as the tool-list budget counts them: compact JSON (the list) or the text (a reply), characters
-divided by 4. The replies are made on a fresh home with embeddings off (the text does not depend on the model):
-20 memories of typical length (~110 characters) for a 20-hit `search_memory`, then `get_memory`, a session's
-first `recall` (with three core-memory lines) and a later one, and `dream` in agent mode. Only tools every
+divided by 4. The replies, prompts and two resources are made on a fresh home with embeddings off (the text
+does not depend on the model): 20 memories of typical length (~110 characters) for a 20-hit `search_memory`, then
+`get_memory`, a session's first `recall` (with three core-memory lines) and a later one, and `dream` in agent
+mode. Only tools every
 revision since issue 39 has are called, so the same script measures the before and the after.
 
 Writes benchmarks/results/model_reads.json (or --out).
@@ -63,7 +64,19 @@ async def _replies(home: Path) -> dict[str, int]:
         for line in CORE:
             edited = await text("core_memory", action="append", block="Identity", text=line, version=version)
             version = json.loads(edited)["version"]
+
+        async def prompt(name: str, **arguments: str) -> str:
+            return "\n".join(m.content.text for m in (await client.get_prompt(name, arguments)).messages)
+
+        async def resource(uri: str) -> str:
+            return (await client.read_resource(uri)).contents[0].text
+
         return {
+            "prompt memory-rules": _tokens(await prompt("memory-rules")),
+            "prompt remember": _tokens(await prompt("remember")),
+            "prompt recall (a message, a session's start)": _tokens(await prompt("recall", message="Ada's tea?")),
+            "resource rockmem://recall (session start)": _tokens(await resource("rockmem://recall")),
+            "resource rockmem://core": _tokens(await resource("rockmem://core")),
             "search_memory, 20 hits": _tokens(await text("search_memory", query="note", limit=20)),
             "get_memory": _tokens(await text("get_memory", id=ids[0])),
             "recall, a session's first": _tokens(await text("recall", message="what does Ada drink?", session_id="a")),
