@@ -35,118 +35,264 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    home: Path = Field(default_factory=default_home, description="Data home; every store lives under it.")
-    log_level: LogLevel = "WARNING"
-    max_content_bytes: int = Field(100_000, ge=1, description="Largest memory content accepted (UTF-8 bytes).")
-    max_tags: int = Field(50, ge=0)
+    home: Path = Field(
+        default_factory=default_home,
+        description="Data home, where every store lives; created on first "
+        "use (default: the platform's user data dir for rockmem)",
+    )
+    log_level: LogLevel = Field(
+        "WARNING",
+        description="Log level: `DEBUG`, `INFO`, `WARNING` or `ERROR` (the CLI's `-v` means INFO, `-vv` DEBUG)",
+    )
+    max_content_bytes: int = Field(
+        100_000, ge=1, description="Largest content (memory, episode, turn, …) or search query accepted, in UTF-8 bytes"
+    )
+    max_tags: int = Field(
+        50,
+        ge=0,
+        description="Most tags per entry (memory, working-memory value, episode, …); more are refused, 0 allows none",
+    )
     max_metadata_bytes: int = Field(16_000, ge=0, description="Largest metadata accepted (JSON bytes).")
-    search_limit_max: int = Field(200, ge=1)
-    host: str = "127.0.0.1"
-    port: int = Field(8765, ge=0, le=65535)
+    search_limit_max: int = Field(
+        200,
+        ge=1,
+        description="Largest search `limit` the CLI and library accept (MCP tool schemas cap it at 200 regardless)",
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="Streamable HTTP bind address; beyond loopback a bearer token (or a tenants file) is required",
+    )
+    port: int = Field(8765, ge=0, le=65535, description="Streamable HTTP port (0: any free one, announced at start)")
     # Where long-term memories live: unset, the home's files; postgresql://… a database several replicas share
     # (storage/pg.py). The home still keeps this replica's own index, access log and audit trail.
     store: str | None = Field(
-        None, repr=False, pattern=r"^postgres(ql)?://", description="postgresql://user@host/db, or unset for the home"
+        None,
+        repr=False,
+        pattern=r"^postgres(ql)?://",
+        description="`postgresql://user@host/db`: long-term stores in "
+        "one database several replicas share; unset: the home",
     )
-    store_schema: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,62}$", description="A database store's schema")
+    store_schema: str | None = Field(
+        None,
+        pattern=r"^[a-z][a-z0-9_]{0,62}$",
+        description="PostgreSQL schema for a database store's tables "
+        "(created if missing); unset: the connection's default",
+    )
     # Tenants: a JSON file mapping tenants to their tokens' hashes (server/tenancy.py), read again when it changes.
-    tenants_file: Path | None = Field(None, description="Bearer tokens per tenant, each tenant its own memory")
+    tenants_file: Path | None = Field(
+        None,
+        description="JSON file of tenants and their tokens' SHA-256 "
+        "hashes, each tenant its own memory; re-read on change",
+    )
     # A tenant's services (its connections to a database store among them) close after this long without a request,
     # and reopen at the next; 0 keeps them open until the server stops.
-    tenant_idle_minutes: float = Field(15.0, ge=0, description="Close an idle tenant's stores after this long")
+    tenant_idle_minutes: float = Field(
+        15.0,
+        ge=0,
+        description="Minutes without a request after which a tenant's stores and connections close; 0: kept open",
+    )
     # Streamable HTTP beyond loopback needs a bearer token (and then serves any Host). On loopback, Host names
     # besides its own, e.g. "memory.example.com:*", pass DNS-rebinding protection when listed here; beyond
     # loopback, listing names serves only those.
-    auth_token: str | None = Field(None, repr=False, min_length=16, description="Bearer token for HTTP clients")
-    allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host values, comma-separated")
+    auth_token: str | None = Field(
+        None,
+        repr=False,
+        min_length=16,
+        description="Bearer token HTTP clients must send (16+ characters); "
+        "it or a tenants file is required beyond loopback",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Extra Host values (`name:port`, `name:*`), comma-separated, "
+        "allowed on loopback; beyond loopback, the only ones",
+    )
     # The change journal is rotated (and a fresh index snapshot written) past this many bytes.
-    journal_rotate_bytes: int = Field(1_000_000, ge=1_000)
+    journal_rotate_bytes: int = Field(
+        1_000_000,
+        ge=1_000,
+        description="Bytes past which a change journal (and the access log) is rotated at the next snapshot",
+    )
     # After this many changes since the last snapshot, a fresh snapshot is written in the background.
-    snapshot_every_changes: int = Field(2_000, ge=1)
+    snapshot_every_changes: int = Field(
+        2_000,
+        ge=1,
+        description="Changes (or new vectors) after which the index snapshot is rewritten in the background",
+    )
 
     # Embeddings: an OpenAI-compatible endpoint (with a model name), else a local model2vec model (a folder or
     # a published name), `onnx:NAME` a local transformer, `static` the bundled static model, else the bundled
     # transformer (no network); `off` turns them off (BM25 alone).
-    embedding_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
+    embedding_endpoint: str | None = Field(
+        None,
+        description="OpenAI-compatible embeddings server: base URL (e.g. "
+        "http://localhost:11434) or full `…/v1/embeddings`",
+    )
     embedding_model: str | None = Field(
         None,
-        description="Model name at the endpoint, a local model2vec model, 'bundled' (the default), 'static' or 'off'",
+        description="Endpoint's model; else `bundled` (default), `static`, "
+        "`off` (BM25 only), `onnx:NAME` or a model2vec model",
     )
-    embedding_api_key: str | None = Field(None, repr=False)
-    embedding_batch_size: int = Field(64, ge=1, le=2048)
-    embedding_timeout_s: float = Field(30.0, gt=0, description="Per request when embedding memories")
+    embedding_api_key: str | None = Field(
+        None, repr=False, description="API key for the embeddings endpoint, sent as `Authorization: Bearer …`"
+    )
+    embedding_batch_size: int = Field(
+        64,
+        ge=1,
+        le=2048,
+        description="Texts per embedding request or background batch; "
+        "also most working-memory values embedded per search",
+    )
+    embedding_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds per endpoint request when embedding memories (3 retries with backoff on errors)",
+    )
     # A search never waits long for its query vector: past this it answers on BM25 alone.
-    embedding_query_timeout_s: float = Field(5.0, gt=0)
+    embedding_query_timeout_s: float = Field(
+        5.0, gt=0, description="Seconds a search waits for its query vector (one attempt), then answers on BM25 alone"
+    )
     # After a failure the provider is left alone this long (searches use BM25 meanwhile).
-    embedding_retry_after_s: float = Field(30.0, ge=0)
-    search_mode: Mode = Field("hybrid", description="Default ranking for searches that do not name one")
-    hybrid_vector_weight: float = Field(HYBRID_VECTOR_WEIGHT, ge=0, description="Cosine weight in hybrid ranking")
+    embedding_retry_after_s: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds the embedding provider is left alone after a failure; searches use BM25 meanwhile",
+    )
+    search_mode: Mode = Field(
+        "hybrid", description="Ranking for searches that do not name one: `hybrid`, `bm25`, `vector` or `rockbot`"
+    )
+    hybrid_vector_weight: float = Field(
+        HYBRID_VECTOR_WEIGHT,
+        ge=0,
+        description="Cosine weight in hybrid ranking: score = BM25 / the query's top BM25 + weight × cosine",
+    )
     hybrid_min_similarity: float = Field(
-        HYBRID_MIN_SIMILARITY, ge=-1, le=1, description="Cosine a memory needs in hybrid when no keyword matched"
+        HYBRID_MIN_SIMILARITY,
+        ge=-1,
+        le=1,
+        description="Cosine (-1 to 1) a memory needs to be returned by hybrid search when no keyword matched",
     )
     # Context from neighbours (issue 24): a conversation memory (metadata `session`) borrows from its turns.
-    search_neighbours: bool = Field(True, description="Session neighbours lend to a hit's score (bm25, hybrid)")
-    search_lifts: bool = Field(True, description="A speaker or month the query names lifts memories of it")
+    search_neighbours: bool = Field(
+        True,
+        description="A memory with metadata `session` borrows score from its session's turns within two (bm25, hybrid)",
+    )
+    search_lifts: bool = Field(
+        True, description="A speaker or month the query names lifts memories whose `speaker` / `date` metadata match"
+    )
     bm25: Literal["tuned", "rockbot"] = Field(
-        "tuned", description="BM25's k1, b and pair weight: chosen across corpora (0.6, 0.9, 1); rockbot: 1.5, 0.75, 2"
+        "tuned",
+        description="Memory index's BM25 k1, b, pair weight: `tuned` (0.6, 0.9, "
+        "1; chosen across corpora) or `rockbot` (1.5, 0.75, 2)",
     )
     # Three-tier retrieval (seed 003): off, as it did not clearly beat the flat search on LoCoMo dev (BENCHMARKS.md).
     search_tiers: bool = Field(False, description="Rank categories first; a query's hits in the best ones come first")
-    search_tier_categories: int = Field(DEFAULT_CATEGORIES, ge=1, description="Categories the tiered search looks in")
-    search_tier_rule: TierRule = Field(DEFAULT_RULE, description="How the tiered search ranks categories")
+    search_tier_categories: int = Field(
+        DEFAULT_CATEGORIES, ge=1, description="How many of the best categories the tiered search looks in first"
+    )
+    search_tier_rule: TierRule = Field(
+        DEFAULT_RULE,
+        description="How tiered search ranks categories: `max` (best hit), "
+        "`top3` (best three), `sum`, `mean` or `centroid` (cosine)",
+    )
 
     # Working memory: a sub-agent or patrol process names its namespace (e.g. subagent/t1b2c3); otherwise
     # each MCP session gets session/{id}.
-    namespace: str | None = Field(None, description="This process's working-memory namespace")
+    namespace: str | None = Field(
+        None,
+        description="This process's working-memory namespace: `session/<id>`, `patrol/<task>` or `subagent/<task>`",
+    )
     working_max_entries: int = Field(50, ge=1, description="Entries per working-memory namespace")
     working_max_value_bytes: int = Field(1_000_000, ge=1, description="Largest working-memory value (UTF-8 bytes)")
-    working_max_ttl_minutes: float = Field(7 * 24 * 60, gt=0, description="Longest working-memory TTL")
+    working_max_ttl_minutes: float = Field(
+        7 * 24 * 60, gt=0, description="Longest working-memory TTL, in minutes (default 10080: a week)"
+    )
     # A running server rewrites working-memory files that hold expired entries this often (and at start).
-    working_sweep_seconds: float = Field(60, gt=0, description="Seconds between sweeps of expired working memory")
+    working_sweep_seconds: float = Field(
+        60, gt=0, description="Seconds between a running server's sweeps of expired working memory from disk"
+    )
 
-    conversation_window: int = Field(50, ge=1, description="Turns kept per conversation session")
-    conversation_idle_minutes: float = Field(60, gt=0, description="A session idle this long is forgotten")
+    conversation_window: int = Field(
+        50,
+        ge=1,
+        description="Turns kept per conversation session; a full window is compacted (older turns summarised), not cut",
+    )
+    conversation_idle_minutes: float = Field(
+        60,
+        gt=0,
+        description="Minutes after which an idle conversation session is forgotten (its window and recall's delta set)",
+    )
     conversation_keep_windows: bool = Field(
         True, description="Keep conversation windows in the home across restarts (conversations/windows.json)"
     )
     # On: every recorded turn is also appended to conversations/{date}.jsonl, which the dream pass reads.
-    conversation_log: bool = False
+    conversation_log: bool = Field(
+        False, description="Also append every turn, durably, to conversations/{date}.jsonl, which the dream pass reads"
+    )
 
     # A language model for the dream pass: any OpenAI-compatible chat-completions endpoint.
-    llm_endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://localhost:11434")
-    llm_model: str | None = Field(None, description="Chat model name at the endpoint")
-    llm_api_key: str | None = Field(None, repr=False)
-    llm_timeout_s: float = Field(120.0, gt=0, description="Per chat request")
+    llm_endpoint: str | None = Field(
+        None,
+        description="OpenAI-compatible chat base URL (or full `…/v1/chat/completions`) "
+        "for dreams, reflection, enrichment, routing",
+    )
+    llm_model: str | None = Field(
+        None, description="Chat model name at the endpoint (both must be set for the server to have a language model)"
+    )
+    llm_api_key: str | None = Field(
+        None, repr=False, description="API key for the chat endpoint, sent as `Authorization: Bearer …`"
+    )
+    llm_timeout_s: float = Field(120.0, gt=0, description="Seconds per chat request")
     llm_retries: int = Field(2, ge=0, le=10, description="Further attempts after a failed or malformed answer")
-    llm_token_budget: int = Field(200_000, ge=1, description="Tokens one dream pass may spend")
+    llm_token_budget: int = Field(
+        200_000,
+        ge=1,
+        description="Tokens one dream pass may spend (as the endpoint reports them); then it applies what it planned",
+    )
     # Dream: how many items an agent-driven or LLM dream considers per call (prompt).
-    dream_batch_size: int = Field(200, ge=1, le=1000, description="Items per dream prompt (at most 1,000)")
+    dream_batch_size: int = Field(
+        200, ge=1, le=1000, description="Items per dream prompt or agent batch (at most 1,000)"
+    )
 
     # Salience (seed 004 §9): decay per day since last use, and how it shapes ranking and recall.
     salience: bool = Field(True, description="Salience shapes ranking and hides dormant memories (off: relevance only)")
     salience_lambda: float = Field(
         0.03, ge=0, le=10, description="Decay rate per day since last use (0.03: ~23-day half-life)"
     )
-    salience_floor: float = Field(0.4, ge=0, le=1, description="Lowest ranking factor salience can give a match")
+    salience_floor: float = Field(
+        0.4, ge=0, le=1, description="Lowest ranking factor (0 to 1) salience can give a match"
+    )
     # Reinforcement is kept in memory at once and written to meta/access/ in batches this often.
-    salience_flush_s: float = Field(2.0, gt=0, description="Seconds between writes of reinforcement")
+    salience_flush_s: float = Field(
+        2.0, gt=0, description="Seconds between writes of reinforcement to meta/access/ (what a crash may lose)"
+    )
     reinforce_interval_s: float = Field(
-        60.0, ge=0, description="An item is reinforced at most once per this many seconds"
+        60.0, ge=0, description="An item is reinforced (counts a use) at most once per this many seconds"
     )
 
     # Core memory (seed 004 §4): MEMORY.md in the home, four blocks, each capped (tokens as rockmem_mcp.tokens
     # counts them), and a cap on the whole.
     core_identity_tokens: int = Field(500, ge=1, description="Cap of core memory's Identity block (tokens)")
-    core_active_context_tokens: int = Field(1_000, ge=1, description="Cap of core memory's Active Context block")
+    core_active_context_tokens: int = Field(
+        1_000, ge=1, description="Cap of core memory's Active Context block (tokens)"
+    )
     core_persona_tokens: int = Field(500, ge=1, description="Cap of core memory's Persona block (tokens)")
-    core_critical_facts_tokens: int = Field(1_000, ge=1, description="Cap of core memory's Critical Facts block")
+    core_critical_facts_tokens: int = Field(
+        1_000, ge=1, description="Cap of core memory's Critical Facts block (tokens)"
+    )
     core_total_tokens: int = Field(3_000, ge=1, description="Cap of the whole core memory (tokens)")
     # Learnings (seed 003 layer 4): the newest tool failures and corrections join a session's first recall.
-    learnings_limit: int = Field(10, ge=0, description="Newest learnings in a session's first recall")
-    learnings_tokens: int = Field(500, ge=0, description="Token budget of the learnings in a session's first recall")
+    learnings_limit: int = Field(
+        10, ge=0, description="Newest tool failures and corrections in a session's first recall (0: none)"
+    )
+    learnings_tokens: int = Field(
+        500, ge=0, description="Token budget of the learnings and anti-patterns in a session's first recall (0: none)"
+    )
     # Workspace files (seed 003 layer 3): AGENTS.md, SOUL.md, USER.md, HEARTBEAT.md in the home.
     workspace_tokens: int = Field(
-        1_500, ge=0, description="Token budget of workspace files in a session's first recall"
+        1_500,
+        ge=0,
+        description="Token budget of workspace files (AGENTS.md, SOUL.md, "
+        "USER.md, HEARTBEAT.md) in a session's first recall",
     )
 
     # Trigger phrases in a user's message (seed 004 §8.1): suggest what to do, act on a remember, or look for none.
@@ -170,7 +316,12 @@ class Settings(BaseModel):
         "model",
         description="Which reflections wait for approval: model (those a language model planned), always, never",
     )
-    reflection_at: str = Field("03:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="Scheduled time, local")
+    reflection_at: str = Field(
+        "03:00",
+        pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
+        description="Scheduled reflection's local time, HH:MM (run by "
+        "the sidecar, or a server with reflection_in_server)",
+    )
     reflection_threshold: int = Field(
         50, ge=1, description="New memories and episodes since the last reflection that start one"
     )
@@ -178,18 +329,25 @@ class Settings(BaseModel):
         False, description="The serving process runs scheduled, idle and threshold reflections itself"
     )
     reflection_idle_minutes: float = Field(
-        30.0, gt=0, description="A conversation quiet this long has ended: it may start a reflection"
+        30.0, gt=0, description="Minutes a conversation must be quiet to count as ended (it may start a reflection)"
     )
     reflection_check_seconds: float = Field(
-        60.0, gt=0, description="How often a serving process checks its reflection triggers"
+        60.0, gt=0, description="Seconds between a serving process's checks of its reflection triggers"
     )
 
     # Accountability (seed 004 §12): every durable change appends a line to meta/audit.log; the home is a git
     # repository that a background thread commits the changes to in batches (history and rollback need it).
     audit: bool = Field(True, description="Append a line to meta/audit.log for every durable change")
-    audit_git: bool = Field(True, description="Keep the home's history in git (needs the git program)")
-    audit_commit_seconds: float = Field(1.0, gt=0, description="How often pending changes are committed to git")
-    audit_retention_days: int = Field(90, ge=1, description="Audit lines older than this fold into monthly digests")
+    audit_git: bool = Field(
+        True,
+        description="Keep the home's history in git (needs the git program; off with audit off or a database store)",
+    )
+    audit_commit_seconds: float = Field(
+        1.0, gt=0, description="Seconds between background commits of pending changes to git"
+    )
+    audit_retention_days: int = Field(
+        90, ge=1, description="Audit lines older than this many days fold into monthly digests"
+    )
     critical_files: list[str] = Field(
         default_factory=lambda: ["SOUL.md", "IDENTITY.md", "MEMORY.md", "AGENTS.md", "triggers.json"],
         description="Files (relative to the home) whose change outside the server raises an alert, comma-separated",
@@ -206,13 +364,14 @@ class Settings(BaseModel):
         default_factory=list, description="Sub-agent names auto mode trusts, comma-separated"
     )
     auto_commit_confidence: Literal["high", "medium", "low"] = Field(
-        "high", description="Lowest confidence auto mode commits"
+        "high", description="Lowest proposal confidence auto mode commits: `high`, `medium` or `low`"
     )
 
     # The MCP tools to expose, by named toolset (server/toolsets.py checks the names): every listed tool costs
     # the client's model context, so sets beyond the default are opt-in.
     toolsets: list[str] = Field(
-        default_factory=lambda: ["default"], description="Toolsets to expose, comma-separated, e.g. default,graph"
+        default_factory=lambda: ["default"],
+        description="MCP toolsets to expose, comma-separated: `default`, `all` or set names, e.g. default,episodes",
     )
 
     @field_validator("allowed_hosts", "toolsets", "critical_files", "trusted_agents", mode="before")

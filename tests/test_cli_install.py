@@ -96,7 +96,7 @@ def test_default_paths_are_the_clients_own(client: str, tmp_path: Path) -> None:
 
 
 def test_the_readme_snippets_are_exactly_what_install_writes() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "clients.md").read_text()
     section = readme[readme.index("## Use it from an MCP client") : readme.index("Check the server as a client sees")]
     blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
     assert blocks == [client_config.snippet("claude-desktop"), client_config.snippet("vscode")]

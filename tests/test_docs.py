@@ -3,8 +3,11 @@ working-memory eviction and memory salience and decay is what the code does."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from rockmem_mcp.working.service import WorkingMemory
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [
     ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
     *sorted((ROOT / "prompts").glob("*.md")),
     *sorted((ROOT / "rockmem_mcp" / "server").rglob("*.py")),
 ]
@@ -53,7 +57,7 @@ def test_eviction_is_described_as_the_code_does_it(tmp_path: Path) -> None:
     working.save("saved-last", "lives a minute", ttl_minutes=1)
     assert working.save("one-more", "x").evicted == "session/s1/saved-last"  # closest to expiry, not the oldest
     mentions = statements(r"\bevict")
-    assert {name for name, _ in mentions} >= {"README.md", "working.py"}
+    assert {name for name, _ in mentions} >= {"tools.md", "working.py"}
     for name, sentence in mentions:
         assert "closest to expiry" in sentence, f"{name}: {sentence}"
 
@@ -99,7 +103,7 @@ def test_decay_is_described_as_the_code_does_it(tmp_path: Path) -> None:
     assert defaults.reinforce_interval_s == 60 and (ACTIVE_MIN, FADING_MIN, DORMANT_MIN) == (0.5, 0.2, 0.05)
     assert (BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED) == (1.0, 0.7, 0.5) and RANKING_FLOOR == 0.4
     assert TYPE_WEIGHTS == {"core": 1.5, "semantic": 1.2, "procedural": 1.0, "episodic": 0.8}
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "salience.md").read_text(encoding="utf-8").split())
     for statement in (
         "salience = base · e^(−λ · days since last use) · log2(uses + 1) · type_weight, capped at 1",
         "1.0 for what the user asked to remember explicitly, 0.7 for what an agent saved on its own",
@@ -119,8 +123,40 @@ def test_decay_is_described_as_the_code_does_it(tmp_path: Path) -> None:
     ):
         assert statement in readme, statement
     mentions = statements(r"\bdecay")
-    assert {name for name, _ in mentions} >= {"README.md", "dream.py"}
+    assert {name for name, _ in mentions} >= {"salience.md", "dream.py"}
     for name, sentence in mentions:
         assert not re.search(r"lower\w* (the )?importance|importance (halves|is lowered)|0\.5\^", sentence), (
             f"{name}: {sentence}"
         )
+
+
+def test_the_readme_fits_on_a_screen_and_links_only_to_what_exists() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    for target in re.findall(r"\]\(((?!https?:)[^)#]+)", readme):
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+
+
+def test_the_generated_reference_pages_are_current() -> None:
+    """docs/reference/ is written by scripts/docs_reference.py from the settings object and the parser: a setting
+    or a flag added without running it fails here."""
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    for relative, make in generator.PAGES.items():
+        page = ROOT / "docs" / relative
+        assert page.read_text(encoding="utf-8") == make(), f"{relative} is stale: run python scripts/docs_reference.py"
+
+
+def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
+    """mkdocs --strict: a broken link, a missing anchor or a page left out of the navigation fails the build."""
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert (tmp_path / "site" / "reference" / "settings" / "index.html").exists()

@@ -1,4 +1,4 @@
-"""Named toolsets: every tool in exactly one set, the selection is what clients list, the README's costs are
+"""Named toolsets: every tool in exactly one set, the selection is what clients list, the docs' costs are
 measured ones."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rockmem_mcp.errors import ConfigError
 from rockmem_mcp.server import toolsets
 from rockmem_mcp.server.app import build_server
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TOOLSETS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "toolsets.md"
 
 
 def listed(home: Path, selection: str | None) -> tuple[list[Tool], str | None]:
@@ -139,10 +139,11 @@ def test_an_unknown_or_empty_selection_is_refused_naming_the_valid_sets(
 
 
 def test_the_readme_table_is_the_measured_one(every_tool: list[Tool]) -> None:
-    """Docs cannot drift: paste the output of `rockmem-mcp tools` into the README's Toolsets section."""
-    section = re.search(r"^## Toolsets\n(.*?)^## ", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
-    assert section is not None, "README.md has no '## Toolsets' section"
-    assert toolsets.table(every_tool) in section.group(1), "README's toolset table is stale: run `rockmem-mcp tools`"
+    """Docs cannot drift: paste the output of `rockmem-mcp tools` into docs/toolsets.md's Toolsets section."""
+    page = TOOLSETS_PAGE.read_text(encoding="utf-8")
+    section = re.search(r"^## Toolsets\n(.*?)^## ", page, re.MULTILINE | re.DOTALL)
+    assert section is not None, "docs/toolsets.md has no '## Toolsets' section"
+    assert toolsets.table(every_tool) in section.group(1), "docs/toolsets.md's toolset table is stale: run `rockmem-mcp tools`"
 
 
 def test_input_schemas_carry_no_title_annotations(every_tool: list[Tool]) -> None:
