@@ -79,6 +79,36 @@ def rockmem(*args: str | Path, env: dict[str, str] | None = None, stdin: str | N
     )
 
 
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """`rockmem-mcp ARGV` with its stderr on a pseudo-terminal (as a person runs it): its exit code and what the
+    terminal showed."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rockmem_mcp", *argv],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal, env=env,
+        )  # fmt: skip
+        process.wait(timeout=120)
+        os.close(terminal)
+        terminal = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+        if terminal != -1:
+            os.close(terminal)
+    return process.returncode, shown.decode(errors="replace")
+
+
 def ok(*args: str | Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     result = rockmem(*args, **kwargs)
     assert result.returncode == 0, f"rockmem-mcp {args} failed ({result.returncode}):\n{result.stderr}"
@@ -104,7 +134,7 @@ def seeded(home: Path, tmp_path: Path) -> Path:
 
 
 def stats(home: Path) -> dict[str, Any]:
-    return json.loads(ok("stats", "--home", home).stdout)
+    return json.loads(ok("stats", "--json", "--home", home).stdout)
 
 
 # ---------------------------------------------------------------------------------------------- basics
@@ -422,7 +452,7 @@ def test_rockmem_home_is_honoured_without_home_flag(tmp_path: Path) -> None:
 
     assert len(list((env_home / "memory").glob("*.json"))) == 1
     assert "Remembered via the environment" in ok("search", "environment", env=env).stdout
-    assert json.loads(ok("stats", env=env).stdout)["home"] == str(env_home.resolve())
+    assert json.loads(ok("stats", "--json", env=env).stdout)["home"] == str(env_home.resolve())
 
 
 def test_home_flag_overrides_rockmem_home(tmp_path: Path) -> None:
@@ -480,7 +510,7 @@ def test_reindex_embeddings_backfills_every_memory(seeded: Path, embedding_endpo
     cached = sorted(p.stem for p in (seeded / ".embeddings").glob("*.bin"))
     assert cached == sorted(note["id"] for note in NOTES)
     assert json.loads((seeded / ".embeddings" / "model.json").read_text())["dim"] == 64
-    data = json.loads(ok("--home", seeded, "stats", env=env).stdout)
+    data = json.loads(ok("--home", seeded, "stats", "--json", env=env).stdout)
     assert data["embedded"] == 5 and data["embedding_model"].endswith(":hashed")
     # A second run rebuilds the index but takes every vector from the cache: no request but the probe.
     before = len(embedding_endpoint.requests)

@@ -31,6 +31,8 @@ def test_add_list_get_delete_round_trip_human_and_json(tmp_path: Path) -> None:
 
     shown = run(home, "get", saved["id"])
     assert "tags: tea" in shown and shown.rstrip().endswith("Ada takes her tea with lemon")
+    assert shown.count("Ada takes her tea with lemon") == 1  # the content once, whole
+    assert shown.splitlines()[0].startswith(f"[{saved['id']}] ") and "(people/ada)" in shown.splitlines()[0]
     assert json.loads(run(home, "get", saved["id"], "--json"))["content"] == "Ada takes her tea with lemon"
 
     assert run(home, "delete", saved["id"]).startswith(f"{saved['id']} archived")

@@ -62,9 +62,12 @@ def test_a_broken_file_is_refused_untouched_and_dry_run_writes_nothing(tmp_path:
 
     fresh = tmp_path / "new" / "mcp.json"
     said = install(tmp_path, "cursor", "--path", str(fresh), "--dry-run")
-    assert said.startswith("(dry run) Cursor: added the rockmem entry") and not fresh.exists()
+    assert said.startswith("(dry run) Cursor: would add the rockmem entry") and not fresh.exists()
+    assert "added" not in said
+    planned = json.loads(install(tmp_path, "cursor", "--path", str(fresh), "--dry-run", "--json"))
+    assert (planned["action"], planned["dry_run"]) == ("added", True) and not fresh.exists()
     reported = json.loads(install(tmp_path, "vscode", "--path", str(fresh), "--json", "--command", "rockmem-mcp"))
-    assert reported["action"] == "added" and reported["backup"] is None
+    assert reported["action"] == "added" and reported["backup"] is None and reported["dry_run"] is False
     assert json.loads(fresh.read_text()) == client_config.snippet("vscode")
 
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rockmem_mcp.cli import progress as cli_progress
 from rockmem_mcp.cli.progress import Meter
-from tests.test_cli import clean_env, ok
+from tests.test_cli import clean_env, ok, on_a_terminal
 
 
 class Terminal(io.StringIO):
@@ -61,33 +58,9 @@ def _jsonl(path: Path, count: int) -> Path:
 
 
 def test_import_on_a_terminal_shows_the_bar_and_only_there(tmp_path: Path) -> None:
-    import pty
-
     source = _jsonl(tmp_path / "in.jsonl", 300)
-    controller, terminal = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "rockmem_mcp", "--home", str(tmp_path / "h"), "import", str(source)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal, env=clean_env(COLUMNS="120"),
-        )  # fmt: skip
-        process.wait(timeout=120)
-        os.close(terminal)
-        terminal = -1
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # the terminal's other end is closed: all read
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(controller)
-        if terminal != -1:
-            os.close(terminal)
-    text = shown.decode(errors="replace")
-    assert process.returncode == 0, text
+    returncode, text = on_a_terminal(["--home", str(tmp_path / "h"), "import", str(source)], clean_env(COLUMNS="120"))
+    assert returncode == 0, text
     assert "importing: line 300" in text and "MB/s" in text and "━" in text
     assert "imported 300 memories" in text
 

@@ -145,6 +145,7 @@ def test_started_by_hand_on_a_terminal_it_says_how_it_is_meant_to_be_launched(tm
         os.close(terminal)
     assert hint.startswith("rockmem-mcp: this is an MCP server: a client")
     assert "npx @modelcontextprotocol/inspector rockmem-mcp" in hint and "Ctrl-D ends it" in hint
+    assert "To connect a client: `rockmem-mcp install claude-desktop` (or claude-code, cursor, vscode)" in hint
     assert rest.startswith("rockmem-mcp: serving MCP over stdio; home ")
     assert process.returncode == 0
 

@@ -4,12 +4,13 @@ reindex, tools.
 Stderr (logs too) and, for every command but `serve` (whose stdout is the MCP channel), stdout are written
 through `text.visible`, so text read from memory (content, names, file names, reasons) cannot put control
 characters on the terminal: an ESC becomes the six characters `\\u001b`. The escape is JSON's, so `--json`,
-`stats` and `export -` stay valid JSON that decodes to the same strings. Only the progress lines (numbers the
+`stats --json` and `export -` stay valid JSON that decodes to the same strings. Only the progress lines (numbers the
 CLI makes itself) go to the terminal directly, for their `\\r`.
 
-Owns: `app` (main: the output rules, the home check, running one command), `parser` (every command and flag),
-one module per command group (`serve`, `transfer`, `maintenance`, `audit`, `review`, `browse`), `common` (what
-they share), `progress` (the progress bar) and `clients` (MCP clients' configuration files, for `install`).
+Owns: `app` (the output rules, the home check, running one command), `parser` (every command and flag; loaded
+alone first, so `--help` and `--version` load nothing else), one module per command group (`serve`, `transfer`,
+`maintenance`, `audit`, `review`, `browse`), `common` (what they share), `progress` (the progress bar) and
+`clients` (MCP clients' configuration files, for `install`).
 Imports: any room of the library; the server (and so the MCP SDK) only inside the functions that serve or list
 the tools, never when a command module is imported.
 """
@@ -20,7 +21,11 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `rockmem-mcp` command (its modules load here, not when a sibling module is imported)."""
-    from rockmem_mcp.cli.app import main as run
+    """The `rockmem-mcp` command. The arguments are parsed before anything else loads, so `--help`, `--version`
+    and a usage error answer at once; the command's modules (and numpy, pydantic, the stores) load after."""
+    from rockmem_mcp.cli.parser import build_parser
 
-    return run(argv)
+    args = build_parser().parse_args(argv)
+    from rockmem_mcp.cli.app import run
+
+    return run(args)

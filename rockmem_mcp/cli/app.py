@@ -1,4 +1,5 @@
-"""`main`: parse the arguments, open the settings and the home, run one command with the CLI's output rules."""
+"""`run`: open the settings and the home, run one parsed command with the CLI's output rules (`cli.main` parses
+the arguments first, without this module)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,19 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from rockmem_mcp.cli import audit, browse, maintenance, review, serve, transfer
-from rockmem_mcp.cli.parser import build_parser
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError, reporting_io_errors
 from rockmem_mcp.storage.no_follow import read_only_reason, refuse_linked_store_folders
 from rockmem_mcp.text import visible
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the command `args` names (parsed by `parser.build_parser`)."""
     with _visible_output(stdout=(args.command or "serve") != "serve"):  # serve: stdout is the protocol's
         return _main(args)
 

@@ -15,54 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rockmem_mcp.cli.common import audit_service, graph_service, memory_service, say, start_summary
+from rockmem_mcp.cli.common import audit_service, embed_written, graph_service, memory_service, say, start_summary
 from rockmem_mcp.config import Settings
 from rockmem_mcp.models import ROOTS
 from rockmem_mcp.working.service import WorkingMemory
 
 PREVIEW = 160  # characters of content in a listing line
 CLI_NAMESPACE = "session/cli"  # whose working memory the CLI is; it lists and reads every namespace by name
-
-
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The browse commands' parsers, on `sub` (the main parser's subcommands)."""
-    as_json = argparse.ArgumentParser(add_help=False)
-    as_json.add_argument("--json", action="store_true", help="JSON for scripts instead of the human rendering")
-    parents = [common, as_json]
-
-    get = sub.add_parser("get", parents=parents, help="one memory, whole")
-    get.add_argument("id")
-
-    listing = sub.add_parser("list", parents=parents, help="the newest memories, optionally of a category or tag")
-    listing.add_argument("--category", default=None)
-    listing.add_argument("--tag", dest="tags", action="append", default=None)
-    listing.add_argument("--limit", type=int, default=20)
-    listing.add_argument("--include-archived", action="store_true")
-
-    add = sub.add_parser("add", parents=parents, help="save a memory (as save_memory does)")
-    add.add_argument("content")
-    add.add_argument("--category", default=None)
-    add.add_argument("--tag", dest="tags", action="append", default=None)
-    add.add_argument("--importance", type=float, default=None)
-    add.add_argument("--pin", action="store_true", help="pin it (never fades; a dream leaves it alone)")
-
-    delete = sub.add_parser("delete", parents=parents, help="archive a memory (--permanent removes its file)")
-    delete.add_argument("id")
-    delete.add_argument("--permanent", action="store_true")
-    delete.add_argument("--reason", default=None)
-    delete.add_argument("--confirm-pinned", action="store_true", help="needed to delete a pinned memory")
-
-    sub.add_parser("categories", parents=parents, help="the category tree with counts")
-
-    graph = sub.add_parser("graph", parents=parents, help="graph counts, or an entity and its facts")
-    graph.add_argument("entity", nargs="?", default=None)
-
-    working = sub.add_parser("working", parents=parents, help="working memory: every live entry, or one KEY")
-    working.add_argument("key", nargs="?", default=None)
-    # Not --namespace: that is the serving process's own namespace setting.
-    working.add_argument("--in", dest="scope", metavar="NS", default=None, help="only NS, e.g. session/abc or shared")
-
-    sub.add_parser("status", parents=parents, help="the home at a glance: counts, ranking, what waits for you")
 
 
 def _emit(args: argparse.Namespace, value: BaseModel | dict[str, Any] | list[Any], human: Callable[[], None]) -> int:
@@ -89,8 +48,13 @@ def _line(entry: Any) -> str:
     content = " ".join(entry.content.split())
     if len(content) > PREVIEW:
         content = content[: PREVIEW - 1] + "…"
+    return f"{_heading(entry)} {content}"
+
+
+def _heading(entry: Any) -> str:
+    """Id, day, category and flags: a listing line without its content."""
     flags = "".join(f" [{flag}]" for flag, on in (("pinned", entry.pinned), ("archived", entry.archived)) if on)
-    return f"[{entry.id}] {entry.created_at:%Y-%m-%d} ({entry.category or '-'}){flags} {content}"
+    return f"[{entry.id}] {entry.created_at:%Y-%m-%d} ({entry.category or '-'}){flags}"
 
 
 def get(settings: Settings, args: argparse.Namespace) -> int:
@@ -98,7 +62,7 @@ def get(settings: Settings, args: argparse.Namespace) -> int:
         entry = memory.get(args.id)
 
     def human() -> None:
-        say(_line(entry))
+        say(_heading(entry))  # the content once, whole, below
         if entry.tags:
             say(f"tags: {', '.join(entry.tags)}")
         for key, value in entry.metadata.items():
@@ -130,7 +94,10 @@ def add(settings: Settings, args: argparse.Namespace) -> int:
     with memory_service(settings) as memory:
         entry = memory.save(args.content, args.category, args.tags, None, args.importance, args.pin)
         Episodes(settings, reinforcer=memory.reinforcer).log_save(entry)  # as save_memory: the day's log has it
-    return _emit(args, entry, lambda: say(f"saved {_line(entry)}"))
+        _emit(args, entry, lambda: say(f"saved {_line(entry)}"))  # said before embedding: the save is done
+        if not args.no_embeddings:
+            embed_written(memory)
+    return 0
 
 
 def delete(settings: Settings, args: argparse.Namespace) -> int:

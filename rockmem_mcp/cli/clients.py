@@ -104,14 +104,18 @@ def snippet(client: str, command: str = "rockmem-mcp", data_home: str | None = N
 class Installed:
     client: str
     path: Path
-    action: str  # "added", "replaced", "unchanged"
+    action: str  # "added", "replaced", "unchanged" (with dry_run: what a real run would do)
     backup: Path | None
     entry: dict[str, Any]
+    dry_run: bool = False
 
     def describe(self) -> str:
         label = CLIENTS[self.client].label
         if self.action == "unchanged":
             return f"{label}: {self.path} already has this rockmem entry; nothing changed"
+        if self.dry_run:
+            verb = {"added": "add", "replaced": "replace"}[self.action]
+            return f"{label}: would {verb} the rockmem entry in {self.path} (run without --dry-run to write it)"
         saved = f" (the previous file is kept as {self.backup})" if self.backup else ""
         restart = "restart the client" if self.client != "vscode" else "reload the window"
         return f"{label}: {self.action} the rockmem entry in {self.path}{saved}; {restart} to use it"
@@ -162,7 +166,7 @@ def install(client: str, path: Path, command: str, data_home: str | None = None,
             backup = path.with_name(f"{path.name}.bak-{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}")
             _private_copy(backup, raw)
         atomic_write(path, new.encode())
-    return Installed(client, path, action, backup, entry)
+    return Installed(client, path, action, backup, entry, dry_run)
 
 
 def _scan(text: str) -> list[tuple[int, str]]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, TextIO
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import RockmemError
+from rockmem_mcp.errors import EmbeddingError, RockmemError
 
 
 def say(text: object = "") -> None:
@@ -94,7 +94,8 @@ def start_summary(settings: Settings, memory: Any) -> str:
 
 
 def embed_missing(memory: Any) -> dict[str, int]:
-    """Give every memory without a vector its vector now, with a progress bar; the counts, for --json."""
+    """Give every memory without a vector its vector now, with a progress bar; the counts, for --json. The
+    server's own worker does the same steps (`VectorWorker.step`), so the vectors are stored as it stores them."""
     from rockmem_mcp.cli.progress import Meter
 
     started = time.monotonic()
@@ -102,8 +103,23 @@ def embed_missing(memory: Any) -> dict[str, int]:
     with Meter("embedding", "memories") as meter:
         done = worker.drain(meter.update)
     print(
-        f"vectors for {done} memories ({worker.embedded} embedded with {memory.embedder.model_id}, "
-        f"{worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
+        f"vectors for {done} {'memory' if done == 1 else 'memories'} ({worker.embedded} embedded with "
+        f"{memory.embedder.model_id}, {worker.reused} from the cache) in {time.monotonic() - started:.1f}s",
         file=sys.stderr,
     )
     return {"vectors": done, "embedded": worker.embedded, "from_cache": worker.reused}
+
+
+def embed_written(memory: Any) -> dict[str, int]:
+    """After a command wrote memories (`add`, `import`, `migrate-store`): their vectors now, made once here, so
+    no server started afterwards has to backfill them while it serves (any others still waiting come along).
+    Nothing with embeddings off. The memories are saved already: a provider that fails, or a cache file that
+    cannot be written, only defers their vectors, said in one line; the write stands."""
+    if not memory.embedder.configured:
+        return {}
+    try:
+        return embed_missing(memory)
+    except (EmbeddingError, OSError) as exc:
+        print(f"vectors later: {exc} (`rockmem-mcp reindex --embeddings` or the next server start will embed "
+              "them)", file=sys.stderr)  # fmt: skip
+        return {"vectors": 0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -177,23 +178,62 @@ def _stats(settings: Settings, args: argparse.Namespace) -> int:
     with memory_service(settings) as memory:
         stats = memory.stats()
         tree = memory.categories()
+        embeddings_on = memory.embedder.configured
     graph = GraphService(settings)
     try:
         graph_stats = graph.stats()
     finally:
         graph.close()
-    print(
-        json.dumps(
-            {
-                **stats.__dict__,
-                "graph_entities": graph_stats["entities"],
-                "graph_triples": graph_stats["triples"],
-                "top_categories": {c.category: c.total for c in tree.categories if "/" not in c.category},
-            },
-            indent=2,
-        )
-    )
+    report = {
+        **stats.__dict__,
+        "graph_entities": graph_stats["entities"],
+        "graph_triples": graph_stats["triples"],
+        "top_categories": {c.category: c.total for c in tree.categories if "/" not in c.category},
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(stats_text(report, embeddings_on))
     return 0
+
+
+def stats_text(report: dict[str, Any], embeddings_on: bool = True) -> str:
+    """`stats` for a person: one aligned line per subject (the JSON's fields, grouped)."""
+    tiers = report["tiers"]
+    everything = report["active"] + report["archived"]
+    if report["embedding_model"]:
+        vectors = f"{report['embedded']:,} of {everything:,} embedded with {report['embedding_model']}"
+        if report["embedded"] < everything:
+            vectors += " (the rest: `rockmem-mcp reindex --embeddings`)"
+    elif not embeddings_on:
+        vectors = "none: embeddings are off (ROCKMEM_EMBEDDING_MODEL=off), search ranks by BM25"
+    else:
+        vectors = "none yet (`rockmem-mcp reindex --embeddings` makes them)" if everything else "none yet"
+    top = sorted(report["top_categories"].items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{name} {count:,}" for name, count in top[:TOP_CATEGORIES])
+    if len(top) > TOP_CATEGORIES:
+        shown += f", and {len(top) - TOP_CATEGORIES} more"
+    rows = [
+        ("home", report["home"]),
+        ("memories", f"{report['active']:,} active, {report['archived']:,} archived, {report['pinned']:,} pinned"),
+        ("salience", ", ".join(f"{count:,} {TIER_NAMES.get(tier, tier)}" for tier, count in tiers.items())),
+        ("categories", f"{report['categories']:,}" + (f": {shown}" if shown else "")),
+        ("vectors", vectors),
+        ("graph", f"{report['graph_entities']:,} entities, {report['graph_triples']:,} triples"),
+        ("on disk", f"journal {_size(report['journal_bytes'])}, index snapshot {_size(report['snapshot_bytes'])}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+TOP_CATEGORIES = 8  # named on the categories line; `rockmem-mcp categories` shows the whole tree
+TIER_NAMES = {"archive_candidate": "archive candidates"}
+
+
+def _size(count: int) -> str:
+    if count < 1000:
+        return f"{count:,} B"
+    return f"{count / 1e3:,.1f} kB" if count < 1_000_000 else f"{count / 1e6:,.1f} MB"
 
 
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
@@ -261,15 +301,22 @@ def _core(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _reindex(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.cli.progress import Pulse
     from rockmem_mcp.graph import service as graph
     from rockmem_mcp.memory.service import SNAPSHOT_NAME
 
+    started = time.monotonic()
     (settings.index_dir / SNAPSHOT_NAME).unlink(missing_ok=True)
     (settings.index_dir / graph.SNAPSHOT_NAME).unlink(missing_ok=True)  # the graph re-reads its files next start
     summary: dict[str, Any] = {}
-    with memory_service(settings) as memory:
-        print(f"indexed {len(memory.index)} memories", file=sys.stderr)
-        summary["memories"] = len(memory.index)
+    with contextlib.ExitStack() as stack:
+        # Opening the store without its snapshot reads every file (a minute at 50k): said from the first moment.
+        with Pulse("reindexing", "reading every memory file"):
+            memory = stack.enter_context(memory_service(settings))
+        count = len(memory.index)
+        print(f"indexed {count:,} {'memory' if count == 1 else 'memories'} in {time.monotonic() - started:.1f}s",
+              file=sys.stderr)  # fmt: skip
+        summary["memories"] = count
         if getattr(args, "embeddings", False):
             summary |= embed_missing(memory)
     if getattr(args, "json", False):

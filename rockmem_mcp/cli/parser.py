@@ -1,12 +1,15 @@
-"""The argument parser: every command, flag and its help text (the CLI reference is generated from it)."""
+"""The argument parser: every command, flag and its help text (the CLI reference is generated from it).
+
+Imported before anything else the CLI needs, so `--help` and `--version` answer without loading the stores, numpy,
+pydantic or the server: keep this module's imports to the standard library and the package's version."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from rockmem_mcp import __version__
-from rockmem_mcp.cli import browse
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -46,10 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Durable memory for AI agents over MCP. With no command, serves MCP over stdio.",
     )
     parser.add_argument("--version", action="version", version=f"rockmem-mcp {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="what to do (default: serve)")
 
     serve = sub.add_parser("serve", parents=[common, toolsets], help="serve MCP (stdio by default)")
-    serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    serve.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
+                       help="stdio (a client starts this process) or streamable-http (a server clients connect "
+                       "to; default stdio)")  # fmt: skip
     serve.add_argument("--host", default=None, help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=port, default=None, help="HTTP port (default 8765; 0: any free one, announced)")
     serve.add_argument(
@@ -70,12 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument(
         "--to", dest="target", required=True, metavar="HOME|URL", help="a home folder, or postgresql://…"
     )
-    migrate.add_argument("--json", action="store_true")
+    migrate.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    migrate.add_argument(
+        "--no-embeddings", action="store_true", help="leave the vectors to the next server (by default: embedded now)"
+    )
 
     tenants = sub.add_parser("tenants", parents=[common], help="tenants of a server: a token each, their own memory")
-    tenants.add_argument("action", choices=["add", "revoke", "list"])
-    tenants.add_argument("name", nargs="?", default=None)
-    tenants.add_argument("--json", action="store_true")
+    tenants.add_argument(
+        "action", choices=["add", "revoke", "list"], help="add (prints a new token), revoke (every token) or list"
+    )
+    tenants.add_argument("name", nargs="?", default=None, help="the tenant (add, revoke)")
+    tenants.add_argument("--json", action="store_true", help="the result as JSON on stdout")
 
     ui = sub.add_parser("ui", parents=[common], help="a web page on loopback to see and steer memory")
     ui.add_argument("--host", default=None, help="bind address (default 127.0.0.1; elsewhere a token is required)")
@@ -83,26 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = sub.add_parser("search", parents=[common], help="search long-term memory")
     search.add_argument("query", nargs="?", default=None, help="words to look for (omit: newest entries)")
-    search.add_argument("--category", default=None)
-    search.add_argument("--tag", action="append", dest="tags", default=None, help="repeat for several")
-    search.add_argument("--limit", type=int, default=10)
-    search.add_argument("--include-archived", action="store_true")
+    search.add_argument("--category", default=None, help="only this category and those under it, e.g. people")
+    search.add_argument("--tag", action="append", dest="tags", default=None, help="only memories with this tag "
+                        "(repeat for several)")  # fmt: skip
+    search.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
+    search.add_argument("--include-archived", action="store_true", help="also archived (deleted) memories")
     search.add_argument("--include-dormant", action="store_true", help="also dormant (long unused) memories")
-    search.add_argument("--mode", choices=["hybrid", "bm25", "vector", "rockbot"], default=None)
+    search.add_argument(
+        "--mode",
+        choices=["hybrid", "bm25", "vector", "rockbot"],
+        default=None,
+        help="how to rank (default: $ROCKMEM_SEARCH_MODE or hybrid; bm25 with embeddings off)",
+    )
     search.add_argument("--json", action="store_true", help="one JSON result per line")
 
-    browse.add_parsers(sub, common)
+    browse_parsers(sub, common)
     install = sub.add_parser(
         "install", parents=[common], help="add this server to an MCP client's configuration (with a backup)"
     )
-    install.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
+    install.add_argument(
+        "client", choices=INSTALL_CLIENTS, help=f"the MCP client to connect: {', '.join(INSTALL_CLIENTS)}"
+    )
     install.add_argument("--path", type=Path, default=None, help="the client's configuration file (default: its own)")
     install.add_argument("--command", dest="server_command", default=None, help="the command the client runs "
                          "(default: this rockmem-mcp's full path)")  # fmt: skip
     install.add_argument("--scope", choices=["user", "workspace"], default=None,
                          help="vscode: the workspace's .vscode/mcp.json (default) or the profile's")  # fmt: skip
     install.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
-    install.add_argument("--json", action="store_true")
+    install.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     imp = sub.add_parser("import", parents=[common], help="import memories from JSON Lines ('-' for stdin)")
     imp.add_argument("file", help="a JSON Lines file, one memory per line ('-' reads stdin)")
     imp.add_argument(
@@ -113,9 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="import the knowledge graph of @modelcontextprotocol/server-memory (its memory.jsonl; '-' for stdin)",
     )
-    graph_import.add_argument("file")
+    graph_import.add_argument("file", help="the server-memory's memory.jsonl ('-' reads stdin)")
     exp = sub.add_parser("export", parents=[common], help="export all memories as JSON Lines ('-' for stdout)")
-    exp.add_argument("file")
+    exp.add_argument("file", help="where to write the JSON Lines ('-' writes stdout)")
     dream = sub.add_parser(
         "dream", parents=[common], help="consolidate memory: the deterministic pass, or apply a plan with --plan"
     )
@@ -127,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", parents=[common], help="check the data home; --fix repairs (quarantines)")
     doctor.add_argument("--fix", action="store_true", help="quarantine bad files, rebuild indexes, sweep")
     doctor.add_argument("--json", action="store_true", help="the report as JSON")
-    sub.add_parser("stats", parents=[common], help="counts and sizes for the data home")
+    sub.add_parser("stats", parents=[common], help="counts and sizes for the data home (--json for programs)")
     sub.add_parser(
         "tools", parents=[common, toolsets], help="the toolsets, their tools and what they cost a model's context"
     )
@@ -135,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     order = salience.add_mutually_exclusive_group()
     order.add_argument("--least", dest="order", action="store_const", const="least", help="fading first (default)")
     order.add_argument("--most", dest="order", action="store_const", const="most", help="most salient first")
-    salience.add_argument("--limit", type=int, default=20)
+    salience.add_argument("--limit", type=int, default=20, help="at most this many memories (default 20)")
     salience.add_argument("--json", action="store_true", help="the listing as JSON")
     core = sub.add_parser("core", parents=[common], help="core memory (MEMORY.md): blocks, sizes against caps")
     core.add_argument("--block", help="one block: Identity, Active Context, Persona or Critical Facts")
@@ -163,11 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     log_cmd.add_argument("--actor", help="e.g. dream, subagent:x, manual")
     log_cmd.add_argument("--since", help="ISO time, day or age (2h, 3d)")
     log_cmd.add_argument("--until", help="ISO time, day or age")
-    log_cmd.add_argument("--limit", type=int, default=50)
+    log_cmd.add_argument("--limit", type=int, default=50, help="the newest this many lines (default 50)")
     log_cmd.add_argument("--json", action="store_true", help="as JSON")
     history = sub.add_parser("history", parents=[common], help="every version of one memory or file, with who and why")
     history.add_argument("item", help="a memory id, entity id, procedure or file path")
-    history.add_argument("--limit", type=int, default=20)
+    history.add_argument("--limit", type=int, default=20, help="the newest this many versions (default 20)")
     history.add_argument("--json", action="store_true", help="as JSON")
     revert = sub.add_parser("revert", parents=[common], help="put back one item, undo a run, or restore the home")
     revert.add_argument("item", nargs="?", help="a memory id, entity id, procedure or file path")
@@ -190,15 +208,61 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reflect.add_argument("--json", action="store_true", help="as JSON")
     proposals = sub.add_parser("proposals", parents=[common], help="sub-agents' memory proposals: list and review")
-    proposals.add_argument("action", nargs="?", choices=("list", "commit", "reject", "defer"), default="list")
+    proposals.add_argument("action", nargs="?", choices=("list", "commit", "reject", "defer"), default="list",
+                           help="list (default), or commit, reject or defer one proposal")  # fmt: skip
     proposals.add_argument("id", nargs="?", help="the proposal id (commit, reject, defer)")
     proposals.add_argument("--store", choices=("episodic", "semantic", "procedural", "vault"), help="commit elsewhere")
     proposals.add_argument("--reason", default="", help="why (required to reject)")
     proposals.add_argument("--all", action="store_true", help="list committed and rejected ones too")
     proposals.add_argument("--json", action="store_true", help="as JSON")
-    for name in ("import", "import-graph", "dream", "stats", "tools", "reindex"):  # every command that reports
+    for name in ("import", "import-graph", "dream", "tools", "reindex"):  # every command that reports
         sub.choices[name].add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    sub.choices["stats"].add_argument("--json", action="store_true", help="as JSON, for programs (default: text)")
     return parser
+
+
+def browse_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The browse commands (cli/browse.py): look at and fix memory from a shell."""
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="JSON for scripts instead of the human rendering")
+    parents = [common, as_json]
+
+    get = sub.add_parser("get", parents=parents, help="one memory, whole")
+    get.add_argument("id", help="the memory's id, as search and list show it")
+
+    listing = sub.add_parser("list", parents=parents, help="the newest memories, optionally of a category or tag")
+    listing.add_argument("--category", default=None, help="only this category and those under it")
+    listing.add_argument("--tag", dest="tags", action="append", default=None, help="only with this tag (repeatable)")
+    listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    listing.add_argument("--include-archived", action="store_true", help="also archived (deleted) memories")
+
+    add = sub.add_parser("add", parents=parents, help="save a memory (as save_memory does), and embed it")
+    add.add_argument("content", help="the memory's text")
+    add.add_argument("--category", default=None, help="e.g. people/ada (default: none)")
+    add.add_argument("--tag", dest="tags", action="append", default=None, help="a tag (repeat for several)")
+    add.add_argument("--importance", type=float, default=None, help="0 to 1 (default 0.7, as save_memory)")
+    add.add_argument("--pin", action="store_true", help="pin it (never fades; a dream leaves it alone)")
+    add.add_argument(
+        "--no-embeddings", action="store_true", help="leave the vector to the next server (by default: embedded now)"
+    )
+
+    delete = sub.add_parser("delete", parents=parents, help="archive a memory (--permanent removes its file)")
+    delete.add_argument("id", help="the memory's id")
+    delete.add_argument("--permanent", action="store_true", help="remove its file instead of archiving it")
+    delete.add_argument("--reason", default=None, help="why, kept with the archived memory and in the audit trail")
+    delete.add_argument("--confirm-pinned", action="store_true", help="needed to delete a pinned memory")
+
+    sub.add_parser("categories", parents=parents, help="the category tree with counts")
+
+    graph = sub.add_parser("graph", parents=parents, help="graph counts, or an entity and its facts")
+    graph.add_argument("entity", nargs="?", default=None, help="an entity's name or alias (omit: the counts)")
+
+    working = sub.add_parser("working", parents=parents, help="working memory: every live entry, or one KEY")
+    working.add_argument("key", nargs="?", default=None, help="one entry's key, e.g. shared/plan (omit: every entry)")
+    # Not --namespace: that is the serving process's own namespace setting.
+    working.add_argument("--in", dest="scope", metavar="NS", default=None, help="only NS, e.g. session/abc or shared")
+
+    sub.add_parser("status", parents=parents, help="the home at a glance: counts, ranking, what waits for you")
 
 
 def interval(text: str) -> float:
@@ -224,3 +288,5 @@ def port(text: str) -> int:
 
 
 UI_PORT = 8766  # beside MCP's 8765
+
+INSTALL_CLIENTS = ["claude-desktop", "claude-code", "cursor", "vscode"]  # clients.CLIENTS' keys (a test keeps them so)

@@ -76,3 +76,36 @@ class Meter:
     ) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+class Pulse:
+    """Work that cannot count its progress (rebuilding an index from every file), from its first moment: on a
+    terminal a pulsing bar with the time so far (rich redraws it from its own thread); otherwise one line at once,
+    for a log. `with Pulse("reindexing", "reading every memory file"): ...`"""
+
+    def __init__(self, what: str, doing: str, stream: TextIO | None = None) -> None:
+        self.what, self.doing = what, doing
+        self.stream = stream or sys.stderr
+        self._bar: Any = None
+
+    def __enter__(self) -> Pulse:
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            console = Console(file=_raw(self.stream), stderr=True)
+            self._bar = Progress(
+                TextColumn("{task.description}", markup=False), BarColumn(), TimeElapsedColumn(), console=console
+            )
+            self._bar.start()
+            self._bar.add_task(f"{self.what}: {self.doing}", total=None)  # no total: the bar pulses
+        else:
+            self.stream.write(f"{self.what}: {self.doing} ...\n")
+            self.stream.flush()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -90,7 +90,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 TERMINAL_HINT = (
     "rockmem-mcp: this is an MCP server: a client (Claude Desktop, Claude Code, an IDE) starts it and speaks "
-    "JSON-RPC on its stdin and stdout, so typed lines are not commands. To look around by hand: "
+    "JSON-RPC on its stdin and stdout, so typed lines are not commands. To connect a client: "
+    "`rockmem-mcp install claude-desktop` (or claude-code, cursor, vscode). To look around by hand: "
     "`npx @modelcontextprotocol/inspector rockmem-mcp`, or the CLI (`rockmem-mcp search WORDS`, "
     "`rockmem-mcp --help`). Ctrl-D ends it."
 )
@@ -189,7 +190,8 @@ def _install(settings: Settings, args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.json:
         print(json.dumps({"client": done.client, "path": str(done.path), "action": done.action,
-                          "backup": str(done.backup) if done.backup else None, "entry": done.entry}))  # fmt: skip
+                          "backup": str(done.backup) if done.backup else None, "entry": done.entry,
+                          "dry_run": done.dry_run}))  # fmt: skip
     else:
         print(("(dry run) " if args.dry_run else "") + done.describe())
     return 0

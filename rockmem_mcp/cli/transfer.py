@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rockmem_mcp.cli.common import (
-    embed_missing,
+    embed_written,
     file_size,
     graph_service,
     memory_service,
@@ -21,7 +21,7 @@ from rockmem_mcp.cli.common import (
     report_bad_lines,
 )
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import EmbeddingError, RockmemError
+from rockmem_mcp.errors import RockmemError
 
 
 def _import(settings: Settings, args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         graph_service(settings) as graph,
     ):
         report = import_jsonl(memory, bounded_lines(source), progress, others=HomeStores(settings, graph))
-        vectors = _embed_after_import(memory) if memory.embedder.configured and not args.no_embeddings else {}
+        vectors = {} if args.no_embeddings else embed_written(memory)
     report_bad_lines(report.errors)
     for reason in report.skipped[:50]:
         print(f"skipped {reason}", file=sys.stderr)
@@ -60,16 +60,6 @@ def _import(settings: Settings, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1 if report.errors else 0
-
-
-def _embed_after_import(memory: Any) -> dict[str, int]:
-    # Embedding here, once, spares every server started afterwards a backfill while it serves. The memories are
-    # already saved: a provider that is down only defers their vectors to the next server or `reindex --embeddings`.
-    try:
-        return embed_missing(memory)
-    except EmbeddingError as exc:
-        print(f"vectors later: {exc} (a server or `reindex --embeddings` will embed them)", file=sys.stderr)
-        return {"vectors": 0}
 
 
 def _import_graph(settings: Settings, args: argparse.Namespace) -> int:
@@ -166,9 +156,10 @@ def _migrate_store(settings: Settings, args: argparse.Namespace) -> int:
         report.other_stores.update(rest.moved)
         report.differing += rest.differing
         report.skipped += rest.kept
+        vectors = {} if args.no_embeddings else embed_written(target)  # the target's server need not backfill
     named = tuple(redacted(where) if is_database_url(where) else where for where in (args.source, args.target))
     if args.json:
-        print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]}))
+        print(json.dumps(dataclasses.asdict(report) | {"from": named[0], "to": named[1]} | vectors))
     else:
         others = ", ".join(f"{n} {store}" for store, n in report.other_stores.items() if n) or "nothing else"
         print(f"migrated {report.moved} memories from {named[0]} to {named[1]} ({report.replaced} replaced ids "

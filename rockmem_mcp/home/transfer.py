@@ -188,7 +188,7 @@ class HomeStores:
         self._files[name] = check_text(text, f"file {name}", MAX_FILE_BYTES, "a workspace file's cap", advice)
 
     def _check_caps(self, record: BaseModel) -> None:
-        """The caps the tools hold these records to (README "Limits"), so a restore cannot let in more."""
+        """The caps the tools hold these records to (docs/limits.md), so a restore cannot let in more."""
         limits = self.settings
         if isinstance(record, Entity):
             normalize_name(record.name)

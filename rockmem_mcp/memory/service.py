@@ -432,7 +432,10 @@ class MemoryService:
             self._sync()
             self.journal.append(records)  # other processes re-read the same files
             self._apply(self.index, records)
+            gone = {record["id"] for record in records if record["id"] not in self.index}
             self.vector_worker.wake()
+        for entry_id in gone:  # a memory the revert removed takes its vector with it, as delete does (derived)
+            self.vector_files.remove(entry_id)
         return len(records)
 
     # ------------------------------------------------------------------ snapshots
@@ -896,11 +899,12 @@ class MemoryService:
         include_dormant: bool = False,
         reinforce: bool = False,
         tier: str | None = None,
+        offset: int = 0,
     ) -> SearchResults:
         """Best matches for `query` ranked by `mode` (default: the settings' search_mode) and salience; without
         a query, the newest entries. Filters narrow both; `tier` keeps one salience tier (as of now). Dormant
         memories are left out unless `include_dormant` (or a tier is asked for); `reinforce`: the results of a
-        query are a use of them."""
+        query are a use of them. `offset` skips that many of the best first (a page further down the list)."""
         if query:
             check_text(query, "query", self.settings.max_content_bytes, "ROCKMEM_MAX_CONTENT_BYTES", "Shorten it.")
         within = None
@@ -919,6 +923,8 @@ class MemoryService:
             salience_within=within,
         )
         limit = self._check_limit(limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"offset must be a whole number from 0; got {offset!r}")
         mode = self._check_mode(mode)
         wants_vector = uses_vectors(mode) and bool(query and query.strip())
         # Embedded before taking the lock: a remote endpoint must not hold up other tool calls.
@@ -940,9 +946,9 @@ class MemoryService:
             )  # fmt: skip
             # rockbot is RockBot's ranking exactly, also when it falls back to BM25 without embeddings
             view = None if mode == "rockbot" else self.salience_view(include_dormant or include_archived)
-            hits = self.index.search(query, flt, limit, ranking, query_vector, view, self._tiers)
-            results: list[ScoredEntry] = []
-            results = self._scored_hits(hits.slots, hits.scores.tolist(), view or self._always_view())
+            hits = self.index.search(query, flt, limit + offset, ranking, query_vector, view, self._tiers)
+            slots, scores = hits.slots[offset:], hits.scores[offset:]
+            results = self._scored_hits(slots, scores.tolist(), view or self._always_view())
             if reinforce and query and query.strip():
                 self._reinforce([r.entry.id for r in results if not r.entry.archived])
             return SearchResults(

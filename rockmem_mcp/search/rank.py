@@ -11,7 +11,7 @@ Modes:
   over nine (BENCHMARKS.md); its weights across corpora (below).
 
 Context from neighbours (`neighbours`, bm25 and hybrid only): a memory that carries a `session` (metadata,
-see README "Conversation memories") adds to its score `NEIGHBOUR_WEIGHTS[mode]` x the best score among the
+see docs/recall.md, "Conversation memories") adds to its score `NEIGHBOUR_WEIGHTS[mode]` x the best score among the
 turns within `NEIGHBOUR_WINDOW` of it in the same session (a turn's question or answer is often where the
 words are). Only candidates lend; a memory that borrows something becomes a candidate. Memories without a
 session neither lend nor borrow: their scores are untouched. Metadata keys: search/conversation_metadata.py.

@@ -49,7 +49,7 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# When a set earns its tokens: what the README's table and `rockmem-mcp tools` say beside each.
+# When a set earns its tokens: what docs/toolsets.md's table and `rockmem-mcp tools` say beside each.
 WHEN: dict[str, str] = {
     "memory": "always: long-term memory itself",
     "recall": "an agent that recalls before each answer (the recall prompt or resource is the tool-free way)",
@@ -112,7 +112,7 @@ def tools_of(toolsets: Iterable[str]) -> list[str]:
 
 def tokens(tools: Iterable[Tool]) -> int:
     """An estimate of what `tools` cost a model's context: compact JSON of name + description + inputSchema,
-    divided by 4 (the measure the budget and the README's table use)."""
+    divided by 4 (the measure the budget and docs/toolsets.md's table use)."""
     surface = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools]
     return round(len(json.dumps(surface, separators=(",", ":"), ensure_ascii=False)) / 4)
 
@@ -166,7 +166,7 @@ def drop_null_options(schema: object) -> None:
 
 
 def table(tools: Sequence[Tool]) -> str:
-    """The README's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
+    """docs/toolsets.md's toolset table (markdown) for `tools`, the full tools/list (`all`)."""
     by_name = {tool.name: tool for tool in tools}
 
     def row(label: str, default: str, names: list[str], listed: str, when: str) -> str:

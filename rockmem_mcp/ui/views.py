@@ -4,7 +4,8 @@ MCP tools. The page's own changes are logged as `manual`: the user, by hand."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,7 +14,7 @@ from rockmem_mcp.audit.service import MANUAL, acting_as
 from rockmem_mcp.consolidation.decay import salience_listing
 from rockmem_mcp.consolidation.dream_reports import report_store
 from rockmem_mcp.core.shapes import CoreMemoryView
-from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError
+from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError
 from rockmem_mcp.models import ROOTS, MemoryEntry
 from rockmem_mcp.proposals.shapes import ProposalStore
 from rockmem_mcp.server.context import Services
@@ -25,6 +26,8 @@ STORES = ("memories", "episodes", "procedures")
 UI_NAMESPACE = "session/ui"  # whose working memory the page is; it lists every namespace by root
 MAX_LIMIT = 200
 HISTORY_REPORTS = 60  # the decay passes the salience picture goes back over
+OVERVIEW_ENTITIES = 15  # the graph tab opens on the busiest entities, and the facts between them
+RUN_LINES = 500  # the changes of one run a confirmation lists, at most
 
 
 def dump(model: Any) -> Any:
@@ -40,6 +43,8 @@ def _date(text: str | None, name: str, through_the_day: bool = False) -> datetim
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidInputError(f"{name} must be a date such as 2026-11-28; got {text!r}") from None
+    if moment.tzinfo is None:  # a date or time without a zone is UTC, as stored times are
+        moment = moment.replace(tzinfo=UTC)
     return moment + timedelta(days=1) if through_the_day and len(text) == len("2026-11-28") else moment
 
 
@@ -51,6 +56,16 @@ def _limit(text: str | None) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInputError(f"limit must be from 1 to {MAX_LIMIT}; got {limit}")
     return limit
+
+
+def _offset(text: str | None) -> int:
+    try:
+        offset = int(text or 0)
+    except ValueError:
+        raise InvalidInputError(f"offset must be a whole number; got {text!r}") from None
+    if offset < 0:
+        raise InvalidInputError(f"offset must be 0 or more; got {offset}")
+    return offset
 
 
 def status(svc: Services) -> dict[str, Any]:
@@ -65,24 +80,30 @@ def memories(svc: Services, params: dict[str, str]) -> dict[str, Any]:
     if store not in STORES:
         raise InvalidInputError(f"store must be one of {', '.join(STORES)}; got {store!r}")
     query = (params.get("q") or "").strip() or None
-    limit = _limit(params.get("limit"))
+    limit, offset = _limit(params.get("limit")), _offset(params.get("offset"))
     after, before = _date(params.get("after"), "after"), _date(params.get("before"), "before", through_the_day=True)
     tags = [params["tag"]] if params.get("tag") else None
     if store == "episodes":
-        found, _route = svc.episodes.find(query, limit, after, before, tags, set(), logged_too=True)
-        return {"store": store, "episodes": [dump(hit) for hit in found], "total": len(found)}
+        # One more than the page: whether there is a next one (episodes are found up to a limit, not counted).
+        found, _route = svc.episodes.find(query, offset + limit + 1, after, before, tags, set(), logged_too=True)
+        page = found[offset : offset + limit]
+        more = len(found) > offset + limit
+        return {"store": store, "episodes": [dump(hit) for hit in page], "offset": offset,
+                "total": offset + len(page) + (1 if more else 0), "more": more}  # fmt: skip
     if store == "procedures":
         listed = svc.procedures.list(include_archived=params.get("archived") == "true")
         if query:
-            listed = [p for _score, p in svc.procedures.search(query, limit)]
-        return {"store": store, "procedures": [dump(svc.procedures.info(p)) for p in listed[:limit]],
-                "total": len(listed)}  # fmt: skip
+            listed = [p for _score, p in svc.procedures.search(query, offset + limit)]
+        page = listed[offset : offset + limit]
+        return {"store": store, "procedures": [dump(svc.procedures.info(p)) for p in page], "offset": offset,
+                "total": len(listed), "more": offset + len(page) < len(listed)}  # fmt: skip
     archived = params.get("archived") == "true"
     # A person browsing is not the agent using a memory: no reinforcement (salience stays the agent's).
     found = svc.memory.search(query, params.get("category") or None, tags, limit, after, before, archived,
-                              tier=params.get("tier") or None)  # fmt: skip
+                              tier=params.get("tier") or None, offset=offset)  # fmt: skip
     return {"store": store, "results": [dump(hit) for hit in found.results], "total": found.total_matches,
-            "shown": len(found.results), "mode": found.mode}  # fmt: skip
+            "shown": len(found.results), "offset": offset, "mode": found.mode,
+            "more": offset + len(found.results) < found.total_matches}  # fmt: skip
 
 
 def memory(svc: Services, entry_id: str) -> dict[str, Any]:
@@ -110,6 +131,18 @@ class MemoryEdit(Body):
     pinned: bool | None = None
     restore: bool = False
     read_version: str | None = Field(None, description="The entry's updated_at (else created_at) as the page read it")
+
+
+class NewMemory(Body):
+    content: str
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float | None = Field(None, ge=0, le=1)
+    pinned: bool = False
+
+
+class Erase(Body):
+    confirm_pinned: bool = False
 
 
 class Archive(Body):
@@ -167,6 +200,26 @@ def edit_memory(svc: Services, entry_id: str, body: MemoryEdit) -> MemoryEntry:
         )
 
 
+def create_memory(svc: Services, body: NewMemory) -> MemoryEntry:
+    """A new memory typed on the page, saved as save_memory saves one (and logged in the day's episodes)."""
+    with acting_as(MANUAL):
+        entry = svc.memory.save(body.content, body.category or None, body.tags, None, body.importance, body.pinned)
+        svc.episodes.log_save(entry)
+    return entry
+
+
+def erase_memory(svc: Services, entry_id: str, body: Erase) -> Any:
+    """Delete a memory for good (its file, vector and the episode that logged it), as delete_memory permanent
+    does; the page has asked the user first, naming its text."""
+    with acting_as(MANUAL):
+        entry = svc.memory.get(entry_id)
+        result = svc.memory.delete(
+            entry_id, True, "deleted for good from the web page", confirm_pinned=body.confirm_pinned
+        )
+        svc.episodes.forget_memory(entry)
+    return result
+
+
 def archive_memory(svc: Services, entry_id: str, body: Archive) -> Any:
     with acting_as(MANUAL):
         reason = body.reason or "archived from the web page"
@@ -178,11 +231,12 @@ def categories(svc: Services) -> Any:
 
 
 def graph(svc: Services, params: dict[str, str]) -> dict[str, Any]:
-    """An entity and its neighbourhood as nodes and edges; without one, the graph's newest entities to start from."""
+    """An entity and its neighbourhood as nodes and edges; without one, an overview: the busiest entities (most
+    facts) and the facts between them, with the graph's newest entities to start from."""
     name = (params.get("entity") or "").strip()
     if not name:
         found = svc.graph.find_entities(params.get("q") or None, limit=30)
-        return {"entities": [dump(hit) for hit in found.results], "stats": svc.graph.stats()}
+        return {"entities": [dump(hit) for hit in found.results], "stats": svc.graph.stats(), **_overview(svc)}
     hops = params.get("hops") or "1"
     if hops not in ("1", "2", "3"):
         raise InvalidInputError(f"hops must be 1, 2 or 3; got {hops!r}")
@@ -196,6 +250,22 @@ def graph(svc: Services, params: dict[str, str]) -> dict[str, Any]:
         for f in walk.facts
     ]
     return {"start": walk.start.id, "nodes": list(nodes.values()), "edges": edges, "truncated": walk.truncated}
+
+
+def _overview(svc: Services) -> dict[str, Any]:
+    entities, triples = svc.graph.records()
+    degree: Counter[str] = Counter()
+    for triple in triples:
+        degree.update({triple.subject, triple.object})
+    busiest = {entity_id for entity_id, _ in degree.most_common(OVERVIEW_ENTITIES)}
+    nodes = [{"id": e.id, "name": e.name, "type": e.type, "facts": degree[e.id]} for e in entities if e.id in busiest]
+    nodes.sort(key=lambda node: (-node["facts"], node["name"]))
+    edges = [
+        {"id": t.id, "from": t.subject, "to": t.object, "predicate": t.predicate, "confidence": t.confidence}
+        for t in triples
+        if t.subject in busiest and t.object in busiest
+    ]
+    return {"nodes": nodes, "edges": edges}
 
 
 def core(svc: Services) -> CoreMemoryView:
@@ -214,9 +284,17 @@ def tokens(body: Tokens) -> dict[str, int]:
 
 
 def working(svc: Services) -> dict[str, Any]:
-    """Every live working-memory entry (no values), by namespace, soonest to expire first."""
+    """Every live working-memory entry with its value, by namespace, soonest to expire first (an entry that
+    expires between the listing and its read is left out)."""
     view = WorkingMemory(svc.settings, UI_NAMESPACE)
-    entries = [dump(info) for root in ROOTS for info in view.list(root)]
+    entries = []
+    for root in ROOTS:
+        for info in view.list(root):
+            try:
+                value = view.get(info.key).data
+            except NotFoundError:
+                continue
+            entries.append({**dump(info), "data": value})
     entries.sort(key=lambda info: info["expires_at"])
     return {"entries": entries}
 
@@ -224,11 +302,41 @@ def working(svc: Services) -> dict[str, Any]:
 def review(svc: Services) -> dict[str, Any]:
     """Reflections waiting for approval and sub-agents' open proposals."""
     assert svc.proposals is not None
-    return {
-        "reflections": [dump(r) for r in svc.reflector().pending()],
-        "proposals": [dump(p) for p in [*svc.proposals.pending(), *svc.proposals.deferred()]],
-        "review_mode": svc.settings.proposal_review,
-    }
+    reflections = []
+    for reflection in svc.reflector().pending():
+        shown = dump(reflection)
+        for action in shown["actions"]:
+            action["before"] = [_memory_text(svc, entry_id) for entry_id in _named_ids(action)]
+        reflections.append(shown)
+    open_ = [*svc.proposals.pending(), *svc.proposals.deferred()]
+    contents = {p.id: p.content for p in open_}
+    proposals = []
+    for proposal in open_:
+        shown = dump(proposal)
+        shown["before"] = [
+            {"id": i, "text": contents.get(i), "missing": i not in contents} for i in proposal.conflict_with
+        ]
+        proposals.append(shown)
+    return {"reflections": reflections, "proposals": proposals, "review_mode": svc.settings.proposal_review}
+
+
+def _named_ids(action: dict[str, Any]) -> list[str]:
+    """The memories a reflection's action changes: a merge's sources, an archive's or an update's memory."""
+    item = action["item"]
+    if action["kind"] == "merge":
+        return [str(i) for i in item.get("ids", [])]
+    if action["kind"] in ("archive", "update") and item.get("id"):
+        return [str(item["id"])]
+    return []
+
+
+def _memory_text(svc: Services, entry_id: str) -> dict[str, Any]:
+    """A memory as it is now, for a change's "before" side; one gone since says so."""
+    try:
+        entry = svc.memory.get(entry_id)
+    except (NotFoundError, InvalidInputError):
+        return {"id": entry_id, "text": None, "missing": True}
+    return {"id": entry_id, "text": entry.content, "category": entry.category, "tags": entry.tags, "missing": False}
 
 
 def resolve_reflection(svc: Services, reflection_id: str, body: ReflectionDecision) -> Any:
@@ -249,12 +357,44 @@ def decide_proposal(svc: Services, proposal_id: str, body: ProposalDecision) -> 
         return proposals.defer(proposal_id, body.reason)
 
 
-def audit(svc: Services, params: dict[str, str]) -> Any:
+def audit(svc: Services, params: dict[str, str]) -> dict[str, Any]:
+    """A page of audit lines, newest first; `until` (the newest line's time, as the first page gave it) keeps
+    the pages that follow from shifting when new lines come in meanwhile."""
     assert svc.audit_trail is not None
-    return svc.audit_trail.entries(
+    limit, offset = _limit(params.get("limit") or "100"), _offset(params.get("offset"))
+    until = _date(params.get("until"), "until")
+    found = svc.audit_trail.entries(
         file=params.get("item") or None, action=params.get("action") or None, actor=params.get("actor") or None,
-        limit=_limit(params.get("limit") or "100"),
+        until=until, limit=offset + limit + 1,
     )  # fmt: skip
+    page = found[offset : offset + limit]
+    newest = until.isoformat() if until else (dump(found[0])["time"] if found else None)
+    return {"entries": [dump(e) for e in page], "offset": offset, "more": len(found) > offset + limit, "until": newest}
+
+
+def revert_preview(svc: Services, params: dict[str, str]) -> dict[str, Any]:
+    """What a revert would change, for the page's confirmation: an item's text now and the text it goes back to
+    (`item`, `to`), or every change a run made (`run`)."""
+    assert svc.audit_trail is not None
+    if params.get("run"):
+        run = params["run"]
+        lines = svc.audit_trail.entries(actor=run, limit=RUN_LINES + 1)
+        exact = [dump(line) for line in lines if line.actor == run]
+        return {"run": run, "changes": exact[:RUN_LINES], "more": len(exact) > RUN_LINES}
+    item = (params.get("item") or "").strip()
+    if not item:
+        raise InvalidInputError("name an item or a run")
+    moment = _date(params.get("to"), "to")
+    history = svc.audit_trail.item_history(item, limit=50)
+    versions = sorted(history.versions, key=lambda v: v.time, reverse=True)
+    now = versions[0] if versions else None
+    then = next((v for v in versions if moment is None or v.time <= moment), None)
+    return {
+        "item": item,
+        "now": None if now is None or now.deleted else now.text,
+        "then": None if then is None or then.deleted else then.text,
+        "versions_known": bool(versions),
+    }
 
 
 def revert(svc: Services, body: Revert) -> Any:

@@ -143,7 +143,8 @@ def test_the_readme_table_is_the_measured_one(every_tool: list[Tool]) -> None:
     page = TOOLSETS_PAGE.read_text(encoding="utf-8")
     section = re.search(r"^## Toolsets\n(.*?)^## ", page, re.MULTILINE | re.DOTALL)
     assert section is not None, "docs/toolsets.md has no '## Toolsets' section"
-    assert toolsets.table(every_tool) in section.group(1), "docs/toolsets.md's toolset table is stale: run `rockmem-mcp tools`"
+    stale = "docs/toolsets.md's toolset table is stale: run `rockmem-mcp tools`"
+    assert toolsets.table(every_tool) in section.group(1), stale
 
 
 def test_input_schemas_carry_no_title_annotations(every_tool: list[Tool]) -> None:

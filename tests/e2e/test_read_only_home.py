@@ -62,7 +62,7 @@ def stderr_lines(text: str) -> list[str]:
 async def test_cli_reads_work_on_a_read_only_home_with_one_line_about_it(filled_home: Path) -> None:
     before = {p: p.stat().st_mtime_ns for p in filled_home.rglob("*")}
     searched = rockmem(filled_home, "search", "ferry")
-    stats = rockmem(filled_home, "stats")
+    stats = rockmem(filled_home, "stats", "--json")
     exported = rockmem(filled_home, "export", "-")
     for result in (searched, stats, exported):
         assert result.returncode == 0, result.stderr

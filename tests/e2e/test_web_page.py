@@ -179,6 +179,17 @@ def test_an_edit_reverted_from_the_audit_timeline(page: Page, seeded_home: Path,
         edit = page.locator("#audit-list li[data-action='EDIT']").first
         expect(edit).to_contain_text(entry_id)
         edit.locator("button.revert").click()
+        # Asked first, with the text now and the text it goes back to; nothing changes until confirmed.
+        expect(page.locator("#confirm")).to_be_visible()
+        expect(page.locator("#confirm-title")).to_contain_text(entry_id)
+        expect(page.locator("#confirm-body .side.before")).to_contain_text("The deploy runs on Mondays")
+        expect(page.locator("#confirm-body .side.after")).to_contain_text("The deploy runs on Fridays at 16:00")
+        shoot(page, "revert-confirmation")
+        page.click("#confirm-no")
+        expect(page.locator("#confirm")).to_be_hidden()
+        assert cli(seeded_home, "get", entry_id)["content"] == "The deploy runs on Mondays"
+        edit.locator("button.revert").click()
+        page.click("#confirm-yes")
         expect(page.locator("#audit-list li.done")).to_contain_text("1 restored")
         assert cli(seeded_home, "get", entry_id)["content"] == "The deploy runs on Fridays at 16:00"
         expect(page.locator("#audit-list li[data-action='REVERT']").first).to_be_visible()
@@ -418,6 +429,7 @@ def test_a_dream_run_undone_and_the_salience_picture_over_time(page: Page, tmp_p
         undo = page.locator("#audit-list li button:text-is('Undo the whole run')").first
         expect(undo).to_be_visible()
         undo.click()
+        page.click("#confirm-yes")  # what it asks is checked in test_web_page_flows.py
         expect(page.locator("#audit-list li[data-action='REVERT']").first).to_be_visible()
     assert len(hits(home, "plants")) == 2  # the merge undone: both memories back
 

@@ -61,6 +61,36 @@ function when(iso) {
   return iso ? iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z") : "";
 }
 
+// A question asked on the page before a change that cannot simply be taken back: what will change, named (texts
+// as text), and a button saying what it does. Resolves true only on that button.
+function confirmAction(title, parts, yes) {
+  const dialog = $("confirm");
+  $("confirm-title").textContent = title;
+  $("confirm-body").replaceChildren(...parts);
+  $("confirm-yes").textContent = yes;
+  return new Promise((resolve) => {
+    const finish = (answer) => {
+      $("confirm-yes").removeEventListener("click", onYes);
+      $("confirm-no").removeEventListener("click", onNo);
+      dialog.removeEventListener("cancel", onCancel);
+      if (dialog.open) dialog.close();
+      resolve(answer);
+    };
+    const onYes = () => finish(true), onNo = () => finish(false);
+    const onCancel = (event) => { event.preventDefault(); finish(false); }; // Escape
+    $("confirm-yes").addEventListener("click", onYes);
+    $("confirm-no").addEventListener("click", onNo);
+    dialog.addEventListener("cancel", onCancel);
+    dialog.showModal();
+    $("confirm-no").focus();
+  });
+}
+
+function quote(text) {
+  return text === null || text === undefined ? el("p", { class: "gone" }, "(nothing: the item does not exist then)")
+    : el("blockquote", {}, text);
+}
+
 function debounce(fn, ms) {
   let timer;
   return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
@@ -78,6 +108,9 @@ function openTab(name) {
 let searchSerial = 0;
 let lastInputAt = 0; // when the search box last changed: the benchmark times from here to the list drawn
 let selected = null;
+// The list as searched: its query, how far the server has given it (offset of the next page) and whether more
+// is there. "Show more" (or scrolling to it) asks for the next page of the same search.
+let listing = { params: null, next: 0, more: false, loading: null };
 
 async function search() {
   const serial = ++searchSerial;
@@ -88,21 +121,46 @@ async function search() {
   const started = performance.now();
   const data = await api("memories?" + params);
   if (serial !== searchSerial) return; // a later search is on its way
-  renderResults(data);
+  listing = { params, next: 0, more: false, loading: null };
+  renderResults(data, false);
   const took = performance.now() - started;
   document.body.dataset.searchMs = took.toFixed(1);
   if (lastInputAt) document.body.dataset.sinceInputMs = (performance.now() - lastInputAt).toFixed(1);
   document.body.dataset.searchSerial = serial;
 }
 
-function renderResults(data) {
+async function loadMore() {
+  if (listing.loading) return listing.loading;
+  if (!listing.more) return undefined;
+  const serial = searchSerial;
+  const params = new URLSearchParams(listing.params);
+  params.set("offset", String(listing.next));
+  listing.loading = (async () => {
+    try {
+      const data = await api("memories?" + params);
+      if (serial === searchSerial) renderResults(data, true);
+    } finally {
+      listing.loading = null;
+    }
+  })();
+  return listing.loading;
+}
+
+function renderResults(data, append) {
   const list = $("results");
-  list.replaceChildren();
-  let shown = 0;
+  if (!append) list.replaceChildren();
+  const known = new Set([...list.children].map((item) => item.dataset.key));
+  const add = (key, item) => { // a memory saved meanwhile shifts the pages: one already listed is not repeated
+    if (known.has(key)) return;
+    known.add(key);
+    item.dataset.key = key;
+    list.append(item);
+  };
+  let page = 0;
   if (data.store === "memories") {
     for (const hit of data.results) {
       const entry = hit.entry;
-      list.append(el("li", { class: "result", "data-id": entry.id, onclick: () => openMemory(entry.id) },
+      add(entry.id, el("li", { class: "result", "data-id": entry.id, onclick: () => openMemory(entry.id) },
         el("div", { class: "content" }, entry.content),
         el("div", { class: "meta" },
           hit.tier ? el("span", { class: "badge tier-" + hit.tier }, hit.tier) : null,
@@ -110,21 +168,30 @@ function renderResults(data) {
           entry.archived_at ? el("span", { class: "badge" }, "archived") : null,
           entry.category || "uncategorized", " · ", (entry.tags || []).join(", "), " · ", when(entry.created_at))));
     }
-    shown = data.results.length;
+    page = data.results.length;
   } else if (data.store === "episodes") {
     for (const hit of data.episodes) {
-      list.append(el("li", { class: "result" }, el("div", {}, hit.episode.content),
+      add(hit.episode.id, el("li", { class: "result" }, el("div", {}, hit.episode.content),
         el("div", { class: "meta" }, el("span", { class: "badge" }, hit.episode.type), when(hit.episode.at))));
     }
-    shown = data.episodes.length;
+    page = data.episodes.length;
   } else {
     for (const p of data.procedures) {
-      list.append(el("li", { class: "result" }, el("div", {}, p.name + (p.archived ? " (archived)" : "")),
+      add(p.slug || p.name, el("li", { class: "result" }, el("div", {}, p.name + (p.archived ? " (archived)" : "")),
         el("div", { class: "meta" }, (p.trigger || []).join(", "), " · v", p.version, " · ", when(p.updated_at))));
     }
-    shown = data.procedures.length;
+    page = data.procedures.length;
   }
-  $("result-info").textContent = `${shown} shown of ${data.total}` + (data.mode ? ` · ranking ${data.mode}` : "");
+  listing.next = (data.offset || 0) + page;
+  listing.more = Boolean(data.more);
+  const shown = list.children.length;
+  const total = data.more || data.store !== "episodes" ? data.total : shown; // episodes are not counted ahead
+  $("result-info").textContent = `${shown} shown of ${data.more && data.store === "episodes" ? "more than " + shown : total}` +
+    (data.mode ? ` · ranking ${data.mode}` : "");
+  const more = $("more");
+  more.hidden = !listing.more;
+  const left = data.store === "episodes" ? "" : ` (${Math.max(0, data.total - shown)} more)`;
+  more.textContent = `Show the next ${Number(listing.params && listing.params.get("limit")) || 50}${left}`;
 }
 
 async function openMemory(id) {
@@ -142,6 +209,7 @@ async function openMemory(id) {
   $("edit-importance").value = entry.importance;
   $("pin").textContent = entry.pinned ? "Unpin" : "Pin";
   $("archive").hidden = Boolean(entry.archived_at);
+  $("erase").dataset.id = entry.id;
   $("restore").hidden = !entry.archived_at;
   const history = $("history");
   history.replaceChildren();
@@ -192,10 +260,48 @@ function wireMemories() {
   });
   $("restore").addEventListener("click", () => changeSelected("memories/" + encodeURIComponent(selected.id),
     { restore: true, read_version: versionOf(selected) }));
+  $("erase").addEventListener("click", eraseSelected);
+  $("more").addEventListener("click", loadMore);
+  // Endless scroll: the "Show more" button coming into view asks for the next page.
+  new IntersectionObserver((seen) => { if (seen.some((s) => s.isIntersecting)) loadMore().catch(() => {}); })
+    .observe($("more"));
+  $("new").addEventListener("click", () => { $("new-memory").hidden = false; $("new-content").focus(); });
+  $("new-cancel").addEventListener("click", () => { $("new-memory").hidden = true; });
+  $("new-memory").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = { content: $("new-content").value, pinned: $("new-pinned").checked,
+      tags: $("new-tags").value.split(",").map((t) => t.trim()).filter(Boolean) };
+    if ($("new-category").value.trim()) body.category = $("new-category").value.trim();
+    if ($("new-importance").value.trim() !== "") body.importance = Number($("new-importance").value);
+    const entry = await api("memories", body);
+    $("new-memory").reset();
+    $("new-memory").hidden = true;
+    await search();
+    await openMemory(entry.id);
+    loadCategories().catch(() => {});
+  });
   $("store").addEventListener("change", () => {
     const memories = $("store").value === "memories"; // category and tier are memories' own
     for (const id of ["category", "tier"]) $(id).disabled = !memories;
   });
+}
+
+async function eraseSelected() {
+  if (!selected) return;
+  const entry = selected;
+  const ok = await confirmAction("Delete this memory for good?", [
+    quote(entry.content),
+    el("p", {}, `Memory ${entry.id}` + (entry.category ? ` in ${entry.category}` : "") +
+      (entry.pinned ? ", pinned (in the vault)" : "") + (entry.archived_at ? ", archived" : "") + "."),
+    el("p", {}, "Its file, its vector and the episode that logged it are erased: it is not kept in the archive, " +
+      "and search and recall will not find it again."),
+  ], "Delete for good");
+  if (!ok) return;
+  await api("memories/" + encodeURIComponent(entry.id) + "/erase", { confirm_pinned: Boolean(entry.pinned) });
+  selected = null;
+  $("detail").hidden = true;
+  await search();
+  $("result-info").textContent += ` · deleted ${entry.id} for good`;
 }
 
 function versionOf(entry) {
@@ -209,11 +315,31 @@ async function loadCategories() {
 }
 
 // ---------------------------------------------------------------------------------------------- graph
-const graphState = { nodes: new Map(), edges: new Map(), start: null };
+const graphState = { nodes: new Map(), edges: new Map(), start: null, overview: false };
+
+// The graph tab opens on the busiest entities (most facts) and the facts between them; a click on one shows its
+// neighbourhood.
+function showOverview(data) {
+  graphState.nodes.clear(); graphState.edges.clear(); graphState.start = null; graphState.overview = true;
+  data.nodes.forEach((node, i) => {
+    const angle = 2 * Math.PI * i / Math.max(data.nodes.length, 1);
+    graphState.nodes.set(node.id, { ...node, x: 450 + 200 * Math.cos(angle), y: 280 + 200 * Math.sin(angle) });
+  });
+  for (const edge of data.edges) graphState.edges.set(edge.id, edge);
+  $("graph-svg").dataset.view = "overview";
+  $("graph-hint").textContent = data.nodes.length
+    ? `The ${data.nodes.length} busiest of ${data.stats.entities} entities (${data.stats.triples} facts). Click one to see its neighbourhood.`
+    : "The graph is empty.";
+  layout();
+  drawGraph();
+}
 
 async function showEntity(name, expand) {
   const data = await api("graph?" + new URLSearchParams({ entity: name, hops: expand ? "1" : "2" }));
   if (!expand) { graphState.nodes.clear(); graphState.edges.clear(); graphState.start = data.start; }
+  graphState.overview = false;
+  $("graph-svg").dataset.view = "entity";
+  $("graph-hint").textContent = "Click a node to expand it.";
   for (const node of data.nodes) {
     if (!graphState.nodes.has(node.id)) {
       const anchor = graphState.nodes.get(data.start);
@@ -267,14 +393,17 @@ function drawGraph() {
   for (const n of graphState.nodes.values()) {
     const group = svg("g", { class: "node" + (n.id === graphState.start ? " start" : ""), "data-id": n.id,
       "data-name": n.name, transform: `translate(${n.x},${n.y})` });
-    group.append(svg("circle", { r: 9 }), svg("text", { x: 12, y: 4 }, n.name));
-    group.addEventListener("click", () => showEntity(n.name, true));
+    group.append(svg("circle", { r: n.facts ? Math.min(18, 6 + 2 * Math.sqrt(n.facts)) : 9 }),
+      svg("text", { x: 12, y: 4 }, n.name + (n.facts ? ` (${n.facts})` : "")));
+    const overview = graphState.overview;
+    group.addEventListener("click", () => showEntity(n.name, !overview));
     canvas.append(group);
   }
 }
 
 async function loadGraph() {
   const data = await api("graph");
+  if (!graphState.nodes.size || graphState.overview) showOverview(data);
   $("entity-list").replaceChildren(...data.entities.map((hit) => {
     const entity = hit.entity || hit;
     return el("button", { type: "button", onclick: () => { $("entity").value = entity.name; showEntity(entity.name, false); } },
@@ -336,7 +465,8 @@ async function loadWorking() {
   workingEntries = (await api("working")).entries;
   const body = document.querySelector("#working-table tbody");
   body.replaceChildren(...workingEntries.map((entry) => el("tr", {},
-    el("td", {}, entry.key), el("td", {}, entry.category || ""), el("td", {}, entry.size + " B"),
+    el("td", {}, entry.key), el("td", { class: "value" }, el("pre", {}, entry.data)),
+    el("td", {}, entry.category || ""), el("td", {}, entry.size + " B"),
     el("td", { class: "left", "data-expires": entry.expires_at }, left(entry.expires_at)))));
   $("working-empty").hidden = workingEntries.length > 0;
 }
@@ -362,8 +492,10 @@ function reflectionCard(reflection) {
     const fields = el("textarea", { rows: 2, "data-action": action.id, hidden: true });
     fields.value = JSON.stringify(action.item);
     const change = el("button", { type: "button", onclick: () => { fields.hidden = !fields.hidden; } }, "change");
-    return { action, chosen, fields, row: el("div", { class: "action" },
-      el("label", {}, chosen, ` ${action.id} · ${action.kind}: ${action.summary}`), " ", change, fields) };
+    return { action, chosen, fields, row: el("div", { class: "action", "data-kind": action.kind },
+      el("label", {}, chosen, " ", el("span", { class: "badge" }, action.kind), ` ${action.id}`,
+        action.item.reason ? ` · ${action.item.reason}` : ""),
+      beforeAfter(action), change, fields) };
   });
   const reason = el("input", { placeholder: "why (to reject)", class: "reason" });
   const resolve = async (decision) => {
@@ -384,7 +516,8 @@ function reflectionCard(reflection) {
   };
   return el("div", { class: "card reflection", "data-id": reflection.id },
     el("h3", {}, `${reflection.id} (${reflection.trigger}, ${when(reflection.started_at)})`),
-    el("pre", {}, reflection.summary), ...rows.map((r) => r.row),
+    el("details", { class: "summary" }, el("summary", {}, "The reflection's own summary"), el("pre", {}, reflection.summary)),
+    ...rows.map((r) => r.row),
     el("div", { class: "buttons" },
       el("button", { type: "button", class: "primary", "data-decision": "approve", onclick: () => resolve("approve") }, "Approve all"),
       el("button", { type: "button", "data-decision": "approve_with_changes", onclick: () => resolve("approve_with_changes") },
@@ -392,6 +525,30 @@ function reflectionCard(reflection) {
       el("button", { type: "button", "data-decision": "partial", onclick: () => resolve("partial") }, "Approve checked only"),
       reason,
       el("button", { type: "button", class: "danger", "data-decision": "reject", onclick: () => resolve("reject") }, "Reject")));
+}
+
+// A change as two columns: the memories it changes as they read now, and what it leaves (a merge: every source's
+// text, then the one memory they become).
+function beforeAfter(action) {
+  const item = action.item;
+  const memories = (action.before || []).map((m) => el("div", { class: "source", "data-id": m.id },
+    el("code", {}, m.id), m.missing ? el("p", { class: "gone" }, "(gone since the reflection)") : quote(m.text)));
+  const nothing = (what) => el("p", { class: "gone" }, what);
+  let after;
+  switch (action.kind) {
+    case "merge": after = [quote(item.content)]; break;
+    case "archive": after = [nothing("(archived: out of search and recall; restorable)")]; break;
+    case "update": after = [...(action.before || []).map((m) => quote(m.text)),
+      el("p", {}, `filed under ${item.category || "-"}` + (item.tags ? `, tags ${item.tags.join(", ")}` : ""))]; break;
+    case "create": after = [quote(item.content), el("p", { class: "small muted" }, item.category || "")]; break;
+    case "triple": after = [quote(`${item.subject} → ${item.predicate} → ${item.object}`)]; break;
+    case "entity": after = [quote(`${item.name} (${item.type || "entity"})`)]; break;
+    case "procedure": after = [quote([item.name, ...(item.steps || []).map((step, i) => `${i + 1}. ${step}`)].join("\n"))]; break;
+    default: after = [quote(action.summary)];
+  }
+  return el("div", { class: "sides" },
+    side("before", "Before", ...(memories.length ? memories : [nothing("(nothing: new)")])),
+    side("after", "After", ...after));
 }
 
 function proposalCard(proposal) {
@@ -406,7 +563,12 @@ function proposalCard(proposal) {
   };
   return el("div", { class: "card proposal", "data-id": proposal.id },
     el("div", {}, el("span", { class: "badge" }, proposal.status), `from ${proposal.from} · ${when(proposal.time)}`),
-    el("p", {}, proposal.content),
+    el("div", { class: "sides" },
+      side("before", proposal.before.length ? "Open proposals it contradicts" : "Before",
+        ...(proposal.before.length ? proposal.before.map((p) => el("div", { class: "source", "data-id": p.id },
+          el("code", {}, p.id), p.missing ? el("p", { class: "gone" }, "(decided since)") : quote(p.text)))
+          : [el("p", { class: "gone" }, "(nothing: a new memory)")])),
+      side("after", `After (${proposal.store})`, quote(proposal.content))),
     el("div", { class: "buttons" }, store,
       el("button", { type: "button", class: "primary", onclick: () => decide("commit") }, "Commit"),
       reason,
@@ -419,29 +581,89 @@ function before(iso) {
   return new Date(Date.parse(iso) - 1).toISOString();
 }
 
+// The timeline as filtered: pages follow the first one's newest line (`until`), so lines logged meanwhile do not
+// shift them; "Show more" (or scrolling to it) adds the next page.
+let auditing = { params: null, next: 0, more: false, loading: null };
+
 async function loadAudit() {
-  const params = new URLSearchParams({ limit: "150" });
+  const params = new URLSearchParams({ limit: "100" });
   for (const [param, id] of [["item", "audit-item"], ["actor", "audit-actor"], ["action", "audit-action"]]) {
     if ($(id).value) params.set(param, $(id).value);
   }
-  const entries = await api("audit?" + params);
-  $("audit-list").replaceChildren(...entries.map((entry) => {
-    const revert = el("button", { type: "button", class: "revert", onclick: async () => {
-      const result = await api("revert", { item: entry.file, to: before(entry.time) });
-      showError("");
-      $("audit-item").value = "";
-      await loadAudit();
-      $("audit-list").prepend(el("li", { class: "done" }, `${result.revert_id}: ${result.restored.length} restored, ` +
-        `${result.removed.length} removed`));
-    } }, "Revert this change");
-    const run = /^(dream|reflection):/.test(entry.actor) ? el("button", { type: "button", onclick: async () => {
-      await api("revert", { run: entry.actor });
-      await loadAudit();
-    } }, "Undo the whole run") : null;
-    return el("li", { "data-file": entry.file, "data-action": entry.action },
-      el("div", { class: "when" }, `${when(entry.time)} · ${entry.actor} · ${entry.approval}`),
-      el("div", {}, el("b", {}, entry.action), " ", entry.file, " — ", entry.summary), revert, " ", run);
-  }));
+  const data = await api("audit?" + params);
+  if (data.until) params.set("until", data.until);
+  auditing = { params, next: 0, more: false, loading: null };
+  $("audit-list").replaceChildren();
+  renderAudit(data);
+}
+
+async function moreAudit() {
+  if (auditing.loading) return auditing.loading;
+  if (!auditing.more) return undefined;
+  const params = new URLSearchParams(auditing.params);
+  params.set("offset", String(auditing.next));
+  const mine = auditing;
+  auditing.loading = (async () => {
+    try {
+      const data = await api("audit?" + params);
+      if (mine === auditing) renderAudit(data);
+    } finally {
+      mine.loading = null;
+    }
+  })();
+  return auditing.loading;
+}
+
+function renderAudit(data) {
+  $("audit-list").append(...data.entries.map(auditLine));
+  auditing.next = data.offset + data.entries.length;
+  auditing.more = data.more;
+  $("audit-more").hidden = !data.more;
+  $("audit-more").textContent = `Show the next 100 (${auditing.next} shown)`;
+}
+
+function auditLine(entry) {
+  const revert = el("button", { type: "button", class: "revert", onclick: () => revertChange(entry) }, "Revert this change");
+  const run = /^(dream|reflection):/.test(entry.actor)
+    ? el("button", { type: "button", class: "undo-run", onclick: () => undoRun(entry.actor) }, "Undo the whole run") : null;
+  return el("li", { "data-file": entry.file, "data-action": entry.action },
+    el("div", { class: "when" }, `${when(entry.time)} · ${entry.actor} · ${entry.approval}`),
+    el("div", {}, el("b", {}, entry.action), " ", entry.file, " — ", entry.summary), revert, " ", run);
+}
+
+function side(kind, title, ...content) {
+  return el("div", { class: "side " + kind }, el("h4", {}, title), ...content);
+}
+
+async function revertChange(entry) {
+  const to = before(entry.time);
+  const preview = await api("revert?" + new URLSearchParams({ item: entry.file, to }));
+  const ok = await confirmAction(`Revert ${entry.file}?`, [
+    el("p", {}, `It goes back to how it was before this change (${entry.action} by ${entry.actor}, ${when(entry.time)}); ` +
+      "any later change to it is undone too. The revert is logged and can itself be undone."),
+    el("div", { class: "sides" }, side("before", "Now", quote(preview.now)),
+      side("after", "After the revert", quote(preview.then))),
+  ], "Revert");
+  if (!ok) return;
+  const result = await api("revert", { item: entry.file, to });
+  $("audit-item").value = "";
+  await loadAudit();
+  $("audit-list").prepend(el("li", { class: "done" }, `${result.revert_id}: ${result.restored.length} restored, ` +
+    `${result.removed.length} removed`));
+}
+
+async function undoRun(run) {
+  const preview = await api("revert?" + new URLSearchParams({ run }));
+  const ok = await confirmAction(`Undo every change of ${run}?`, [
+    el("p", {}, `These ${preview.changes.length}${preview.more ? "+" : ""} changes are undone: what the run changed is ` +
+      "put back as it was before it, what it created is removed. The undo is logged and can itself be undone."),
+    el("ul", {}, ...preview.changes.map((c) => el("li", { "data-action": c.action }, el("b", {}, c.action), ` ${c.file} — ${c.summary}`))),
+  ], "Undo the run");
+  if (!ok) return;
+  const result = await api("revert", { run });
+  await loadAudit();
+  $("audit-list").prepend(el("li", { class: "done" }, `${result.revert_id}: ${result.restored.length} restored, ` +
+    `${result.removed.length} removed`));
 }
 
 // ---------------------------------------------------------------------------------------------- salience
@@ -485,6 +707,9 @@ document.addEventListener("DOMContentLoaded", async () => {
   wireMemories();
   $("graph-form").addEventListener("submit", (event) => { event.preventDefault(); showEntity($("entity").value, false); });
   $("audit-form").addEventListener("submit", (event) => { event.preventDefault(); loadAudit(); });
+  $("audit-more").addEventListener("click", moreAudit);
+  new IntersectionObserver((seen) => { if (seen.some((s) => s.isIntersecting)) moreAudit().catch(() => {}); })
+    .observe($("audit-more"));
   const status = await api("status");
   $("home").textContent = `${status.home} · ${status.memories} memories` +
     (status.read_only ? " · read-only" : "");

@@ -188,8 +188,9 @@ def test_a_sessions_first_recall_is_headed_by_pending_alerts_until_acknowledged(
     recall = Recall(service, clock=clock, core=parts.core, alerts=parts.critical.session_lines)
     working = WorkingMemory(settings, "session/s1")
     first = recall.build("hello", "s1", working)
-    lines = first.text.splitlines()
-    assert lines[0] == OPEN_TAG
+    cost, block = first.text.split("\n\n", 1)  # a session start states its cost above the wrapped block
+    lines = block.splitlines()
+    assert cost.startswith("# rockmem: session start (≈") and lines[0] == OPEN_TAG
     assert lines[1] == (
         f"⚠️ Heads up — SOUL.md was changed outside the server on {alert.time.date().isoformat()} "
         f"(3 lines added, 1 removed). Was this intentional? Ask the user; on their answer, acknowledge it: "
