@@ -24,7 +24,7 @@ from mcp import Client
 from tests.e2e.classic import general, unwrapped
 from tests.e2e.disk_checks import temp_files, unparsable
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PROCESSES = 3
 OPS_PER_PROCESS = 500  # the issue asks for at least 500 mixed operations per process

@@ -38,7 +38,7 @@ from rockmem_mcp.memory.service import MemoryService
 from tests.e2e.classic import general, unwrapped
 from tests.e2e.disk_checks import temp_files, unparsable
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROUNDS = 10
 SEED = 20240809

@@ -16,7 +16,7 @@ from mcp import Client
 from tests.e2e.test_http import serving, serving_process
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_two_replicas_share_long_term_memory(

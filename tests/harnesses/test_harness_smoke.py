@@ -12,6 +12,8 @@ import pytest
 from benchmarks import locomo, speed, writers
 from benchmarks.corpus import Corpus
 
+pytestmark = pytest.mark.slow  # deselect with -m 'not slow' for a quick run; .ci/run runs it
+
 
 def test_corpus_is_deterministic() -> None:
     assert list(Corpus(seed=3).records(5)) == list(Corpus(seed=3).records(5))
