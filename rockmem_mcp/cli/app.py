@@ -116,7 +116,7 @@ def configure_logging(verbosity: int, settings_level: str) -> None:
 
 def _home_problem(home: Path, create: bool = True) -> str | None:
     """Why `home` cannot be the data home (made here when missing and `create`), or None. A read-only home is
-    usable: reads work and writes are refused one by one (README "A read-only home")."""
+    usable: reads work and writes are refused one by one (docs/on-disk.md, "A read-only home")."""
     advice = "pass --home DIR or set ROCKMEM_HOME to a folder"
     if home.exists() and not home.is_dir():
         return f"the data home {home} is not a folder; {advice}"

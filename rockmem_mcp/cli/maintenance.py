@@ -237,7 +237,7 @@ def _size(count: int) -> str:
 
 
 def _tools(settings: Settings, args: argparse.Namespace) -> int:
-    """Print the toolset table (as in the README), then what this configuration selects."""
+    """Print the toolset table (as in docs/toolsets.md), then what this configuration selects."""
     import anyio
 
     from rockmem_mcp.server import toolsets

@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dream", parents=[common], help="consolidate memory: the deterministic pass, or apply a plan with --plan"
     )
     dream.add_argument("--pass", dest="dream_pass", default=None, help="with --plan: the pass the plan answers")
-    dream.add_argument("--plan", default=None, help="a JSON plan file to apply (as the apply_dream tool)")
+    dream.add_argument("--plan", default=None, help="a JSON plan file to apply (as the dream tool's apply action)")
     dream.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     dream.add_argument("--every", type=interval, default=None, help="run as a sidecar, e.g. 4h or 30m")
     dream.add_argument("--force", action="store_true", help="run even if the last dream was under 6 h ago")

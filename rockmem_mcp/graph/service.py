@@ -526,6 +526,16 @@ class GraphService:
         return None if entity_id is None else self.entities[entity_id]
 
     # ------------------------------------------------------------------ writes
+    def check_additions(
+        self, entities: list[Mapping[str, Any]] | None, triples: list[Mapping[str, Any]] | None
+    ) -> None:
+        """Raise what add_entities or add_triples would refuse in these lists, before either writes anything (one
+        call that adds both must not keep half)."""
+        for item in _items(entities, "entities") if entities is not None else ():
+            self._parse_entity(item)
+        for item in _items(triples, "triples") if triples is not None else ():
+            self._parse_triple(item)
+
     def add_entities(self, items: list[Mapping[str, Any]]) -> EntitiesAdded:
         """Create entities; a name or alias already taken returns that entity, with the new aliases and
         metadata added to it."""

@@ -14,7 +14,7 @@ from rockmem_mcp.audit.service import MANUAL, acting_as
 from rockmem_mcp.consolidation.decay import salience_listing
 from rockmem_mcp.consolidation.dream_reports import report_store
 from rockmem_mcp.core.shapes import CoreMemoryView
-from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError
+from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.models import ROOTS, MemoryEntry
 from rockmem_mcp.proposals.shapes import ProposalStore
 from rockmem_mcp.server.context import Services
@@ -307,6 +307,8 @@ def review(svc: Services) -> dict[str, Any]:
         shown = dump(reflection)
         for action in shown["actions"]:
             action["before"] = [_memory_text(svc, entry_id) for entry_id in _named_ids(action)]
+            if action["kind"] == "core":  # a block rewritten (Critical Facts: lines added): the block as it is now
+                action["before"] = [_core_block(svc, str(action["item"].get("block", "")))]
         reflections.append(shown)
     open_ = [*svc.proposals.pending(), *svc.proposals.deferred()]
     contents = {p.id: p.content for p in open_}
@@ -328,6 +330,15 @@ def _named_ids(action: dict[str, Any]) -> list[str]:
     if action["kind"] in ("archive", "update") and item.get("id"):
         return [str(item["id"])]
     return []
+
+
+def _core_block(svc: Services, block: str) -> dict[str, Any]:
+    """A core-memory block as it is now, for a rewrite's "before" side."""
+    try:
+        view = svc.core.read(block)
+    except (RockmemError, OSError):
+        return {"id": block, "text": None, "missing": True}
+    return {"id": block, "text": "\n".join(view.blocks[0].lines) if view.blocks else "", "missing": False}
 
 
 def _memory_text(svc: Services, entry_id: str) -> dict[str, Any]:

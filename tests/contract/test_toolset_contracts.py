@@ -162,3 +162,15 @@ def test_drop_titles_keeps_a_property_named_title() -> None:
     schema = {"title": "Args", "properties": {"title": {"title": "Title", "type": "string"}}, "required": ["title"]}
     toolsets.drop_titles(schema)
     assert schema == {"properties": {"title": {"type": "string"}}, "required": ["title"]}
+
+
+def test_the_readme_names_every_default_tool_and_their_measured_cost(every_tool: list[Tool]) -> None:
+    """The README's tool table has a row for each default tool (by the name a row starts with) and states the
+    default surface's cost as `rockmem-mcp tools` measures it."""
+    readme = (TOOLSETS_PAGE.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Tools\n") : readme.index("\n## ", readme.index("## Tools\n") + 1)]
+    named = set(re.findall(r"`([a-z_]+)\(", section))
+    assert named == set(toolsets.tools_of(toolsets.DEFAULT))
+    default = [tool for tool in every_tool if tool.name in named]
+    assert f"about {toolsets.tokens(default):,} tokens" in " ".join(section.split())
+    assert f"allows {toolsets.TOKEN_BUDGET:,}" in section

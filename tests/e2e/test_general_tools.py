@@ -62,6 +62,12 @@ async def test_each_action_works_and_a_missing_argument_says_which(stdio_server,
         walked, _ = await use(client, "graph", action="traverse", name="RockBot")
         assert [f["id"] for f in walked["result"]["facts"]] == [fact["id"]]
         assert "needs triples or entities" in await refused(client, "graph", action="add")
+        bad_fact = [{"subject": "Zed", "predicate": "", "object": "Yan"}]
+        await refused(client, "graph", action="add", entities=[{"name": "Zed", "type": "person"}], triples=bad_fact)
+        nothing, _ = await use(client, "graph", action="find", name="Zed")  # find takes a name as its query too
+        assert nothing["result"]["results"] == []  # the refused fact left no entity behind
+        both = await refused(client, "graph", action="delete", name="Alice", triple_id=fact["id"])
+        assert "not both" in both
         assert "needs name" in await refused(client, "graph", action="get")
         await use(client, "graph", action="add", triples=[{"subject": "Al", "predicate": "knows", "object": "Bo"}])
         assert "needs merge" in await refused(client, "graph", action="merge", name="Alice")

@@ -137,6 +137,9 @@ async def test_a_gated_subagent_writes_nothing_long_term_through_any_tool(
         for reading in ({"action": "find"}, {"action": "get", "name": "Ann"}, {"action": "traverse", "name": "Ann"}):
             read = await researcher.call_tool("graph", reading)  # the graph's reads stay open to a sub-agent
             assert not read.is_error, (reading, read.content[0].text)
+        for odd in (["find"], {"x": 1}, 3):  # not a word: refused as a write, never a crash of the gate
+            strange = await researcher.call_tool("graph", {"action": odd})
+            assert strange.is_error and "are gated" in strange.content[0].text, odd
         report = await researcher.call_tool("dream", {"action": "report"})
         assert "are gated" not in report.content[0].text
         proposals = (await researcher.call_tool("review_proposals", {})).structured_content

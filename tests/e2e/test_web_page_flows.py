@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e import test_web_page as shared
@@ -259,21 +260,25 @@ def test_text_fonts_end_with_colour_emoji_fonts(page: Page, tmp_path: Path) -> N
         assert family.index("DejaVu Sans") < family.index('"Noto Color Emoji"'), family
         svg_family = page.evaluate("getComputedStyle(document.querySelector('#graph-svg')).fontFamily")
         assert "Noto Color Emoji" in family and svg_family, svg_family
-        installed = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True).stdout
-        if "Noto Color Emoji" in installed:
-            coloured = page.evaluate(
-                """() => {
-                  const canvas = document.createElement("canvas");
-                  canvas.width = canvas.height = 40;
-                  const context = canvas.getContext("2d");
-                  context.font = "32px " + getComputedStyle(document.body).fontFamily;
-                  context.fillText("🎂", 2, 32);
-                  const data = context.getImageData(0, 0, 40, 40).data;
-                  for (let i = 0; i < data.length; i += 4) {
-                    const [r, g, b, a] = data.slice(i, i + 4);
-                    if (a && (Math.abs(r - g) > 40 || Math.abs(g - b) > 40)) return true;
-                  }
-                  return false;
-                }"""
-            )
-            assert coloured, f"an emoji is drawn without colour although Noto Color Emoji is installed ({ARTIFACTS})"
+        try:
+            installed = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True).stdout
+        except FileNotFoundError:  # no fontconfig tools: what is installed cannot be told
+            installed = ""
+        if "Noto Color Emoji" not in installed:
+            pytest.skip("the colour check needs the Noto Color Emoji font (apt-get install fonts-noto-color-emoji)")
+        coloured = page.evaluate(
+            """() => {
+              const canvas = document.createElement("canvas");
+              canvas.width = canvas.height = 40;
+              const context = canvas.getContext("2d");
+              context.font = "32px " + getComputedStyle(document.body).fontFamily;
+              context.fillText("🎂", 2, 32);
+              const data = context.getImageData(0, 0, 40, 40).data;
+              for (let i = 0; i < data.length; i += 4) {
+                const [r, g, b, a] = data.slice(i, i + 4);
+                if (a && (Math.abs(r - g) > 40 || Math.abs(g - b) > 40)) return true;
+              }
+              return false;
+            }"""
+        )
+        assert coloured, f"an emoji is drawn without colour although Noto Color Emoji is installed ({ARTIFACTS})"

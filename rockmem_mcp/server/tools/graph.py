@@ -154,6 +154,11 @@ def register(server: MCPServer) -> None:
         if action == "add":
             if triples is None and entities is None:
                 raise InvalidInputError("graph add needs triples or entities")
+            # Both lists are checked before either is written: a refused fact leaves no entity behind.
+            services(ctx).graph.check_additions(
+                [e.model_dump(exclude_none=True) for e in entities] if entities is not None else None,
+                [t.model_dump(exclude_none=True) for t in triples] if triples is not None else None,
+            )
             added = GraphAdded()
             if entities is not None:
                 added.entities = add_entities(entities, ctx).entities
@@ -162,8 +167,10 @@ def register(server: MCPServer) -> None:
                 added.triples, added.created_entities = facts.triples, facts.created_entities
             return added
         if action == "find":
-            return find_entities(ctx, query, type, limit or 20)
+            return find_entities(ctx, query or name, type, limit or 20)
         if action == "delete" and triple_id:
+            if name:
+                raise InvalidInputError("graph delete takes name (an entity and its facts) or triple_id, not both")
             return delete_triple(triple_id, ctx)
         if not name:
             needs = "name (or triple_id)" if action == "delete" else "name"

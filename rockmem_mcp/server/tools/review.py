@@ -103,7 +103,10 @@ READ_CALLS: dict[str, tuple[str, frozenset[str], str]] = {
 
 def _reads(name: str, arguments: object) -> bool:
     argument, values, default = READ_CALLS.get(name, ("", frozenset(), ""))
-    return bool(argument) and isinstance(arguments, dict) and arguments.get(argument, default) in values
+    if not argument or not isinstance(arguments, dict):
+        return False
+    value = arguments.get(argument, default)
+    return isinstance(value, str) and value in values  # anything else is refused, never looked up
 
 
 class GatedWrites:

@@ -294,7 +294,8 @@ async function eraseSelected() {
     el("p", {}, `Memory ${entry.id}` + (entry.category ? ` in ${entry.category}` : "") +
       (entry.pinned ? ", pinned (in the vault)" : "") + (entry.archived_at ? ", archived" : "") + "."),
     el("p", {}, "Its file, its vector and the episode that logged it are erased: it is not kept in the archive, " +
-      "and search and recall will not find it again."),
+      "and search and recall will not find it again. The audit log and the home's git history still hold its " +
+      "text."),
   ], "Delete for good");
   if (!ok) return;
   await api("memories/" + encodeURIComponent(entry.id) + "/erase", { confirm_pinned: Boolean(entry.pinned) });
@@ -544,6 +545,7 @@ function beforeAfter(action) {
     case "triple": after = [quote(`${item.subject} → ${item.predicate} → ${item.object}`)]; break;
     case "entity": after = [quote(`${item.name} (${item.type || "entity"})`)]; break;
     case "procedure": after = [quote([item.name, ...(item.steps || []).map((step, i) => `${i + 1}. ${step}`)].join("\n"))]; break;
+    case "core": after = [el("p", { class: "small muted" }, item.block === "Critical Facts" ? "lines added to Critical Facts" : `${item.block}, rewritten`), quote(item.text)]; break;
     default: after = [quote(action.summary)];
   }
   return el("div", { class: "sides" },
