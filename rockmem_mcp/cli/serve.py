@@ -46,7 +46,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     import uvicorn
 
-    from rockmem_mcp.errors import ConfigError
     from rockmem_mcp.server.http import http_app, refuse_unguarded
     from rockmem_mcp.ui.app import WithPage, page_app, page_url, redact_access_log, standalone_app
 
@@ -54,17 +53,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     settings = settings.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     page_only = args.command == "ui"
     try:
+        # One rule for every listener (server/http.py), the page's own included.
+        refuse_unguarded(settings, page=page_only or getattr(args, "ui", False))
         if page_only:
-            refuse_unguarded(settings)
             app: Any = standalone_app(settings, open_stores)
         else:
             running: list[Any] = []
             app = http_app(build_server(settings, open_stores, running), settings, running)
             if args.ui:
-                if settings.tenants_file and not settings.auth_token:
-                    raise ConfigError(
-                        "--ui shows the server's own memory: with tenants, set ROCKMEM_AUTH_TOKEN for the page too"
-                    )
                 app = WithPage(app, page_app(settings, lambda: running[-1]))
         listening = _listening_socket(settings.host, settings.port)
     except RockmemError as exc:

@@ -95,12 +95,21 @@ async def _refuse(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def refuse_unguarded(settings: Settings) -> None:
-    """Nothing is served on a non-loopback address without a token (MCP or the web page)."""
+def refuse_unguarded(settings: Settings, page: bool = False) -> None:
+    """One rule for every listener: nothing is served on a non-loopback address without a token, and the web page
+    (`page`), which shows the server's own home, needs ROCKMEM_AUTH_TOKEN itself wherever tenants are configured or
+    the address is not loopback: tenants' tokens reach their own homes, never the server's."""
     if not is_loopback(settings.host) and not settings.auth_token and not settings.tenants_file:
         raise ConfigError(
             f"refusing to serve on {settings.host} without a token: anyone who can reach it could read and write "
             "this memory. Set ROCKMEM_AUTH_TOKEN (clients send Authorization: Bearer <token>), or bind 127.0.0.1"
+        )
+    if page and not settings.auth_token and (settings.tenants_file or not is_loopback(settings.host)):
+        where = "with tenants" if settings.tenants_file else f"on {settings.host}"
+        raise ConfigError(
+            f"refusing to serve the web page {where} without ROCKMEM_AUTH_TOKEN: it shows and changes the server's "
+            "own memory, which tenants' tokens do not guard. Set ROCKMEM_AUTH_TOKEN (the page's sign-in), or serve "
+            "it on 127.0.0.1 without a tenants file"
         )
 
 

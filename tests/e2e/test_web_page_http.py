@@ -190,3 +190,25 @@ def test_the_sign_in_cookie_is_the_pages_own_and_the_token_stays_out_of_logs(tmp
 def test_ui_on_stdio_is_refused_in_one_line(tmp_path: Path) -> None:
     done = rockmem("--home", tmp_path / "home", "serve", "--ui", env=clean_env(), stdin="")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--transport streamable-http" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "where", [("ui", "--host", "0.0.0.0"), ("ui",), ("serve", "--transport", "streamable-http", "--ui")]
+)
+def test_with_tenants_the_page_needs_its_own_token_on_every_listener(tmp_path: Path, where: tuple[str, ...]) -> None:
+    """Tenants' tokens reach their own homes; the page shows the server's own: without ROCKMEM_AUTH_TOKEN it is never
+    served, beyond loopback or on it, by `ui` or beside MCP (issue 45: `ui --host 0.0.0.0` served it to anyone)."""
+    tenants = tmp_path / "tenants.json"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
+    made = subprocess.run(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(tmp_path / "home"), "tenants", "add", "acme"],
+        capture_output=True, text=True, env={**environment, "ROCKMEM_TENANTS_FILE": str(tenants)}, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "rockmem_mcp", "--home", str(tmp_path / "home"), *where, "--port", "0"],
+        capture_output=True, text=True, env={**environment, "ROCKMEM_TENANTS_FILE": str(tenants)}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "refusing to serve the web page" in done.stderr and "ROCKMEM_AUTH_TOKEN" in done.stderr
+    assert "Traceback" not in done.stderr
