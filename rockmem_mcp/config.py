@@ -312,8 +312,9 @@ class Settings(BaseModel):
     # Reflection (seed 004 §10): a cycle surveys, reflects on past reflections, consolidates, rewrites core and
     # writes a proposal; with approval required nothing changes until the user resolves it.
     reflection_token_budget: int = Field(8_000, ge=500, description="Output tokens one reflection may spend")
+    # Seed 004 §10.6, "never apply changes without user approval": every reflection waits for the user by default.
     reflection_approval: Literal["model", "always", "never"] = Field(
-        "model",
+        "always",
         description="Which reflections wait for approval: model (those a language model planned), always, never",
     )
     reflection_at: str = Field(
@@ -354,7 +355,8 @@ class Settings(BaseModel):
     )
 
     # Gated writes (seed 004 §13): a subagent/… process's long-term writes become proposals the main agent reviews.
-    gated_writes: bool = Field(False, description="Sub-agents (subagent/… namespace) propose instead of writing")
+    # Seed 004 §13.1: only the main agent writes long-term memory; RockBot's direct sub-agent writes are the opt-in.
+    gated_writes: bool = Field(True, description="Sub-agents (subagent/… namespace) propose instead of writing")
     proposal_review: Literal["auto", "batch", "manual"] = Field(
         "batch",
         description="auto: trusted agents' proposals at the confidence are committed at once; batch: open proposals "

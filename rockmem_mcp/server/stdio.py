@@ -10,6 +10,9 @@ As the SDK does, the server keeps private copies of fd 0 and 1 and points fd 0 a
 stderr while it serves: a stray `print` or a child process can neither read the client's requests nor write
 into the protocol. Where the event loop cannot drive the descriptors (a terminal or regular file, Windows,
 one socket as both ends, stderr merged into stdout), the SDK's own transport serves instead.
+
+A line that is no JSON-RPC message is answered, as over HTTP, where the SDK's stdio transport drops it silently:
+-32700 Parse error (id null) when it does not parse, -32600 Invalid Request when it is JSON but no message.
 """
 
 from __future__ import annotations
@@ -19,21 +22,26 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
+import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 16
 CLOSE_FLUSH_S = 10.0
+INVALID_REQUEST_TEXT = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
 
 
 class PipeLines:
-    """The lines of a pipe as text, as the SDK's reader yields them (UTF-8, bad bytes replaced, no length
-    limit: a message is one line however long)."""
+    """The lines of a pipe as bytes, newline included (no length limit: a message is one line however long)."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
@@ -43,14 +51,14 @@ class PipeLines:
     def __aiter__(self) -> PipeLines:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> bytes:
         while True:
             end = self._buffer.find(b"\n", self._scanned)
             if end >= 0:
                 line = bytes(self._buffer[: end + 1])
                 del self._buffer[: end + 1]
                 self._scanned = 0
-                return line.decode("utf-8", "replace")
+                return line
             self._scanned = len(self._buffer)
             chunk = await self._reader.read(READ_CHUNK)
             if not chunk:  # EOF: a last line without its newline still counts
@@ -58,8 +66,105 @@ class PipeLines:
                     raise StopAsyncIteration
                 line, self._buffer = bytes(self._buffer), bytearray()
                 self._scanned = 0
-                return line.decode("utf-8", "replace")
+                return line
             self._buffer += chunk
+
+
+class MessageLines:
+    """The lines the SDK's transport is given as text: JSON-RPC messages only. The SDK drops a line it cannot
+    read without a word, so its client waits for its own timeout; here such a line is answered as JSON-RPC 2.0
+    asks (`refusal`) and never handed on. Blank lines carry nothing and are skipped."""
+
+    def __init__(self, lines: AsyncIterator[bytes], out: PipeWriter) -> None:
+        self._lines, self._out = lines, out
+
+    def __aiter__(self) -> MessageLines:
+        return self
+
+    async def __anext__(self) -> str:
+        async for line in self._lines:
+            if not line.strip():
+                continue
+            refused = refusal(line)
+            if refused is None:
+                return line.decode("utf-8")  # refusal found it UTF-8
+            log.warning("stdin: a line that is no JSON-RPC message answered with %s", refused.error.message)
+            await self._out.write(refused.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+            await self._out.flush()
+        raise StopAsyncIteration
+
+
+def refusal(line: bytes) -> JSONRPCError | None:
+    """The error a line of stdin is answered with, or None when it is a JSON-RPC message (the SDK's own check).
+
+    A line that does not parse (not UTF-8, not JSON, a lone surrogate escape, cut short) gets -32700 with id null,
+    as over HTTP. JSON that is no message gets -32600 Invalid Request, with the request's id when it has one to
+    read, so its client can fail that request at once; a malformed response gets id null (its id is the server's
+    own, and naming it would fail the client's request of that number)."""
+    try:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return None
+    except ValidationError:
+        pass
+    try:
+        value = pydantic_core.from_json(line.rstrip(b"\r\n"))  # "cut short at column 28", not "line 2 column 0"
+    except ValueError as exc:
+        return _error(None, PARSE_ERROR, f"Parse error: {exc}")
+    request_id = value.get("id") if isinstance(value, dict) and "method" in value else None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    return _error(request_id, INVALID_REQUEST, INVALID_REQUEST_TEXT)
+
+
+class AnsweredReads:
+    """The read stream of the SDK's own transport (the fallback), minus the lines it could not read: it hands each on
+    as an exception, which the session drops without a word; here each is answered instead, with id null (the line
+    is gone by then, so no id can be read from it). Blank lines are skipped, as `MessageLines` skips them."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner, self._write = inner, write
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, which the SDK's dispatcher runs each message in
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            errors = item.errors() if isinstance(item, ValidationError) else []
+            unparsed = [e for e in errors if e["type"] == "json_invalid"]
+            if unparsed and not str(unparsed[0]["input"]).strip():
+                continue
+            if unparsed:
+                refused = _error(None, PARSE_ERROR, f"Parse error: {unparsed[0]['ctx']['error']}")
+            else:
+                refused = _error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT)
+            log.warning("stdin: a line that is no JSON-RPC message answered with %s", refused.error.message)
+            await self._write.send(SessionMessage(refused))
+
+    def __aiter__(self) -> AnsweredReads:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweredReads:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
 class PipeWriter:
@@ -169,13 +274,16 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
                 why_not = f"the event loop cannot drive them: {exc}"
             else:
                 try:
-                    async with stdio_server(pipes.lines, pipes.out) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    lines = MessageLines(pipes.lines, pipes.out)
+                    async with stdio_server(lines, pipes.out) as (read_stream, write_stream):  # type: ignore[arg-type]
                         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
                 finally:
                     await pipes.close()
                 return
     log.info("stdio served through the SDK's reader and writer threads (%s)", why_not)
-    await server.run_stdio_async()
+    async with stdio_server() as (read_stream, write_stream):  # as the SDK's run_stdio_async, lines it drops answered
+        reads = AnsweredReads(read_stream, write_stream)
+        await lowlevel.run(reads, write_stream, lowlevel.create_initialization_options())
 
 
 def _loop_can_serve() -> str | None:

@@ -12,6 +12,9 @@ store a home keeps), and with a database store its rows are in the schema `tenan
 the tenant its token names: a middleware opens that tenant's services (once, in a task of their own) and makes
 them the request's, so every tool, resource, prompt and completion reaches that tenant's stores and no other's.
 `ROCKMEM_AUTH_TOKEN`, when set, stays the server's own tenant (the home itself).
+
+A tenant's home keeps its own history and audit trail; `<home>/tenants/.gitignore` (`*`) keeps the tenants' files out
+of the server's own, whose start-up check would otherwise report each tenant's home as a file made outside the server.
 """
 
 from __future__ import annotations
@@ -151,6 +154,22 @@ def tenant_settings(settings: Settings, name: str) -> Settings:
     )  # fmt: skip
 
 
+TENANTS_GITIGNORE = "# rockmem: each tenant's home keeps its own history; none of it is the server's home's.\n*\n"
+
+
+def keep_tenants_apart(home: Path) -> None:
+    """`<home>/tenants/.gitignore`, written once (one of the user's own is kept): the server's home's history and
+    its start-up check for changes made outside the server leave the tenants' homes to themselves."""
+    from rockmem_mcp.storage.atomic import atomic_write
+
+    ignore = home / "tenants" / ".gitignore"
+    try:
+        if not os.path.lexists(ignore):
+            atomic_write(ignore, TENANTS_GITIGNORE.encode())
+    except OSError as exc:  # a read-only home: nothing is written there, by the history either
+        log.warning("could not write %s (%s): the home's history may list the tenants' files", ignore, exc)
+
+
 def idle_limit_minutes(settings: Settings) -> float:
     """How long a tenant stays open without a request: the setting, but past the idle reflection when the server
     runs reflections (its trigger — a conversation quiet that long — lives in the open services; closed sooner, it
@@ -189,6 +208,7 @@ class Tenants:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Tenants]:
+        keep_tenants_apart(self.settings.home)  # before a tenant's home exists, and for homes made before this
         async with anyio.create_task_group() as group:
             self._group = group
             if (minutes := idle_limit_minutes(self.settings)) > 0:

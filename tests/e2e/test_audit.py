@@ -133,7 +133,8 @@ async def test_a_sub_agent_reads_the_trail_but_neither_reverts_nor_acknowledges(
 
     from rockmem_mcp.server.app import build_server
 
-    async with Client(build_server(settings_for(namespace="subagent/t1"))) as client:
+    # A sub-agent allowed to write directly (RockBot's way, gated_writes off): still no revert, no acknowledge
+    async with Client(build_server(settings_for(namespace="subagent/t1", gated_writes=False))) as client:
         saved = await call(client, "save_memory", content="The build runs on Fridays")
         await call(client, "update_memory", id=saved["id"], content="The build runs on Mondays")
         lines = (await call(client, "audit", item=saved["id"]))["entries"]

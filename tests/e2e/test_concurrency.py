@@ -39,6 +39,7 @@ SERVER_ENV = {
     # Journal rotations and background snapshots happen during the storm, not only at the end.
     "ROCKMEM_JOURNAL_ROTATE_BYTES": "20000",
     "ROCKMEM_SNAPSHOT_EVERY_CHANGES": "150",
+    "ROCKMEM_GATED_WRITES": "false",  # sub-agent namespaces writing long-term memory directly, RockBot's way
 }
 TTL_MINUTES = 120
 

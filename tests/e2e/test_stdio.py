@@ -215,6 +215,78 @@ async def test_stdout_carries_only_protocol_messages(home) -> None:
     assert "Traceback" not in stderr
 
 
+UNREADABLE = [  # (what the line is, the line, the reply's code and id over pipes)
+    ("a lone surrogate escape", rb'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\ud800"}}', -32700, None),
+    ("cut short", b'{"jsonrpc":"2.0","id":2,"method":"pi', -32700, None),
+    ("not JSON", b"hello", -32700, None),
+    ("not UTF-8", b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\xff"}}', -32700, None),
+    ("JSON but no message", b'{"jsonrpc":"2.0","id":4,"method":5}', -32600, 4),
+    ("a blank line", b"   ", None, None),  # nothing to answer
+]
+
+
+@pytest.mark.parametrize("ends", ["pipes", "the SDK's transport"])
+async def test_a_line_that_is_no_message_is_answered_and_the_next_one_served(home, ends: str) -> None:
+    """Issue 45: the SDK's stdio transport dropped such a line without a word (its client waited for a timeout);
+    it gets -32700 (id null) as over HTTP, or -32600. With stderr merged into stdout the SDK's own transport serves
+    (server/stdio.py), whose reader has replaced bad UTF-8 and dropped the line before it is answered: there
+    invalid UTF-8 is served as text, and -32600 carries no id."""
+    merged = ends != "pipes"
+    command = [sys.executable, "-m", "rockmem_mcp", "--home", str(home), "-v"]
+    err = bytearray()
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "0"}}}  # fmt: skip
+
+    async def drain(stream: Any) -> None:
+        async for chunk in stream:
+            err.extend(chunk)
+
+    async with (
+        await anyio.open_process(command, stderr=-2 if merged else None) as process,  # -2: subprocess.STDOUT
+        anyio.create_task_group() as tg,
+    ):
+        assert process.stdin and process.stdout
+        if process.stderr is not None:
+            tg.start_soon(drain, process.stderr)
+        stdout = BufferedByteReceiveStream(process.stdout)
+
+        async def send(line: bytes) -> None:
+            await process.stdin.send(line + b"\n")  # type: ignore[union-attr]
+
+        async def reply() -> dict[str, Any]:
+            while True:  # merged, the log's lines come between the replies
+                line = await stdout.receive_until(b"\n", 10_000_000)
+                if line.startswith(b"{"):
+                    return json.loads(line)
+
+        with anyio.fail_after(60):
+            await send(json.dumps(initialize).encode())
+            assert (await reply())["id"] == 0
+            await send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+            for what, line, code, request_id in UNREADABLE:
+                if merged and what == "not UTF-8":
+                    continue
+                await send(line)
+                if code is not None:
+                    answer = await reply()
+                    assert answer["jsonrpc"] == "2.0" and set(answer) == {"jsonrpc", "id", "error"}, what
+                    assert answer["error"]["code"] == code, what
+                    assert answer["id"] == (None if merged else request_id), what
+                    prefix = "Parse error: " if code == -32700 else "Invalid Request: "
+                    assert answer["error"]["message"].startswith(prefix), what
+                await send(b'{"jsonrpc":"2.0","id":9,"method":"ping"}')  # and the server goes on serving
+                assert await reply() == {"jsonrpc": "2.0", "id": 9, "result": {}}, what
+            await process.stdin.aclose()
+            rest = bytearray()
+            async for chunk in stdout:
+                rest.extend(chunk)
+            assert await process.wait() == 0
+    log = (err + rest).decode()
+    assert merged or all(line.startswith(b"{") for line in rest.splitlines())  # nothing but messages on stdout
+    assert "Traceback" not in log
+
+
 async def test_working_memory_is_shared_between_processes_and_survives_a_restart(stdio_server, home, call) -> None:
     async with stdio_server(home) as main, stdio_server(home, ROCKMEM_NAMESPACE="subagent/t1b2c3") as sub:
         result = await call(sub, "save_to_working_memory", key="result", data="3 flaky tests found", ttl_minutes=30)

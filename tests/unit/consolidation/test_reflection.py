@@ -68,8 +68,11 @@ class Home:
 
 @pytest.fixture
 def home(settings: Settings) -> Iterator[Home]:
+    """A home whose reflections wait for approval only when a model planned them (`model`, the default before
+    seed 004 §10.6 became it): these tests are about what a reflection does once resolved; the default's own test
+    is test_every_reflection_waits_for_the_user_by_default."""
     server = EmbeddingServer()
-    opened = Home(settings, server)
+    opened = Home(settings.model_copy(update={"reflection_approval": "model"}), server)
     yield opened
     opened.close()
     server.close()
@@ -199,7 +202,25 @@ def test_the_output_budget_stops_the_cycle_and_says_what_it_left_out(home: Home)
     assert all(isinstance(m, int) and 0 < m <= 2_000 for m in asked)
 
 
-def test_without_a_model_a_reflection_applies_at_once_under_the_default_setting(home: Home) -> None:
+def test_every_reflection_waits_for_the_user_by_default(settings: Settings) -> None:
+    """Seed 004 §10.6: "NEVER apply changes without user approval", a reflection without a model too."""
+    assert settings.reflection_approval == "always"
+    server = EmbeddingServer()
+    home = Home(settings, server)
+    try:
+        memory = home.memory
+        a = memory.save("The office is in Berlin", "facts").id
+        memory.save("The office is in Berlin", "facts")
+        reflection = home.reflector.run("threshold")
+        assert reflection.mode == "deterministic" and reflection.needs_approval and reflection.status == "pending"
+        assert not memory.get(a).archived  # nothing changed until the user resolves it
+        assert [r.id for r in home.reflector.pending()] == [reflection.id]
+    finally:
+        home.close()
+        server.close()
+
+
+def test_without_a_model_a_reflection_applies_at_once_when_only_model_plans_wait(home: Home) -> None:
     memory = home.memory
     a = memory.save("The office is in Berlin", "facts").id
     b = memory.save("The office is in Berlin", "facts").id

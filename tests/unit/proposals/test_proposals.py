@@ -85,7 +85,9 @@ def test_the_subject_loses_its_article_and_the_value_its_punctuation() -> None:
 # ---------------------------------------------------------------------------------------------- proposing
 def test_only_a_subagent_namespace_with_the_setting_is_gated(base: Settings) -> None:
     assert gates(base.model_copy(update=SUB))
-    assert not gates(base.model_copy(update={"namespace": "subagent/researcher"}))
+    # Seed 004 §13.1 by default: a sub-agent is gated unless RockBot's direct writes are asked for
+    assert gates(base.model_copy(update={"namespace": "subagent/researcher"}))
+    assert not gates(base.model_copy(update={"namespace": "subagent/researcher", "gated_writes": False}))
     assert not gates(base.model_copy(update={"gated_writes": True, "namespace": "patrol/nightly"}))
     assert not gates(base.model_copy(update={"gated_writes": True}))
     with pytest.raises(WritesGatedError, match="save_memory or remember"):

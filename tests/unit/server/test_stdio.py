@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rockmem_mcp.server.stdio import PipeLines
+from rockmem_mcp.server.stdio import PipeLines, refusal
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ def anyio_backend() -> str:
     return "asyncio"  # the transport is asyncio's pipe transports
 
 
-async def lines_of(*chunks: bytes) -> list[str]:
+async def lines_of(*chunks: bytes) -> list[bytes]:
     reader = asyncio.StreamReader()
     for chunk in chunks:
         reader.feed_data(chunk)
@@ -39,15 +39,45 @@ async def lines_of(*chunks: bytes) -> list[str]:
 async def test_lines_split_across_chunks_and_longer_than_a_read_come_whole() -> None:
     long = b"x" * 200_000  # three reads of 64 KiB and more: one line, as the SDK's reader gives it
     assert await lines_of(b'{"a"', b":1}\n{", b'"b":2}\r\n' + long, b"\n") == [
-        '{"a":1}\n',
-        '{"b":2}\r\n',
-        long.decode() + "\n",
+        b'{"a":1}\n',
+        b'{"b":2}\r\n',
+        long + b"\n",
     ]
 
 
-async def test_bad_utf8_is_replaced_and_a_last_line_without_newline_still_counts() -> None:
-    assert await lines_of(b"caf\xc3\xa9 \xff\n", b"tail") == ["café \ufffd\n", "tail"]
+async def test_lines_are_bytes_as_sent_and_a_last_line_without_newline_still_counts() -> None:
+    assert await lines_of(b"caf\xc3\xa9 \xff\n", b"tail") == [b"caf\xc3\xa9 \xff\n", b"tail"]
     assert await lines_of() == []
+
+
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "request_id"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\ud800"}}\n', -32700, None),  # lone surrogate
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\xff"}}\n', -32700, None),  # not UTF-8
+        (PING[:25] + b"\n", -32700, None),  # cut short
+        (PING + b" trailing\n", -32700, None),
+        (b'{"jsonrpc":"2.0","id":7,"method":5}\n', -32600, 7),  # a request's id is read back
+        (b'{"jsonrpc":"2.0","id":"q7","method":"ping","params":"x"}\n', -32600, "q7"),
+        (b'{"jsonrpc":"1.0","id":7,"method":"ping"}\n', -32600, 7),
+        (b'{"jsonrpc":"2.0","id":true,"method":5}\n', -32600, None),  # no id to read
+        (b'{"jsonrpc":"2.0","id":7,"error":{"code":"x"}}\n', -32600, None),  # a response's id is the server's
+        (b"[]\n", -32600, None),
+        (b"42\n", -32600, None),
+    ],
+)
+def test_a_line_that_is_no_message_is_refused_as_json_rpc_says(line: bytes, code: int, request_id: object) -> None:
+    refused = refusal(line)
+    assert refused is not None and (refused.error.code, refused.id) == (code, request_id)
+    assert refused.error.message.startswith("Parse error: " if code == -32700 else "Invalid Request: ")
+
+
+def test_a_message_is_not_refused() -> None:
+    for line in (PING + b"\n", PING + b"\r\n", PING, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'):
+        assert refusal(line) is None
 
 
 def run_python(code: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:

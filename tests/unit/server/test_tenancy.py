@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -12,7 +14,7 @@ import pytest
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ConfigError, InvalidInputError
-from rockmem_mcp.server.tenancy import TenantTokens, edit_tenants, tenant_settings, token_hash
+from rockmem_mcp.server.tenancy import TenantTokens, edit_tenants, keep_tenants_apart, tenant_settings, token_hash
 from tests.pg_server import database  # noqa: F401  (the fixture)
 
 
@@ -66,6 +68,29 @@ def test_a_tenants_file_that_goes_and_comes_back_broken_keeps_the_tenants_read(t
     assert tokens.tenant_of(token) is None  # removed: nobody
     path.write_text("{ half written")
     assert tokens.tenant_of(token) is None and tokens.names() == []  # never an error on a request
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_tenants_homes_are_left_out_of_the_servers_own_history(tmp_path: Path) -> None:
+    def status(home: Path) -> str:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=home, check=True,
+                              capture_output=True, text=True)  # fmt: skip
+        return done.stdout
+
+    home = tmp_path / "home"
+    for repo in (home, home / "tenants" / "alice"):  # each home its own repository, as the history makes them
+        repo.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (home / "tenants" / "alice" / "fact.json").write_text("{}")
+    (home / "mine.md").write_text("the server's own\n")
+    assert "tenants/alice/" in status(home)  # what the start-up check took for a change made outside the server
+    keep_tenants_apart(home)
+    assert status(home).splitlines() == ["?? mine.md"]  # the server's own files are still its history's
+    assert "fact.json" in status(home / "tenants" / "alice")  # and a tenant's its own
+
+    (home / "tenants" / ".gitignore").write_text("alice/\n")  # one of the user's own is kept
+    keep_tenants_apart(home)
+    assert (home / "tenants" / ".gitignore").read_text() == "alice/\n"
 
 
 def test_a_store_that_is_not_a_database_address_is_refused() -> None:
