@@ -46,7 +46,7 @@ from rockmem_mcp.core.files import (
 from rockmem_mcp.core.shapes import CoreBlock, CoreMemoryView
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, RockmemError
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import check_text
+from rockmem_mcp.models import MemoryEntry, check_text
 from rockmem_mcp.storage.edited_files import version_of
 from rockmem_mcp.storage.pg import is_database_url
 from rockmem_mcp.text import fold
@@ -381,7 +381,9 @@ class CoreMemory:
                 have[key] = entry.id
                 continue
             try:  # a line gone (or a twin): its mirror is archived, unpinned by the confirmation
-                memory.delete(entry.id, reason="no longer in MEMORY.md's Critical Facts", confirm_pinned=True)
+                memory.delete(
+                    entry.id, reason="no longer in MEMORY.md's Critical Facts", confirm_pinned=True, unpin=True
+                )
             except (RockmemError, OSError) as exc:
                 failed.append(str(exc))
         for key, item in wanted.items():
@@ -420,6 +422,13 @@ def _content(doc: CoreDocument, name: str) -> list[str]:
 
 def _key(text: str) -> str:
     return fold(" ".join(text.split()))
+
+
+def is_mirror_of(entry: MemoryEntry, line: str) -> bool:
+    """Whether `entry` is the vault mirror of the Critical Facts line `line` (as the file holds it)."""
+    item = list_item(line) if is_list_line(line) else line
+    is_mirror = entry.category == VAULT_CATEGORY and entry.metadata.get("source") == VAULT_SOURCE["source"]
+    return is_mirror and _key(entry.content) == _key(item or "")
 
 
 def _parse_bytes(data: bytes) -> _Parsed:

@@ -37,7 +37,8 @@ from typing import Any
 
 from rockmem_mcp.audit.service import Audit, quoted
 from rockmem_mcp.config import Settings
-from rockmem_mcp.core.service import VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, block_name
+from rockmem_mcp.core.files import LIST_BLOCK
+from rockmem_mcp.core.service import VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, block_name, is_mirror_of
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.governance.forgotten_files import ForgottenFiles, ForgottenRecord, line_hash
@@ -509,6 +510,8 @@ class Forgetting:
                     said = ("ARCHIVE", self._kept("core", key, reason))
                 else:
                     said = ("DELETE", _because("forgotten for good", reason))
+                    if name == LIST_BLOCK:  # its pinned mirror goes for good too, not to the archive
+                        self._erase_mirrors(text, reason)
                 try:
                     self.core.edit("remove_line", name, version, line=line, audit_as=said)
                 except ChangedSinceReadError:
@@ -526,6 +529,12 @@ class Forgetting:
         assert record is not None
         self._log("core", key, record.line or record.text, reason)
         return f"removed from {name} for good; logged"
+
+    def _erase_mirrors(self, line: str, reason: str | None) -> None:
+        """Delete for good the vault mirrors of Critical Facts line `line`, live or archived (a line hidden before
+        left its mirror archived). If the line's removal then fails, the next sync of the vault mirrors it again."""
+        for entry in [e for e in self.memory.iter_entries() if is_mirror_of(e, line)]:
+            self.memory.delete(entry.id, permanent=True, reason=reason or "forgotten for good", confirm_pinned=True)
 
     def _restore_core(self, key: str) -> str:
         record = self._forgotten("core", key)

@@ -21,6 +21,14 @@ git is run as a program, hermetically: GIT_DIR and GIT_WORK_TREE name the home (
 discovered), no global or system configuration, no hooks, no signing, our own identity. A commit is written
 by `git fast-import` (every blob, tree and the commit in one pack, one fsync) and HEAD moved by update-ref:
 fast, and nothing a user's configuration can hook into.
+A home copied from someone else is data, not code: its own `.git/config` (and the files it includes) and its
+`.gitattributes` cannot be switched off, so nothing they name is ever run. `.git/info/attributes`, rewritten
+before every commit, outranks every attributes file and selects no filter, diff or merge driver (`git status`
+would otherwise run a filter's `clean` or `process` command); each such driver's commands are also overridden
+empty by name; the settings that name a program (fsmonitor, hooks, pager, signatures) are overridden on every
+call; and no transport is allowed, so no fetch (a partial clone's lazy one) can run `core.sshCommand`, a
+credential helper or an `ext::` command. A linked worktree's `.git` (a `commondir` file: the repository is
+elsewhere) turns the history off, as a `.git` that is a link or a file does.
 Several processes share a home: committers take an flock inside `.git`; one that finds nothing pending does
 nothing. History is only ever appended to, never rewritten. Without git the server works and says so once.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import json
 import logging
 import os
 import posixpath
@@ -85,23 +94,44 @@ REPACK_EVERY_COMMITS = 25  # each commit is a small pack: merge them this often
 WORK_REF = "refs/rockmem/last"  # where fast-import writes a commit before update-ref moves HEAD to it
 OUTSIDE_SUMMARY = "changed outside the server (found at start)"
 ZERO_SHA = "0" * 40
-# Every git call: no hooks (update-ref runs reference-transaction hooks), no signing, no line-ending or
-# filesystem-monitor magic, packs, objects, refs and the index fsync'd (a crash leaves no corrupt repository),
-# and no gc in a detached process.
+# Every git call: no hooks (update-ref runs reference-transaction hooks), no signing or signature checks, no
+# line-ending or filesystem-monitor magic, no pager, no credential helper, no attributes file but the home's,
+# packs, objects, refs and the index fsync'd (a crash leaves no corrupt repository), and no gc. These outrank
+# whatever the home's .git/config (or a file it includes) says: a home is data, never code to run.
 GIT_CONFIG = (
     "core.hooksPath=/dev/null",
     "commit.gpgSign=false",
+    "log.showSignature=false",
+    "log.follow=false",
     "core.autocrlf=false",
     "core.safecrlf=false",
     "core.quotePath=false",
     "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.attributesFile=/dev/null",
+    "credential.helper=",
     "core.fsync=committed,index",
     "core.fsyncMethod=batch",
+    "gc.auto=0",
     "gc.autoDetach=false",
     "maintenance.auto=false",
 )
+# Outranks every .gitattributes (git reads $GIT_DIR/info/attributes first): no filter, diff or merge driver is
+# ever selected, so none of the commands the home's configuration gives one runs; no line-ending, ident or
+# encoding conversion either, so `git status` compares the bytes fast-import committed. `!` leaves the attribute
+# unspecified (a hand-run `git diff` still tells text from binary), `-` unsets it.
+INFO_ATTRIBUTES = """\
+# Written by rockmem before every commit (the home's history is data: no filter, diff or merge driver runs).
+* !filter !diff !merge -text !eol -ident !working-tree-encoding
+"""
+# A driver's settings that name a command (filter.NAME.process, diff.NAME.textconv, merge.NAME.driver, …):
+# found by `git config --get-regexp` and overridden empty, in case an attribute still selects one.
+_DRIVER_COMMAND = re.compile(r"^(filter\..+\.(process|clean|smudge)|diff\..+\.(textconv|command)|merge\..+\.driver)$")
+VERSIONS_KEEP_BYTES = 1 << 20  # .git/rockmem-versions while commits fail: the newest captured versions, 1 MiB
 _TRAILER = re.compile(r"^Audit-Lines: (\d+)-(\d+)\s*$", re.MULTILINE)
 _TIME_TRAILER = re.compile(r"^Audit-Time: (\S+)\s*$", re.MULTILINE)
+_NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")  # for log and diff, whatever they are asked to show
+_LOG_FORMAT = "--format=%H%x1f%ct%x1f%B%x1e"
 _COMMIT_NAME = re.compile(r"[0-9a-fA-F]{4,64}|HEAD")
 _QUOTED = re.compile(r'"[^"]*"?')
 _CONTEXT = re.compile(r"\(([^()]{1,120})\)")
@@ -168,6 +198,9 @@ class GitHistory:
         ):  # a link or a gitfile would send the history's writes out of the home
             self.available = False
             _warn_missing(f"{self.git_dir} is not a folder of the home (a link or a file)")
+        elif self.available and os.path.lexists(self.git_dir / "commondir"):
+            self.available = False  # its config, objects and attributes would be read from elsewhere
+            _warn_missing(f"{self.git_dir} is a linked worktree's (its commondir file names another repository)")
         no_home = str(self.git_dir / "rockmem-no-home")  # no ~/.config/git/{ignore,attributes} either
         self._env = {
             "PATH": os.environ.get("PATH", ""),
@@ -180,7 +213,18 @@ class GitHistory:
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_LITERAL_PATHSPECS": "1",  # a file named `*.md` is that file, not a pattern
             "LC_ALL": "C",
+            # No transport at all (this list outranks every protocol.*.allow): nothing here fetches, and a
+            # partial clone's lazy fetch of a missing object would run the home's remote (`ext::` commands,
+            # core.sshCommand, credential helpers). GIT_NO_LAZY_FETCH says the same to git 2.44 and later.
+            "GIT_ALLOW_PROTOCOL": "none",
+            "GIT_NO_LAZY_FETCH": "1",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_NO_REPLACE_OBJECTS": "1",  # the history read is the one committed, not a replacement
+            "GIT_PAGER": "cat",
+            "GIT_EDITOR": ":",
         }
+        self._drivers: dict[str, str] = {}  # GIT_CONFIG_* variables: the home's driver commands, made empty
+        self._config_seen: object = object()  # .git/config's stat when they were found
         self.settle_seconds = 0.5  # start-up check: a change still being saved gets its line meanwhile
         self.ready = threading.Event()  # set when start()'s repository set-up and start-up check are done
         self._lock = threading.Lock()  # one committer per instance (the flock is per open file, not thread)
@@ -253,9 +297,13 @@ class GitHistory:
         """Commit everything pending now; the HEAD commit (None when history is off)."""
         if not self.available:
             return None
-        with self._exclusive():
-            self._ensure_repo()
-            return self._commit_pending()
+        try:
+            with self._exclusive():
+                self._ensure_repo()
+                return self._commit_pending()
+        except (HistoryError, OSError):
+            self._bound_versions()  # nothing consumes the captured versions while commits fail
+            raise
 
     def head(self) -> str | None:
         if not self.available:
@@ -272,21 +320,83 @@ class GitHistory:
             yield
 
     def _ensure_repo(self) -> None:
-        """git init, .gitignore, and a first commit of what is there (under the commit lock)."""
-        if self._repo_ready and (self.git_dir / "HEAD").exists():
-            return
+        """git init, .gitignore, and a first commit of what is there (under the commit lock). Before any
+        command that reads the work tree: the attributes that select no driver, and the drivers' commands
+        overridden (the home's configuration may have changed since the last commit)."""
+        if os.path.lexists(self.git_dir / "commondir"):
+            raise HistoryError(
+                f"{self.git_dir} is now a linked worktree's (its commondir file names another repository): the "
+                "history is paused; remove that file, or set ROCKMEM_AUDIT_GIT=false"
+            )
         if not (self.git_dir / "HEAD").exists():
             self._run(["init", "-q", "--initial-branch=main"])
+            self._repo_ready = False
+        self._write_info_attributes()
+        try:  # a git process per commit costs ~8 ms: the overrides are found again when the config file changed
+            info = os.stat(self.git_dir / "config")
+            config: object = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except FileNotFoundError:
+            config = None
+        if config != self._config_seen:
+            self._drivers = self._driver_overrides()
+            self._config_seen = config
+        if self._repo_ready:
+            return
         self._write_gitignore()
         if self._head() is None:
             self._first_commit()
         self._repo_ready = True
+
+    def _write_info_attributes(self) -> None:
+        """`.git/info/attributes` as INFO_ATTRIBUTES (a link or file in the way of it is replaced, never
+        followed): it outranks the home's .gitattributes, so no filter, diff or merge driver is selected."""
+        info = self.git_dir / "info"
+        if os.path.islink(info) or (os.path.lexists(info) and not info.is_dir()):
+            os.unlink(info)
+        os.makedirs(info, exist_ok=True)
+        path = info / "attributes"
+        with contextlib.suppress(FileNotFoundError, RefusedFileError):  # absent, a link, a FIFO: replaced
+            if read_bytes(path) == INFO_ATTRIBUTES.encode():
+                return
+        atomic_write(path, INFO_ATTRIBUTES.encode())
+
+    def _driver_overrides(self) -> dict[str, str]:
+        """GIT_CONFIG_* variables that make every driver command the home's configuration (with its includes)
+        names empty, which git reads as no command; a filter is no longer required either."""
+        self._drivers = {}  # the home's settings, not the last overrides
+        out = self._run(["config", "-z", "--get-regexp", r"^(filter|diff|merge)\."], ok=(0, 1))
+        names: dict[str, str] = {}
+        for entry in out.split(b"\0"):
+            key = entry.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+            if _DRIVER_COMMAND.match(key):
+                names[key] = ""
+                if key.startswith("filter."):
+                    names[key.rsplit(".", 1)[0] + ".required"] = "false"
+        env = {"GIT_CONFIG_COUNT": str(len(names))}
+        for i, (key, value) in enumerate(names.items()):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+        return env if names else {}
 
     def _write_gitignore(self) -> None:
         """What the history leaves out, written once: a user's own .gitignore is kept."""
         gitignore = self.home / ".gitignore"
         if not os.path.lexists(gitignore):
             atomic_write(gitignore, GITIGNORE.encode())
+
+    def _bound_versions(self) -> None:
+        """While commits fail (a `.git` git cannot use) nothing consumes `.git/rockmem-versions`: keep its newest
+        VERSIONS_KEEP_BYTES of whole records, dropping the oldest (their middle versions would be lost anyway
+        if the history never recovers; each file's latest state is on disk and is what the next commit takes)."""
+        versions = self.audit.versions
+        if versions is None:
+            return
+        try:
+            if os.lstat(versions.path).st_size <= VERSIONS_KEEP_BYTES:
+                return
+            data, info = read_bytes_and_stat(versions.path)
+            versions.consume(_versions_cut(data, len(data) - VERSIONS_KEEP_BYTES), info.st_ino)
+        except (OSError, RefusedFileError) as exc:
+            log.debug("git history: %s not trimmed: %s", versions.path, exc)
 
     def _first_commit(self) -> None:
         """The home as it is: every file .gitignore leaves in (the log as its whole lines)."""
@@ -618,7 +728,7 @@ class GitHistory:
         head = self.flush()
         if name is None or head is None:
             return []
-        out = self._run(["log", f"-n{limit}", "--no-renames", "--format=%H%x1f%ct%x1f%B%x1e", head, "--", name])
+        out = self._run(["log", f"-n{limit}", *_NO_PROGRAMS, "--no-renames", _LOG_FORMAT, head, "--", name])
         commits: list[tuple[str, int, tuple[int, int] | None]] = []
         moments: dict[str, datetime] = {}
         for record in out.decode("utf-8", "replace").split("\x1e"):
@@ -679,7 +789,7 @@ class GitHistory:
         # git keeps whole seconds; the Audit-Time trailer has the last line's time to the millisecond, so
         # commits of the same second as `moment` are told apart by it.
         stamp = int(moment.timestamp() // 1)
-        out = self._run(["log", f"--since=@{stamp - 1}", f"--until=@{stamp + 1}", "--format=%H%x1f%ct%x1f%B%x1e", head])
+        out = self._run(["log", *_NO_PROGRAMS, f"--since=@{stamp - 1}", f"--until=@{stamp + 1}", _LOG_FORMAT, head])
         for record in out.decode("utf-8", "replace").split("\x1e"):
             fields = record.strip("\n").split("\x1f")
             if len(fields) != 3:
@@ -701,7 +811,7 @@ class GitHistory:
         if old is None or new is None:
             unknown = older if old is None else newer
             raise InvalidInputError(f"unknown commit {unknown!r}: name one that versions() or commit_at() gave")
-        out = self._run(["diff", "--name-only", "-z", "--no-renames", old, new, "--"])
+        out = self._run(["diff", *_NO_PROGRAMS, "--name-only", "-z", "--no-renames", old, new, "--"])
         names = (p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
         return [name for name in names if name != self.audit_file]
 
@@ -741,10 +851,10 @@ class GitHistory:
         """stdout of `git ARGS`; stderr is logged. HistoryError when it fails (unless check=False)."""
         if self._git is None:
             raise HistoryError("git is not available")
-        command = [self._git]
+        command = [self._git, "--no-pager"]
         for setting in GIT_CONFIG:
             command += ["-c", setting]
-        env = {**self._env, **(env or {})}
+        env = {**self._env, **self._drivers, **(env or {})}
         try:
             if callable(stdin):
                 proc = self._run_streaming(command + args, stdin, env)
@@ -796,6 +906,25 @@ class GitHistory:
 # ---------------------------------------------------------------------- helpers
 def _key(info: os.stat_result) -> tuple[int, int, int]:
     return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _versions_cut(data: bytes, least: int) -> int:
+    """Where to cut `.git/rockmem-versions` (audit/versions.py's records: a JSON header line with the body's
+    size `n`, the body, a newline) so that at least `least` bytes go: the end of the first whole record at or
+    past `least`, found by walking the headers from the start (a body is never taken for a header). A torn
+    record before that point: everything read goes."""
+    offset = 0
+    while offset < least:
+        newline = data.find(b"\n", offset)
+        try:
+            size = int(json.loads(data[offset:newline])["n"]) if newline >= 0 else None
+        except (ValueError, KeyError, TypeError):
+            size = None
+        end = newline + 1 + max(size or 0, 0)
+        if size is None or data[end : end + 1] != b"\n":
+            return len(data)
+        offset = end + 1
+    return offset
 
 
 def _blob_sha(data: bytes) -> str:

@@ -846,10 +846,12 @@ class MemoryService:
         reason: str | None = None,
         superseded_by: str | None = None,
         confirm_pinned: bool = False,
+        unpin: bool = False,
     ) -> DeleteResult:
         """Archive (default: kept on disk, hidden from search) or permanently remove an entry; `superseded_by`
         names the entry that replaces an archived one (a dream merge). A pinned entry is archived or removed
-        only with `confirm_pinned` (the vault is what the user asked to keep)."""
+        only with `confirm_pinned` (the vault is what the user asked to keep); archived, it stays pinned (no dream
+        purges it) unless `unpin` (out of the vault, e.g. a Critical Facts line's mirror once the line is gone)."""
         if reason is not None:
             check_reason(reason)
         validate_entry_id(entry_id)
@@ -876,6 +878,7 @@ class MemoryService:
                     "archived_at": self._clock(),
                     "archive_reason": reason or "deleted with delete_memory",
                     "superseded_by": superseded_by,
+                    "pinned": current.pinned and not unpin,
                 }
             )
             self.files.write(archived)

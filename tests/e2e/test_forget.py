@@ -76,3 +76,33 @@ async def test_forget_confirm_restore_and_delete_for_good(stdio_server, home: Pa
     assert sorted(line["id"] for line in lines) == sorted(confirmed)
     assert {line["reason"] for line in lines} == {"the user asked"}
     assert not list((home / "forgotten").rglob("*.json"))
+
+
+async def test_a_critical_fact_forgotten_for_good_leaves_no_mirror_and_a_removed_one_is_unpinned(
+    client: Client, call: Any, home: Path
+) -> None:
+    """Issue 45: a Critical Facts line forgotten for good kept its pinned mirror memory (archived but pinned, so
+    no dream purged it and an archived search found it); a plain remove_line left the mirror pinned too."""
+    secret, plain = "Door code is 7291-zebra", "Prefers window seats"
+    version = (await call(client, "core_memory"))["version"]
+    for line in (secret, plain):
+        version = (
+            await call(client, "core_memory", action="append", block="Critical Facts", text=line, version=version)
+        )["version"]
+    mirrored = await call(client, "search_memory", query="door code zebra window seats", include_archived=True)
+    assert {hit["entry"]["content"] for hit in mirrored["results"] if hit["entry"]["pinned"]} == {secret, plain}
+
+    found = await call(client, "forget", query="door code zebra")
+    [candidate] = [c for c in found["candidates"] if c["store"] == "core"]
+    await call(client, "forget", ids=[candidate["id"]], permanent=True)
+    left = await call(client, "search_memory", query="door code zebra", include_archived=True)
+    assert left["results"] == []
+    stored = [p for p in (home / "memory").rglob("*.json") if "zebra" in p.read_text(encoding="utf-8")]
+    assert stored == []  # no memory file keeps the line, archived or not
+
+    view = await call(client, "core_memory")
+    line = 1 + next(i for i, text in enumerate(view["blocks"][3]["lines"]) if plain in text)
+    await call(client, "core_memory", action="remove_line", block="Critical Facts", line=line, version=view["version"])
+    archived = await call(client, "search_memory", query="window seats", include_archived=True)
+    [mirror] = [hit["entry"] for hit in archived["results"]]
+    assert mirror["archived_at"] is not None and mirror["pinned"] is False  # out of the vault: it may fade and go
