@@ -24,7 +24,7 @@ from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
 from rockmem_mcp.governance.shapes import RevertResult, RevertSkip
-from rockmem_mcp.governance.trail import AuditTrail, parse_moment
+from rockmem_mcp.governance.trail import AuditTrail, names_item, parse_moment
 from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.atomic import atomic_write_many, remove_durably
@@ -110,9 +110,11 @@ class Rollback:
         default as they were before its latest change."""
         history = self._git()
         head = history.flush()
-        files = [file for file in self.trail.files_of(item) if restorable(file)]
+        lines = list(self.audit.log.lines())
+        files = [file for file in self.trail.files_of(item, lines) if restorable(file)]
         if not files:
             raise NotFoundError(f"nothing in the history names {item!r}: use an id from search_memory or a file path")
+        refuse_if_deleted_for_good(item, files, lines)
         if to and _COMMIT.fullmatch(to.strip().lower()):
             versions = [v for file in files for v in history.versions(file, 200)]
             known = [v.commit for v in versions if v.commit.startswith(to.strip().lower())]
@@ -300,3 +302,14 @@ def _changed_since(lines: list[AuditLine], own: list[AuditLine], files: list[str
             if file in wanted and file not in skipped:
                 skipped[file] = f"changed since by {line.actor} ({line.action} at {line.time:%Y-%m-%d %H:%M}Z)"
     return skipped
+
+
+def refuse_if_deleted_for_good(item: str, files: list[str], lines: list[AuditLine]) -> None:
+    """A permanent delete or forget is final: the user asked for the text to be gone, so no revert brings it back
+    (issue 45). The latest line naming the item's files says whether it was."""
+    last = next((line for line in reversed(lines) if any(names_item(line.file, f) for f in files)), None)
+    if last is not None and last.action == "DELETE" and "for good" in last.summary:
+        raise InvalidInputError(
+            f"{item!r} was deleted for good on {last.time:%Y-%m-%d %H:%M} UTC ({last.actor}): a permanent delete is "
+            "final and is not reverted. Save it again if it should come back."
+        )

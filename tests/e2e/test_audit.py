@@ -142,3 +142,18 @@ async def test_a_sub_agent_reads_the_trail_but_neither_reverts_nor_acknowledges(
         assert "only the main agent reverts" in await call_error(client, "revert", item=saved["id"])
         assert "only the main agent acknowledges" in await call_error(client, "audit", acknowledge=["all"])
         assert (await call(client, "get_memory", id=saved["id"]))["content"] == "The build runs on Mondays"
+
+
+async def test_a_memory_deleted_for_good_is_not_brought_back_by_a_revert(stdio_server, home, call, call_error) -> None:
+    """Issue 45: `revert(item=ID)` brought permanently deleted memories back. A permanent delete is final."""
+    async with stdio_server(home) as client:
+        saved = await call(client, "save_memory", content="The locker code is 4471", category="private")
+        await call(client, "update_memory", id=saved["id"], content="The locker code is 4472")
+        await call(client, "delete_memory", id=saved["id"], permanent=True)
+        refused = await call_error(client, "revert", item=saved["id"])
+        assert "deleted for good" in refused and "not reverted" in refused
+        assert "no memory with id" in await call_error(client, "get_memory", id=saved["id"])
+        kept = await call(client, "save_memory", content="The gym opens at six", category="private")
+        await call(client, "delete_memory", id=kept["id"])  # archived, not for good: a revert still brings it back
+        await call(client, "revert", item=kept["id"])
+        assert (await call(client, "get_memory", id=kept["id"]))["archived_at"] is None
