@@ -237,9 +237,13 @@ class Rollback:
 
     def _write(self, contents: dict[str, bytes | None]) -> None:
         home = self.settings.home
-        atomic_write_many((os.path.join(home, file), data) for file, data in contents.items() if data is not None)
+        written = [file for file, data in contents.items() if data is not None]
+        atomic_write_many((os.path.join(home, file), contents[file]) for file in written)
+        kept = [_stat(home / file) for file in written]
         for file, data in contents.items():
-            if data is None:
+            # On a case-insensitive filesystem a memory's two folders (`Work`, `work`) can be one file: the path
+            # to remove may be the file just written (issue 45). Never remove that one.
+            if data is None and not any(s is not None and s == _stat(home / file) for s in kept):
                 remove_durably(home / file)
 
     def _reindex_graph(self, files: list[str]) -> None:
@@ -271,6 +275,15 @@ def _day_log_held(path: Path) -> Iterator[None]:
             return
         finally:
             os.close(fd)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of `path`, to tell two names of one file apart from two files; None if absent."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _read(path: str) -> bytes | None:

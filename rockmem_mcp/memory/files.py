@@ -67,6 +67,10 @@ class MemoryFiles:
         filesystem). Two lstats, only when the case differs."""
         if not (one.category and other.category and one.category.lower() == other.category.lower()):
             return False
+        return self._one_file(one, other)
+
+    def _one_file(self, one: EntryLocation, other: EntryLocation) -> bool:
+        """Whether the two places name one existing file (the filesystem resolves both to one inode)."""
         try:
             first = os.lstat(self._path_text(one.entry_id, one.category))
             second = os.lstat(self._path_text(other.entry_id, other.category))
@@ -78,9 +82,13 @@ class MemoryFiles:
         return os.path.lexists(self._path_text(location.entry_id, location.category))
 
     def remove_moved(self, old: EntryLocation, new: EntryLocation) -> None:
-        """Remove the file an entry left when it moved to `new`, unless it is the new file itself (a category
-        changed only in case, on a case-insensitive filesystem: the write replaced the file in place)."""
-        if not self.case_twins(old, new):
+        """Remove the file an entry left when it moved to `new`, unless it is the new file itself: on a
+        case-insensitive filesystem (macOS, Windows) `Work/ID.json` and `work/ID.json` are one file, and
+        removing the "old" one would erase the memory just written. Called right after `new` was written (a
+        new inode, by rename), so the two names share an inode only when the filesystem resolves both to one
+        file. Asked of the filesystem for every move, not only a case-only one: which names a filesystem
+        takes for one is its business (case folding differs between them), and a move is rare."""
+        if not self._one_file(old, new):
             self.remove(old)
 
     def warn_once(self, message: str) -> None:

@@ -294,3 +294,25 @@ def test_the_servers_own_bookkeeping_is_never_taken_for_a_hand_edit(home: Home) 
     again.close()
     manual = [line for line in home.memory.audit.log.lines() if line.actor == "manual"]
     assert [line.file for line in manual] == []
+
+
+def test_a_revert_across_a_case_only_move_keeps_the_file_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: on a case-insensitive filesystem a memory moved `Work` -> `work` has two paths in the history that
+    are one file: putting the old one back and removing the other removed the memory."""
+    from tests.unit.case_folding import case_insensitive_folder
+
+    with case_insensitive_folder(tmp_path, monkeypatch) as (folder, _how):
+        settings = Settings(home=folder / "home", embedding_model="off", audit_git=False)
+        memory = MemoryService(settings)
+        try:
+            saved = memory.save("Standup moved to ten", category="Work")
+            rollback = Rollback(settings, memory.audit, None, memory)
+            old, new = f"memory/Work/{saved.id}.json", f"memory/work/{saved.id}.json"
+            before = (settings.home / old).read_bytes()
+            rollback._write({old: before, new: None})  # as revert_item writes a case-only move back
+            assert (settings.home / old).read_bytes() == before
+            assert [p.name for p in (settings.memory_dir / "Work").iterdir()] == [f"{saved.id}.json"]
+        finally:
+            memory.close()
