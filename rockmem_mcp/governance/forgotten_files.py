@@ -40,7 +40,13 @@ log = logging.getLogger(__name__)
 SUFFIX = ".json"
 FOLDERS = {"memory": "memory", "episode": "episodes", "procedure": "procedures", "entity": "graph", "core": "core"}
 LOG_NAME = "forget.log"
-SUMMARY_CHARS = 120
+
+
+def deleted_line(at: datetime, store: str, item_id: str, summary: str, reason: str | None) -> dict[str, object]:
+    """The permanent-delete log's record of one item: when, which, why, and a hash of what it held, never the text
+    (a log that kept it would be a copy of what the user asked to be gone)."""
+    digest = hashlib.sha256(" ".join(summary.split()).encode("utf-8")).hexdigest()[:16]
+    return {"at": at.isoformat(), "store": store, "id": item_id, "sha256": digest, "reason": reason}
 
 
 class ForgottenRecord(BaseModel):
@@ -132,8 +138,7 @@ class ForgottenFiles:
 
     def log_deleted(self, at: datetime, store: str, item_id: str, summary: str, reason: str | None) -> None:
         """One line for a permanently deleted item, appended durably."""
-        short = " ".join(summary.split())[:SUMMARY_CHARS]
-        record = {"at": at.isoformat(), "store": store, "id": item_id, "summary": short, "reason": reason}
+        record = deleted_line(at, store, item_id, summary, reason)
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         make_folders(self.log_path.parent)
         fd = open_fd(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)

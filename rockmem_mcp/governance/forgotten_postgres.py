@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rockmem_mcp.governance.forgotten_files import SUMMARY_CHARS, ForgottenFiles, ForgottenRecord
+from rockmem_mcp.governance.forgotten_files import ForgottenFiles, ForgottenRecord, deleted_line
 from rockmem_mcp.storage.pg import FORGET_LOCK, Database, store_lock
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,7 @@ class PgForgottenRows(ForgottenFiles):
             yield
 
     def log_deleted(self, at: datetime, store: str, item_id: str, summary: str, reason: str | None) -> None:
-        short = " ".join(summary.split())[:SUMMARY_CHARS]
-        record = {"at": at.isoformat(), "store": store, "id": item_id, "summary": short, "reason": reason}
+        record = deleted_line(at, store, item_id, summary, reason)
         with self.db.transaction() as cursor:
             cursor.execute("INSERT INTO forget_log (line) VALUES (%s)", (json.dumps(record, ensure_ascii=False),))
 
