@@ -203,6 +203,14 @@ class Settings(BaseModel):
     )
     working_max_entries: int = Field(50, ge=1, description="Entries per working-memory namespace")
     working_max_value_bytes: int = Field(1_000_000, ge=1, description="Largest working-memory value (UTF-8 bytes)")
+    # Every namespace under a root shares one file that each save rewrites and other processes re-parse: 8 MB is
+    # eight values at the largest size, far above normal use (50 entries of a few KB), and keeps that file small.
+    working_max_namespace_bytes: int = Field(
+        8_000_000,
+        ge=1,
+        description="Most UTF-8 bytes of values one working-memory namespace holds; a save past it evicts the "
+        "entries closest to expiry",
+    )
     working_max_ttl_minutes: float = Field(
         7 * 24 * 60, gt=0, description="Longest working-memory TTL, in minutes (default 10080: a week)"
     )

@@ -5,9 +5,10 @@ Keys are paths. The first two segments are the namespace: `session/{id}`, `patro
 at least (`shared/plan/steps`), so every entry belongs to a namespace and counts toward its cap.
 A key whose first segment is one of those roots is a full path and may be read from any namespace; any
 other key is relative to the caller's own namespace. Writes and deletes outside the caller's namespace are
-refused, `shared/…` excepted. An expired entry is never returned; expired entries are dropped whenever
-their file is rewritten, and `sweep_expired` (run by the server at start and periodically) rewrites files
-that hold any.
+refused, `shared/…` excepted. A namespace holds at most `working_max_entries` entries and
+`working_max_namespace_bytes` bytes of values; a save past either evicts the entries closest to expiry. An
+expired entry is never returned; expired entries are dropped whenever their file is rewritten, and
+`sweep_expired` (run by the server at start and periodically) rewrites files that hold any.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class WorkingMemory:
         limit = self.settings.working_max_value_bytes
         advice = "Save a summary, or split it over several keys (serialise structured results as JSON)."
         check_text(data, "data", limit, "ROCKMEM_WORKING_MAX_VALUE_BYTES", advice)
+        room = self.settings.working_max_namespace_bytes
+        advice = "Save a summary, or keep it in long-term memory; a namespace's values together stay under this bound."
+        check_text(data, "data", room, "ROCKMEM_WORKING_MAX_NAMESPACE_BYTES", advice)
         if isinstance(ttl_minutes, bool) or not isinstance(ttl_minutes, int | float):
             raise InvalidInputError("ttl_minutes must be a number")
         if not 0 < ttl_minutes <= self.settings.working_max_ttl_minutes:
@@ -115,13 +119,15 @@ class WorkingMemory:
             drop_expired(entries, now)
             entries.pop(full_key, None)
             entries[full_key] = entry.model_dump(mode="json")
-            evicted = make_room(entries, self.settings.working_max_entries, {namespace_of(full_key)}, keep=full_key)
-        return WorkingSaved(entry=self._info(entry, now), evicted=evicted[0] if evicted else None)
+            namespaces = {namespace_of(full_key)}
+            evicted = make_room(entries, self.settings.working_max_entries, namespaces, keep=full_key, max_bytes=room)
+        return WorkingSaved(entry=self._info(entry, now), evicted=evicted[0] if evicted else None, evicted_keys=evicted)
 
     def get(self, key: str) -> WorkingEntry:
         full_key = self.resolve(key)
         now = self._clock()
-        entry = self._live(self.files.read(full_key.split("/")[0]), now).get(full_key)
+        raw = self.files.read(full_key.split("/")[0]).get(full_key)
+        entry = self._live({full_key: raw}, now).get(full_key) if raw is not None else None
         if entry is None:
             raise NotFoundError(
                 f"no working-memory entry {full_key!r} (never saved, deleted, or expired); "
@@ -201,10 +207,11 @@ class WorkingMemory:
                 )
             scopes = ["/".join(parts)]
         found: list[WorkingEntry] = []
+        prefixes = tuple(scope + "/" for scope in scopes)
         for root in dict.fromkeys(scope.split("/")[0] for scope in scopes):
-            for key, entry in self._live(self.files.read(root), now).items():
-                if any(key.startswith(scope + "/") for scope in scopes):
-                    found.append(entry)
+            # Only the wanted keys are validated: a root's other namespaces may hold megabytes of values.
+            wanted = {key: raw for key, raw in self.files.read(root).items() if key.startswith(prefixes)}
+            found += self._live(wanted, now).values()
         return found
 
     @staticmethod
@@ -241,20 +248,39 @@ def namespace_of(full_key: str) -> str:
     return "/".join(full_key.split("/")[:2])
 
 
-def make_room(entries: dict[str, dict[str, Any]], cap: int, namespaces: set[str], keep: str | None = None) -> list[str]:
+def make_room(
+    entries: dict[str, dict[str, Any]],
+    cap: int,
+    namespaces: set[str],
+    keep: str | None = None,
+    max_bytes: int | None = None,
+) -> list[str]:
     """Evict from each of `namespaces` the entries closest to expiry (never `keep`) until it holds at most `cap`
-    (a save and a restore alike); the keys evicted."""
+    entries and, given `max_bytes`, at most that many bytes of values (a save and a restore alike); the keys
+    evicted, closest to expiry first."""
     members: dict[str, list[str]] = {namespace: [] for namespace in namespaces}
     for key in entries:
         members.get(namespace_of(key), []).append(key)
     evicted: list[str] = []
     for keys in members.values():
-        if len(keys) > cap:
-            closest = sorted((k for k in keys if k != keep), key=lambda k: (entries[k]["expires_at"], k))
-            evicted += closest[: len(keys) - cap]
+        count, size = len(keys), (sum(data_bytes(entries[k]) for k in keys) if max_bytes is not None else 0)
+        closest = sorted((k for k in keys if k != keep), key=lambda k: (entries[k]["expires_at"], k))
+        for key in closest:
+            if count <= cap and (max_bytes is None or size <= max_bytes):
+                break
+            evicted.append(key)
+            count, size = count - 1, size - (data_bytes(entries[key]) if max_bytes is not None else 0)
     for key in evicted:
         del entries[key]
     return evicted
+
+
+def data_bytes(raw: Any) -> int:
+    """UTF-8 bytes of a stored entry's value (0 for a damaged record, which the next rewrite drops anyway)."""
+    data = raw.get("data") if isinstance(raw, dict) else None
+    if not isinstance(data, str):
+        return 0
+    return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
 
 
 def working_store(settings: Settings) -> WorkingFiles:

@@ -41,6 +41,11 @@ class WorkingInfo(BaseModel):
 class WorkingSaved(BaseModel):
     entry: WorkingInfo
     evicted: str | None = Field(None, description="Key removed to make room (the namespace was full), if any")
+    evicted_keys: list[str] = Field(
+        default_factory=list,
+        description="Every key removed to make room, closest to expiry first (several when a large value needed "
+        "the bytes of more than one); `evicted` is the first",
+    )
 
 
 class WorkingSearchHit(BaseModel):
