@@ -27,6 +27,8 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+READ_BACK_BYTES = 64 * 1024  # a block of the log read at a time from its end
+
 # The seed's action words (004 §12.4 and §13.7).
 ACTIONS = (
     "CREATE",
@@ -139,6 +141,32 @@ class AuditLog:
             line = AuditLine.parse(raw.decode("utf-8", "replace"))
             if line is not None:
                 yield line
+
+    def newest_first(self) -> Iterator[AuditLine]:
+        """The whole lines, newest first, read backwards from the end a block at a time: a reader that stops after
+        what it needs (the audit tool's latest lines) costs the same at 200 lines as at 200,000. As `lines`, a last
+        line still being written is left out and unreadable lines are skipped."""
+        try:
+            fd = open_fd(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            position = os.fstat(fd).st_size
+            pending = b""  # the start of a line whose beginning is in an earlier block
+            at_end = True
+            while position > 0:
+                size = min(READ_BACK_BYTES, position)
+                position -= size
+                pieces = (os.pread(fd, size, position) + pending).split(b"\n")
+                pending = pieces[0] if position > 0 else b""
+                whole = pieces[1:] if position > 0 else pieces
+                if at_end:  # what follows the last newline is a line still being written
+                    whole, at_end = whole[:-1], False
+                for raw in reversed(whole):
+                    if raw and (line := AuditLine.parse(raw.decode("utf-8", "replace") + "\n")) is not None:
+                        yield line
+        finally:
+            os.close(fd)
 
     def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]], older_than: datetime | None = None) -> int:
         """Replace the log with `keep(lines)` atomically, under the lock appenders take (an append waiting

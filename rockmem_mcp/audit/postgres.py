@@ -32,6 +32,12 @@ class PgAuditLog:
             if line is not None:
                 yield line
 
+    def newest_first(self) -> Iterator[AuditLine]:
+        for (text,) in self.db.all("SELECT line FROM audit_lines ORDER BY seq DESC"):
+            line = AuditLine.parse(text)
+            if line is not None:
+                yield line
+
     def rewrite(self, keep: Callable[[list[AuditLine]], list[AuditLine]], older_than: datetime | None = None) -> int:
         """As AuditLog.rewrite, for the lines older than `older_than` only when it is given (retention: the rest
         stay as they are and are not read). No table lock: appends go on meanwhile; folds wait for each other (an

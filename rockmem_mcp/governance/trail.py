@@ -99,7 +99,7 @@ class AuditTrail:
             raise InvalidInputError("since is after until: nothing can match")
         actions = parse_actions(action)
         found: list[AuditEntry] = []
-        for line in reversed(list(self.audit.log.lines())):
+        for line in self.audit.log.newest_first():  # stops at `limit`: the latest lines cost what they did at 200
             if since and line.time < since:
                 continue
             if until and line.time > until:
