@@ -26,7 +26,9 @@ from functools import lru_cache
 
 from rockmem_mcp.search.tokenizer import STOPWORDS, tokenize
 
-_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,:/]\d+)*(?!\w)")  # standalone: the 3 of "S3" is part of a name
+# Standalone, with a short unit written onto it ("9am", "10:30pm", "5kg", "3rd" are facts; issue 45: a merge of
+# "standup at 9am" and "… 10am" kept 10am only), but the 3 of "S3" is part of a name.
+_NUMBER = re.compile(r"(?<!\w)\d+(?:[.,:/]\d+)*(?:[^\W\d_]{1,3})?(?!\w)")
 _WORD = re.compile(r"[^\W\d_][\w'-]*")
 _COMMON = STOPWORDS | {
     "user", "users", "the", "i", "we", "they", "he", "she", "it", "this", "that", "these", "those", "don't",

@@ -87,3 +87,10 @@ def test_a_long_text_is_checked_in_linear_time() -> None:
     assert len(text) > 100_000 and len(details(text)) > 6000
     assert lost_facts([text, text + " Bob agreed."], text + " Bob agreed.") == []
     assert lost_facts([text], text.replace("Ticket 5999 ", "Ticket ")) == ["5999"]
+
+
+def test_a_number_with_its_unit_written_on_is_a_fact() -> None:
+    """Issue 45: "standup at 9am" and "standup at 10am" merged into the 10am one passed the check."""
+    assert {"9am", "10:30pm", "5kg"} <= details("standup at 9am, review at 10:30pm, a 5kg parcel")
+    assert lost_facts(["The standup is at 9am", "The standup is at 10am"], "The standup is at 10am") == ["9am"]
+    assert "s3" in details("backups go to S3") and "3" not in details("backups go to S3")
