@@ -37,8 +37,7 @@ from typing import Any
 
 from rockmem_mcp.audit.service import Audit, quoted
 from rockmem_mcp.config import Settings
-from rockmem_mcp.core.files import LIST_BLOCK
-from rockmem_mcp.core.service import VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, block_name, is_mirror_of
+from rockmem_mcp.core.service import LIST_BLOCK, VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, block_name, is_mirror_of
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.governance.forgotten_files import ForgottenFiles, ForgottenRecord, line_hash
