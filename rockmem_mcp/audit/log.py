@@ -158,6 +158,9 @@ class AuditLog:
                 size = min(READ_BACK_BYTES, position)
                 position -= size
                 pieces = (os.pread(fd, size, position) + pending).split(b"\n")
+                if at_end and len(pieces) == 1 and position > 0:  # no newline yet: all of it may be that line
+                    pending = pieces[0]
+                    continue
                 pending = pieces[0] if position > 0 else b""
                 whole = pieces[1:] if position > 0 else pieces
                 if at_end:  # what follows the last newline is a line still being written

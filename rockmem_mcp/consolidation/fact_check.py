@@ -53,8 +53,12 @@ class Facts:
     words: frozenset[str]  # every casefolded word (and its parts around - and ') and number: what it carries
 
 
+_SPACED_UNIT = re.compile(r"(?<=\d) +(am|pm)\b", re.IGNORECASE)
+
+
 def _plain(text: str) -> str:
-    return text.replace("\u2019", "'")  # models often write the typographic apostrophe
+    # Models often write the typographic apostrophe; "10 am" is the fact "10am" (a twin written either way merges)
+    return _SPACED_UNIT.sub(r"\1", text.replace("\u2019", "'"))
 
 
 def _is_negation(word: str) -> bool:

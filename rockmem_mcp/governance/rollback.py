@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -182,10 +182,16 @@ class Rollback:
         lands between reading a file and replacing it; a failure to log puts the files back and raises."""
         home = os.fspath(self.settings.home)
         wanted = {file: data for file, data in contents.items() if restorable(file)}
+        result = RevertResult(revert_id=new_revert_id(self._clock()), restored_to=commit)
+        # A permanent delete or forget is final in every scope (an item, a run, the whole home): what it removed
+        # is never written back from the history.
+        gone = deleted_for_good(self.audit.log.lines())
+        for file in [f for f, data in wanted.items() if data is not None and f in gone]:
+            del wanted[file]
+            result.skipped.append(RevertSkip(file=file, reason="deleted or forgotten for good: not brought back"))
         for file in wanted:
             if "/" in file:
                 check_folders(home, file.rsplit("/", 1)[0])  # never written through a link
-        result = RevertResult(revert_id=new_revert_id(self._clock()), restored_to=commit)
         with self._store_locks(list(wanted)):
             before: dict[str, bytes | None] = {}
             for file, data in wanted.items():
@@ -315,6 +321,11 @@ def _changed_since(lines: list[AuditLine], own: list[AuditLine], files: list[str
             if file in wanted and file not in skipped:
                 skipped[file] = f"changed since by {line.actor} ({line.action} at {line.time:%Y-%m-%d %H:%M}Z)"
     return skipped
+
+
+def deleted_for_good(lines: Iterable[AuditLine]) -> set[str]:
+    """The files a permanent delete or forget removed (a DELETE line that says so), whatever came after."""
+    return {line.file for line in lines if line.action == "DELETE" and "for good" in line.summary}
 
 
 def refuse_if_deleted_for_good(item: str, files: list[str], lines: list[AuditLine]) -> None:

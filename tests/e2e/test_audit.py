@@ -149,7 +149,15 @@ async def test_a_memory_deleted_for_good_is_not_brought_back_by_a_revert(stdio_s
     async with stdio_server(home) as client:
         saved = await call(client, "save_memory", content="The locker code is 4471", category="private")
         await call(client, "update_memory", id=saved["id"], content="The locker code is 4472")
+        versions = (await call(client, "audit", item=saved["id"], history=True))["versions"]  # committed by now
+        before_the_delete = versions[0]["time"]
         await call(client, "delete_memory", id=saved["id"], permanent=True)
+        # Nor does a whole-home revert to before the delete (nor a run's): the file is skipped, saying why
+        whole = await call(client, "revert", home_as_of=before_the_delete)
+        assert [s["reason"] for s in whole["skipped"] if saved["id"] in s["file"]] == [
+            "deleted or forgotten for good: not brought back"
+        ]
+        assert "no memory with id" in await call_error(client, "get_memory", id=saved["id"])
         refused = await call_error(client, "revert", item=saved["id"])
         assert "deleted for good" in refused and "not reverted" in refused
         assert "no memory with id" in await call_error(client, "get_memory", id=saved["id"])

@@ -134,3 +134,13 @@ def test_newest_first_reads_back_from_the_end_as_lines_does_forwards(
 
 def test_newest_first_of_no_log_is_nothing(log: AuditLog) -> None:
     assert list(log.newest_first()) == []
+
+
+def test_a_line_still_being_written_longer_than_a_block_is_left_out(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rockmem_mcp.audit.log.READ_BACK_BYTES", 16)
+    log.append([line(1), line(2)])
+    with log.path.open("ab") as file:
+        file.write(b"2024-05-01T10:00:00.000Z | CREATE | memory/" + b"x" * 100)  # no newline yet
+    assert [x.summary for x in log.newest_first()] == ['saved "fact 2"', 'saved "fact 1"']

@@ -94,3 +94,7 @@ def test_a_number_with_its_unit_written_on_is_a_fact() -> None:
     assert {"9am", "10:30pm", "5kg"} <= details("standup at 9am, review at 10:30pm, a 5kg parcel")
     assert lost_facts(["The standup is at 9am", "The standup is at 10am"], "The standup is at 10am") == ["9am"]
     assert "s3" in details("backups go to S3") and "3" not in details("backups go to S3")
+
+
+def test_a_time_written_with_or_without_a_space_is_one_fact() -> None:
+    assert lost_facts(["Standup is at 10am", "Standup is at 10 am"], "Standup is at 10 am") == []
