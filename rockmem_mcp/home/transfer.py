@@ -235,10 +235,14 @@ class HomeStores:
                 with self.files.changing(root) as entries:
                     drop_expired(entries, now)
                     entries.update({e.key: e.model_dump(mode="json") for e in mine})
-                    evicted.update(make_room(entries, cap, {namespace_of(e.key) for e in mine}))
+                    namespaces = {namespace_of(e.key) for e in mine}
+                    evicted.update(
+                        make_room(entries, cap, namespaces, max_bytes=self.settings.working_max_namespace_bytes)
+                    )
         skipped += [
-            f"working {key}: evicted, its namespace holds at most {cap} entries (ROCKMEM_WORKING_MAX_ENTRIES); "
-            "the ones closest to expiry went"
+            f"working {key}: evicted, its namespace holds at most {cap} entries (ROCKMEM_WORKING_MAX_ENTRIES) and "
+            f"{self.settings.working_max_namespace_bytes:,} bytes (ROCKMEM_WORKING_MAX_NAMESPACE_BYTES); the ones "
+            "closest to expiry went"
             for key in sorted(evicted)
         ]
         written = self.procedures.restore_records(self._procedures) if self._procedures else []
