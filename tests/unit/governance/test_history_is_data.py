@@ -16,10 +16,8 @@ from rockmem_mcp.audit.service import VERSIONS_NAME
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import HistoryError
 from rockmem_mcp.governance import history as history_module
-from rockmem_mcp.governance.history import INFO_ATTRIBUTES, VERSIONS_KEEP_BYTES, GitHistory, _versions_cut
-from rockmem_mcp.governance.rollback import Rollback
-from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.governance.history import INFO_ATTRIBUTES, VERSIONS_KEEP_BYTES, _versions_cut
+from tests.unit.governance.test_rollback import Home
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git program")
 
@@ -43,24 +41,9 @@ def leaves(markers: Path, name: str) -> str:
     return '"' + command.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class Home:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.memory = MemoryService(settings, embed_in_background=False)
-        self.graph = GraphService(settings)
-        self.history = GitHistory(settings, self.memory.audit)
-        self.history.settle_seconds = 0
-        self.rollback = Rollback(settings, self.memory.audit, self.history, self.memory, lambda: self.graph)
-
-    def close(self) -> None:
-        self.history.close()
-        self.graph.close()
-        self.memory.close()
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Home]:
-    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}))
+    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}), first_commit=False)
     yield opened
     opened.close()
 
@@ -92,7 +75,7 @@ def test_the_attributes_select_no_driver_and_the_drivers_commands_are_emptied(tm
         f'[merge "evil"]\n\tdriver = {leaves(markers, "driver")}\n'
         f"[diff]\n\texternal = {leaves(markers, 'external')}\n",
     )
-    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}))
+    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}), first_commit=False)
     try:
         opened.history.start()
         assert opened.history.ready.wait(30)
@@ -128,7 +111,7 @@ def test_the_driver_overrides_alone_keep_a_selected_filter_from_running(
         f"\trequired = true\n[include]\n\tpath = {tmp_path / 'included.config'}\n",
         attributes="* filter=evil\n*.md filter=inc\n",
     )
-    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}))
+    opened = Home(Settings.load({"home": tmp_path / "home"}, env={}), first_commit=False)
     try:
         opened.history.start()
         assert opened.history.ready.wait(30)
@@ -161,7 +144,7 @@ def test_a_partial_clone_never_fetches_what_it_lacks(tmp_path: Path) -> None:
     )
     tree = git(home, "rev-parse", "HEAD^{tree}").strip()
     (home / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
-    opened = Home(Settings.load({"home": home}, env={}))
+    opened = Home(Settings.load({"home": home}, env={}), first_commit=False)
     try:
         opened.memory.save("The deploy window is Thursday", category="work")
         with pytest.raises(HistoryError):
@@ -197,7 +180,7 @@ def test_a_linked_worktree_s_git_folder_turns_the_history_off(tmp_path: Path) ->
     home = tmp_path / "home"
     (home / ".git").mkdir(parents=True)
     (home / ".git" / "commondir").write_text(str(tmp_path / "elsewhere"))
-    opened = Home(Settings.load({"home": home}, env={}))
+    opened = Home(Settings.load({"home": home}, env={}), first_commit=False)
     try:
         assert opened.history.available is False
     finally:

@@ -19,13 +19,14 @@ from rockmem_mcp.memory.service import MemoryService
 
 
 class Home:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, first_commit: bool = True) -> None:
         self.settings = settings
         self.memory = MemoryService(settings, embed_in_background=False)
         self.graph = GraphService(settings)
         self.history = GitHistory(settings, self.memory.audit)
         self.history.settle_seconds = 0
-        self.history.flush()  # the first commit: what the home held before the test
+        if first_commit:
+            self.history.flush()  # the first commit: what the home held before the test
         self.rollback = Rollback(settings, self.memory.audit, self.history, self.memory, lambda: self.graph)
 
     def close(self) -> None:
