@@ -269,6 +269,10 @@ class Settings(BaseModel):
     salience_floor: float = Field(
         0.4, ge=0, le=1, description="Lowest ranking factor (0 to 1) salience can give a match"
     )
+    # At most 0.2, the dormant tier's top: a higher threshold would call fading memories archive candidates.
+    salience_archive_threshold: float = Field(
+        0.05, ge=0, le=0.2, description="Salience under which a memory is an archive candidate (0 to 0.2)"
+    )
     # Reinforcement is kept in memory at once and written to meta/access/ in batches this often.
     salience_flush_s: float = Field(
         2.0, gt=0, description="Seconds between writes of reinforcement to meta/access/ (what a crash may lose)"

@@ -9,8 +9,15 @@ for `embedding_retry_after_s`: searches meanwhile rank by BM25 alone instead of 
 for it: the save only notes the time and sets an event, and the worker lets a burst of saves pass
 (`quiet_s` without a save, at most `max_delay_s` after the first) before it takes the store's lock, so a
 stream of saves is embedded in a few batches instead of one wake-up, lock hand-over and snapshot per save.
-Cache files are written after the lock is released. `drain()` runs the same steps in the foreground for
-`rockmem-mcp reindex --embeddings` and `import`.
+Cache files are written after the lock is released, one per vector, so what a process embedded is kept even
+when it exits without closing: the next start takes those vectors from the cache instead of the model.
+`drain()` runs the same steps in the foreground for `rockmem-mcp reindex --embeddings` and `import`.
+
+A backlog (memories imported without vectors) is embedded between requests: `FOREGROUND` counts the requests
+this process is answering, and the worker waits before each batch of a backlog (a start's, or one a full batch
+showed; a few fresh saves just go) until none is and none ended in the last
+`YIELD_QUIET_S` (a model's calls come in bursts; a batch that began between two of them would take the cores
+from the second), at most `YIELD_PATIENCE_S`, so a steady stream of requests still lets the backlog move.
 
 `open_provider(settings)` picks the provider: an endpoint's model, a local model2vec or ONNX model, or the
 bundled transformer when none is named; None when `ROCKMEM_EMBEDDING_MODEL=off` (search is then BM25 alone).
@@ -21,7 +28,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -44,6 +52,69 @@ log = logging.getLogger(__name__)
 PROBE_TEXT = "rockmem embedding probe"
 QUIET_S = 0.05  # a burst of saves is over when none came for this long...
 MAX_DELAY_S = 0.5  # ...or this long after it began: a steady stream still gets vectors twice a second
+YIELD_QUIET_S = 0.25  # a backlog's next batch waits until no request came for this long...
+YIELD_PATIENCE_S = 2.0  # ...but never longer than this
+
+
+class Foreground:
+    """The requests this process is answering; a background batch waits until there are none."""
+
+    def __init__(self, quiet_s: float = YIELD_QUIET_S, patience_s: float = YIELD_PATIENCE_S) -> None:
+        self.quiet_s, self.patience_s = quiet_s, patience_s
+        self._answering = 0
+        self._last_answer = float("-inf")  # time.monotonic() when the latest request ended
+        self._lock = threading.Lock()
+        self._starting = False
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        with self._lock:
+            self._answering += 1
+        try:
+            yield
+        finally:
+            self._done()
+
+    def hold_start(self) -> None:
+        """A server is starting: its first answer is a request in flight too (a backlog found by the store's
+        opening would otherwise compete with the start). `end_start` ends it; the patience bounds it."""
+        with self._lock:
+            if not self._starting:
+                self._starting = True
+                self._answering += 1
+
+    def end_start(self) -> None:
+        """The server's first answer is out (again: nothing)."""
+        if self._starting:
+            with self._lock:
+                if not self._starting:
+                    return
+                self._starting = False
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self._answering -= 1
+            self._last_answer = time.monotonic()
+
+    def wait_idle(self, stop: threading.Event) -> None:
+        """Until no request is in flight or ended in the last `quiet_s`, `stop` is set, or `patience_s` passed."""
+        deadline = time.monotonic() + self.patience_s
+        while not stop.is_set():
+            now = time.monotonic()
+            with self._lock:
+                answering, quiet_at = self._answering, self._last_answer + self.quiet_s
+            if not answering and quiet_at <= now:
+                return
+            if answering:
+                quiet_at = now + self.quiet_s
+            wait = min(max(quiet_at - now, 0.01), deadline - now)
+            if wait <= 0:
+                return
+            stop.wait(wait)
+
+
+FOREGROUND = Foreground()  # one per process: every store's worker shares the cores with every request
 
 
 OFF = "off"  # ROCKMEM_EMBEDDING_MODEL=off: no embeddings, search by BM25 alone
@@ -265,8 +336,10 @@ class VectorWorker:
         source: VectorSource,
         files: VectorFiles,
         clock: Callable[[], float] = time.monotonic,
+        foreground: Foreground = FOREGROUND,
     ) -> None:
         self.embedder = embedder
+        self.foreground = foreground
         self.source = source
         self.files = files
         self.batch_size = embedder.settings.embedding_batch_size
@@ -313,20 +386,24 @@ class VectorWorker:
         try:
             if not self.embedder.open():
                 return
+            backlog = True  # until a step shows otherwise: a start may find many memories without vectors
             while not self._stop.is_set():
                 if not self._prepare():
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
                 self._wake.clear()
                 self._burst_began = None  # a wake() from here on starts the next burst
+                if backlog:  # it moves between requests, not during them (a few new saves just go)
+                    self.foreground.wait_idle(self._stop)
                 try:
                     done = self.step()
                 except EmbeddingError as exc:
                     self.embedder.failed(exc)
                     self._stop.wait(self.embedder.settings.embedding_retry_after_s)
                     continue
-                if done >= self.batch_size:
-                    continue  # a backlog: the next batch at once
+                backlog = done >= self.batch_size
+                if backlog:
+                    continue  # the next batch as soon as no request is being answered
                 if not done and not self._stop.is_set():  # a stop() before the clear above left no wake-up
                     self._wake.wait()
                 self._let_burst_pass()  # after a part batch too: entries saved meanwhile wait for the rest

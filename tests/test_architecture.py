@@ -170,7 +170,7 @@ ROOMS: dict[str, set[str]] = {
 # A concern's doors: the modules other rooms may import. Its files and database stores are its own; only `home`
 # (repairing, exporting and moving a home reads every store as it lies) goes past the doors.
 DOORS: dict[str, set[str]] = {
-    "audit": {"service", "shapes", "log", "retention", "versions"},
+    "audit": {"service", "shapes", "log", "retention", "versions", "redaction", "line_index"},
     "memory": {"service"},
     "conversation": {"service", "sessions", "feedback"},
     "working": {"service", "shapes", "vectors"},
@@ -178,7 +178,7 @@ DOORS: dict[str, set[str]] = {
     "procedures": {"service", "shapes"},
     "graph": {"service", "shapes", "relations", "pages"},
     "core": {"service", "shapes", "learnings", "workspace"},
-    "governance": {"shapes", "history", "trail", "integrity", "rollback", "forgetting"},
+    "governance": {"shapes", "history", "trail", "integrity", "rollback", "forgetting", "erasure"},
     "recall": {"service", "shapes", "remembering", "triggers"},
     "proposals": {"service", "shapes"},
     "consolidation": {

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SUITE_EMBEDDINGS
 from tests.embedding_server import EmbeddingServer, hashed_vectors, model_reply
 
 NOTES: list[dict[str, Any]] = [
@@ -58,10 +59,17 @@ NOTES: list[dict[str, Any]] = [
 ]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without ROCKMEM_* settings, plus `extra`."""
+def clean_env(**extra: str | None) -> dict[str, str]:
+    """The test process's environment without ROCKMEM_* settings but the suite's embedding setting (off unless a
+    test asks: tests/conftest.py says why), plus `extra`; `NAME=None` leaves NAME unset (the product's default,
+    e.g. ROCKMEM_EMBEDDING_MODEL=None for the bundled model)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
-    env.update(extra)
+    env["ROCKMEM_EMBEDDING_MODEL"] = SUITE_EMBEDDINGS
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
@@ -133,8 +141,8 @@ def seeded(home: Path, tmp_path: Path) -> Path:
     return home
 
 
-def stats(home: Path) -> dict[str, Any]:
-    return json.loads(ok("stats", "--json", "--home", home).stdout)
+def stats(home: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return json.loads(ok("stats", "--json", "--home", home, env=env).stdout)
 
 
 # ---------------------------------------------------------------------------------------------- basics
@@ -530,19 +538,22 @@ def test_reindex_embeddings_with_embeddings_off_fails_clearly(seeded: Path) -> N
 def test_reindex_embeddings_without_settings_uses_the_bundled_model(home: Path, tmp_path: Path) -> None:
     ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--no-embeddings")
     assert stats(home)["embedded"] == 0
-    assert "vectors for 5 memories (5 embedded" in ok("--home", home, "reindex", "--embeddings").stderr
+    bundled = clean_env(ROCKMEM_EMBEDDING_MODEL=None)  # the product's default: no setting
+    reindexed = ok("--home", home, "reindex", "--embeddings", env=bundled)
+    assert "vectors for 5 memories (5 embedded" in reindexed.stderr
     assert json.loads((home / ".embeddings" / "model.json").read_text())["dim"] == 384
-    data = stats(home)
+    data = stats(home, bundled)
     assert data["embedded"] == 5 and data["embedding_model"] == "onnx:minilm-l3-int8@1+whole-known"
 
 
 def test_import_embeds_what_it_imported_so_no_server_has_to(home: Path, tmp_path: Path) -> None:
-    result = ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--json")
+    bundled = clean_env(ROCKMEM_EMBEDDING_MODEL=None)  # the product's default: no setting
+    result = ok("--home", home, "import", write_jsonl(tmp_path / "notes.jsonl", NOTES), "--json", env=bundled)
     assert json.loads(result.stdout)["vectors"] == 5
     assert "vectors for 5 memories (5 embedded with onnx:minilm-l3-int8" in result.stderr
     assert sorted(p.stem for p in (home / ".embeddings").glob("*.bin")) == sorted(n["id"] for n in NOTES)
-    assert stats(home)["embedded"] == 5
-    search = ok("--home", home, "search", "deploy summary mail", "--mode", "vector", "--limit", "1")
+    assert stats(home, bundled)["embedded"] == 5
+    search = ok("--home", home, "search", "deploy summary mail", "--mode", "vector", "--limit", "1", env=bundled)
     assert "ranked by vector" in search.stderr and "not embedded yet" not in search.stderr
 
 

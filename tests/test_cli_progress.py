@@ -59,12 +59,16 @@ def _jsonl(path: Path, count: int) -> Path:
 
 def test_import_on_a_terminal_shows_the_bar_and_only_there(tmp_path: Path) -> None:
     source = _jsonl(tmp_path / "in.jsonl", 300)
-    returncode, text = on_a_terminal(["--home", str(tmp_path / "h"), "import", str(source)], clean_env(COLUMNS="120"))
+    bundled = clean_env(ROCKMEM_EMBEDDING_MODEL=None)  # the product's default: the import embeds what it wrote
+    returncode, text = on_a_terminal(
+        ["--home", str(tmp_path / "h"), "import", str(source)],
+        bundled | {"COLUMNS": "120"},
+    )
     assert returncode == 0, text
     assert "importing: line 300" in text and "MB/s" in text and "━" in text
     assert "imported 300 memories" in text
 
-    piped = ok("--home", tmp_path / "h2", "import", source, env=clean_env())  # stderr a pipe: the summary, plain
+    piped = ok("--home", tmp_path / "h2", "import", source, env=bundled)  # stderr a pipe: the summary, plain
     assert "\x1b" not in piped.stderr and "━" not in piped.stderr
     assert piped.stderr.strip().splitlines()[-1].startswith("imported 300 memories")
     assert piped.stderr.startswith("vectors for 300 memories")  # embedded after the import, reported plainly

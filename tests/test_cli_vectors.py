@@ -30,17 +30,18 @@ def counts(home: Path, env: dict[str, str] | None = None) -> dict[str, object]:
 
 def test_add_embeds_what_it_saved_with_the_bundled_model(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    added = ok("--home", home, "add", "Ada takes her tea with lemon", "--json")
+    bundled = clean_env(ROCKMEM_EMBEDDING_MODEL=None)  # the product's default: no setting
+    added = ok("--home", home, "add", "Ada takes her tea with lemon", "--json", env=bundled)
     saved = json.loads(added.stdout)  # stdout is the saved entry alone
     assert "vectors for 1 memory (1 embedded with onnx:minilm-l3-int8" in added.stderr
     assert [p.stem for p in (home / ".embeddings").glob("*.bin")] == [saved["id"]]
-    data = counts(home)
+    data = counts(home, bundled)
     assert (data["embedded"], data["embedding_model"]) == (1, "onnx:minilm-l3-int8@1+whole-known")
-    search = ok("--home", home, "search", "lemon tea", "--mode", "vector")
+    search = ok("--home", home, "search", "lemon tea", "--mode", "vector", env=bundled)
     assert saved["id"] in search.stdout and "not embedded yet" not in search.stderr
 
-    later = ok("--home", home, "add", "Bob drinks coffee", "--no-embeddings")
-    assert "vectors for" not in later.stderr and counts(home)["embedded"] == 1
+    later = ok("--home", home, "add", "Bob drinks coffee", "--no-embeddings", env=bundled)
+    assert "vectors for" not in later.stderr and counts(home, bundled)["embedded"] == 1
 
 
 def test_add_with_the_provider_down_keeps_the_memory_and_says_who_catches_up(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.daily_log import Appender, still_at
@@ -117,6 +118,14 @@ def moved_from(line: AuditLine) -> str | None:
     return found.group(1) if found else None
 
 
+class Redacts(Protocol):
+    """What `AuditLog.redact` applies (audit/redaction.py's Redaction, which reads lines with this module)."""
+
+    def log_bytes(self, data: bytes) -> tuple[bytes, int]:
+        """The log's bytes with an item's text taken out of the lines about it, and how many lines changed."""
+        ...
+
+
 class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -194,5 +203,27 @@ class AuditLog:
                 with contextlib.suppress(FileNotFoundError):
                     remove_durably(self.path)
             return len(current) - len(kept)
+        finally:
+            os.close(fd)
+
+    def redact(self, redaction: Redacts) -> int:
+        """Take a permanently removed item's text out of the lines about it (audit/redaction.py: replaced by its
+        hash), atomically, under the lock appenders take (an append waiting meanwhile lands in the new file); returns
+        how many lines changed. Like `rewrite`, it replaces the file: a reader that indexed the old one by offset
+        sees a new inode. Every other byte stays as it was, torn lines included, so the git history's copies of the
+        log, rewritten by the same rules, stay its prefixes."""
+        try:
+            fd = open_fd(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not still_at(fd, self.path):
+                    return self.redact(redaction)
+            data, changed = redaction.log_bytes(read_bytes(self.path))
+            if changed:
+                atomic_write(self.path, data)
+            return changed
         finally:
             os.close(fd)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from rockmem_mcp.audit.log import AuditLine, format_time
+from rockmem_mcp.audit.redaction import Redaction
 from rockmem_mcp.storage.pg import AUDIT_FOLD_LOCK, Database
 
 
@@ -58,3 +59,22 @@ class PgAuditLog:
             if gone:
                 cursor.execute("DELETE FROM audit_lines WHERE seq = ANY(%s)", (gone,))
             return len(gone)
+
+    def redact(self, redaction: Redaction) -> int:
+        """As AuditLog.redact: the rows holding one of the item's texts (found by the database, by the substrings
+        every match holds) rewritten in one transaction, under the lock folds take; appends go on meanwhile."""
+        needles = redaction.needles
+        if not needles:
+            return 0
+        with self.db.transaction() as cursor:
+            cursor.execute(f"SELECT pg_advisory_xact_lock({AUDIT_FOLD_LOCK}, hashtext(current_schema()))")
+            cursor.execute(
+                "SELECT seq, line FROM audit_lines WHERE "
+                + " OR ".join(["strpos(line, %s) > 0"] * len(needles))
+                + " ORDER BY seq",
+                needles,
+            )
+            changed = [(new, seq) for seq, line in cursor.fetchall() if (new := redaction.audit_line(line)) != line]
+            if changed:
+                cursor.executemany("UPDATE audit_lines SET line = %s WHERE seq = %s", changed)
+            return len(changed)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from rockmem_mcp.audit.log import AuditLine, AuditLog, clean_field, format_time, parse_time
+from rockmem_mcp.audit.redaction import Redaction
 from rockmem_mcp.audit.service import current_actor
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import CorruptEntryError, RockmemError
@@ -159,6 +161,43 @@ def fold_quietly(settings: Settings, audit_log: AuditLog, now: datetime) -> Fold
     if result.dropped:
         log.info("audit retention: %d old line(s) folded into %s", result.dropped, ARCHIVE_NAME)
     return result
+
+
+_NOTABLE = re.compile(r"^\d{4}-\d{2}-\d{2}: [A-Z]+ (.+?) — ")  # "DAY: ACTION FILE — SUMMARY"
+
+
+def redact_digests(settings: Settings, audit_log: AuditLog, redaction: Redaction) -> int:
+    """A permanently removed item's text out of the digests' notable events too (they quote summaries, e.g. a
+    procedure's name): the events about its files are redacted as its audit lines are. Done under the lock folds
+    take (inside the log's `rewrite`, which keeps every line), so a fold meanwhile neither loses this nor is lost;
+    returns how many events changed (none when there are no digests)."""
+    documents = DigestDocuments(settings)
+    changed = 0
+    try:
+        documents.read(STATE_NAME)
+    except FileNotFoundError:  # no digests yet (most homes for 90 days): no lock, no read of the log
+        return 0
+
+    def keep(lines: list[AuditLine]) -> list[AuditLine]:
+        nonlocal changed
+        try:
+            state = _load_state(documents)
+        except CorruptEntryError as exc:  # retention says so itself; nothing here to redact then
+            log.warning("audit digests not redacted: %s", exc)
+            return lines
+        for digest in state.months.values():
+            for i, event in enumerate(digest.notable):
+                about = _NOTABLE.match(event)
+                if about is not None and redaction.covers(about.group(1)):
+                    redacted = redaction.text(event)
+                    changed += redacted != event
+                    digest.notable[i] = redacted
+        if changed:
+            _save(state, documents, settings.audit_retention_days)
+        return lines
+
+    audit_log.rewrite(keep, older_than=datetime.fromtimestamp(0, UTC))  # a database's trail: no line read
+    return changed
 
 
 # ---------------------------------------------------------------------- the state and its markdown

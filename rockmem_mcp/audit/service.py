@@ -6,7 +6,9 @@ always has its line, and a change that failed has none. (A crash between the fil
 change without a line, never acknowledged; the git history's start-up check finds it — governance/history.py.)
 
 The actor is the process's own (main, subagent:NAME, patrol:NAME from its namespace), or what a caller set
-for a stretch of work with `acting_as` (dream:RUN, manual for the CLI, system:…).
+for a stretch of work with `acting_as` (dream:RUN, manual for the CLI, system:…). What the main agent's server
+saves on its own is tagged as seed 004 §12.3 says: bot:trigger-remember (a trigger phrase it acted on),
+bot:auto-detect (facts a compaction picked out), system:decay (the decay pass).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+from rockmem_mcp.audit.line_index import LineIndex, line_index
 from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine, AuditLog, format_time
 from rockmem_mcp.audit.versions import FileVersion, VersionLog
 from rockmem_mcp.config import Settings
@@ -35,6 +38,11 @@ VERSIONS_NAME = "rockmem-versions"  # inside .git: never part of the history its
 CAPTURE_BYTES = 64 * 1024
 MANUAL = "manual"
 DOCTOR = "system:doctor"
+# Seed 004 §12.3's tags for what the main agent's server wrote on its own: a "remember that …" it acted on, a
+# fact it picked out of a conversation, and the decay pass's tier transitions.
+TRIGGER_REMEMBER = "bot:trigger-remember"
+AUTO_DETECT = "bot:auto-detect"
+DECAY = "system:decay"
 
 _actor: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_actor", default=None)
 _approval: contextvars.ContextVar[str | None] = contextvars.ContextVar("rockmem_audit_approval", default=None)
@@ -65,6 +73,12 @@ def process_actor(namespace: str | None) -> str:
     return "main"
 
 
+def bot_actor(tag: str, namespace: str | None) -> str:
+    """`tag` for the main agent's process; a sub-agent's or patrol's keeps its own name (whose write it was)."""
+    own = process_actor(namespace)
+    return tag if own == "main" else own
+
+
 def quoted(text: str, limit: int = 60) -> str:
     """A short quote of stored text for a summary (the log cleans it to one printable line)."""
     text = " ".join(text.split())
@@ -87,6 +101,9 @@ class Audit:
         self.enabled = settings.audit
         self.home = settings.home
         self.log = audit_log(settings)
+        # Where an item's or a run's lines are (a database's log is scanned): the trail reads those lines only.
+        log_path = self.log.path if isinstance(self.log, AuditLog) else None
+        self.index: LineIndex = line_index(self.log, log_path, settings.index_dir)
         self._clock = clock
         self._process_actor = process_actor(settings.namespace)
         # Each change's new bytes, for the git history to keep every version (audit/versions.py): a home's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -102,9 +103,32 @@ def add(settings: Settings, args: argparse.Namespace) -> int:
 
 def delete(settings: Settings, args: argparse.Namespace) -> int:
     with memory_service(settings) as memory:
-        result = memory.delete(args.id, args.permanent, args.reason, confirm_pinned=args.confirm_pinned)
+        if args.permanent:
+            result = _delete_for_good(settings, memory, args)
+        else:
+            result = memory.delete(args.id, False, args.reason, confirm_pinned=args.confirm_pinned)
     what = "removed permanently" if result.permanent else "archived (search_memory --include-archived finds it)"
     return _emit(args, result, lambda: say(f"{result.id} {what}"))
+
+
+def _delete_for_good(settings: Settings, memory: Any, args: argparse.Namespace) -> Any:
+    """As delete_memory permanent: the memory, the episode that logged it, and the record's copies of its text
+    (audit trail, git history, index snapshots; governance/erasure.py). What could not be erased is said on stderr."""
+    from rockmem_mcp.episodes.service import Episodes
+    from rockmem_mcp.governance.erasure import Erasure
+    from rockmem_mcp.governance.history import GitHistory
+
+    episodes = Episodes(settings, reinforcer=memory.reinforcer)
+    history = GitHistory(settings, memory.audit)
+    try:
+        erasure = Erasure(settings, memory.audit, memory, episodes, history)
+        result, left = erasure.delete_memory(args.id, args.reason, confirm_pinned=args.confirm_pinned)
+    finally:
+        history.close()
+        episodes.close()
+    for problem in left:
+        print(f"warning: deleted, but {problem}", file=sys.stderr)
+    return result
 
 
 def categories(settings: Settings, args: argparse.Namespace) -> int:

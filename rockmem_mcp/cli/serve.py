@@ -19,6 +19,10 @@ from rockmem_mcp.errors import RockmemError
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
+    from rockmem_mcp.vector_worker import FOREGROUND
+
+    if args.command != "ui":  # an MCP server: a vector backlog waits for its first answer (server/app.py, Answering)
+        FOREGROUND.hold_start()
     # Open the stores first, in a thread, so loading the indexes overlaps importing the MCP SDK:
     # at 100k memories that is most of the cold start.
     open_stores = _open_in_background(settings)

@@ -34,6 +34,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, ValidationError
 
+from rockmem_mcp.audit.service import AUTO_DETECT, acting_as, bot_actor
 from rockmem_mcp.config import Settings
 from rockmem_mcp.conversation.service import ConversationMemory, check_session_id
 from rockmem_mcp.episodes.service import Episodes
@@ -328,7 +329,9 @@ class Compactor:
                 return Compaction(usage=usage, advice="compact", driver="agent", task=task, note=note)
             answer, used, problem = self._answer(old, driver, sampled)
             facts = answer.facts if answer else rule_facts(old)
-            saved, logged = self._write(session_id, old, facts)
+            # The server picked these out of the conversation itself (seed 004 §12.3: auto-detected).
+            with acting_as(bot_actor(AUTO_DETECT, self.settings.namespace)):
+                saved, logged = self._write(session_id, old, facts)
             summary = answer.summary if answer else rule_summary(old, facts)
             self._trim(session_id, summary, old[-1])
         compacted = len([turn for turn in old if turn.role != "summary"])

@@ -2,10 +2,11 @@
 
 The decay pass computes every live memory's salience and tier now (search/salience.py: the same model that
 ranks searches) and compares the tier with the one the previous pass recorded in `meta/decay-scores.json`
-(seed 004 §9.3's format). The report lists every tier change and every archive candidate (salience < 0.05)
-for review; nothing is archived and no memory is written: importance is the model's base, so the pass never
-lowers it. Uses are only read here, as absolute values (the memory's file merged by max with the access log),
-so a re-run right after records no change and counts no use twice.
+(seed 004 §9.3's format). The report lists every tier change and every archive candidate (salience under
+`salience_archive_threshold`, 0.05 by default) for review; nothing is archived and no memory is written:
+importance is the model's base, so the pass never lowers it. Uses are only read here, as absolute values (the
+memory's file merged by max with the access log), so a re-run right after records no change and counts no use
+twice. Its DECAY line is `system:decay`'s (seed 004 §12.3), whichever run or reflection ran the pass.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from rockmem_mcp.audit.service import DECAY
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.shapes import DreamReport, SalienceListing, SalientMemory, TierChange
 from rockmem_mcp.errors import InvalidInputError, RockmemError
@@ -40,8 +42,9 @@ def decay_pass(memory: MemoryService, settings: Settings, report: DreamReport) -
     """Fill the report's `tiers`, `tier_changes` and `archive_candidates`; record the tiers (not on a dry run)."""
     rows = memory.saliences()
     previous = _recorded_tiers(settings)
-    tiers = [tier(value) for value in rows.salience.tolist()]
-    report.tiers = tier_counts(rows.salience)
+    archive_below = settings.salience_archive_threshold
+    tiers = [tier(value, archive_below) for value in rows.salience.tolist()]
+    report.tiers = tier_counts(rows.salience, archive_below)
     for i, entry_id in enumerate(rows.ids):
         before = previous.get(entry_id)
         if before is not None and before != tiers[i]:
@@ -70,7 +73,11 @@ def _record_tiers(memory: MemoryService, settings: Settings, report: DreamReport
     said = ", ".join(f"{move} {n}" for move, n in sorted(moves.items()))
     summary = f"{len(report.tier_changes)} entries transitioned{': ' + said if said else ''}; {scored} scored"
     memory.audit.record(
-        "DECAY", path, summary, undo=lambda: remove_durably(path) if previous is None else atomic_write(path, previous)
+        "DECAY",
+        path,
+        summary,
+        actor=DECAY,  # a threshold transition is the decay system's, whichever run ran the pass
+        undo=lambda: remove_durably(path) if previous is None else atomic_write(path, previous),
     )
 
 
@@ -87,7 +94,7 @@ def salience_listing(
     return SalienceListing(
         order=order,
         memories=_described(memory, rows, ranked[:limit].tolist()),
-        tiers=tier_counts(rows.salience),
+        tiers=tier_counts(rows.salience, memory.settings.salience_archive_threshold),
         pinned=int(rows.pinned.sum()),
     )
 
@@ -106,7 +113,7 @@ def _described(memory: MemoryService, rows: Saliences, positions: list[int]) -> 
         found.append(
             SalientMemory(
                 id=rows.ids[i],
-                tier=tier(value),
+                tier=tier(value, memory.settings.salience_archive_threshold),
                 salience=round(value, 4),
                 uses=int(rows.access_count[i]),
                 last_use=_utc(float(rows.last_access[i])),

@@ -5,7 +5,10 @@ Whoever proposes the changes (an LLM, the calling agent, or the deterministic pa
 through `apply`, which enforces the safeguards in code:
 - an id the plan names must be a live memory (or graph triple) — unknown ids are refused with a report;
 - every source of a merge is archived (superseded by the merged memory), never deleted;
-- a merge whose text drops a proper noun or a number of its sources is refused;
+- a merge whose text drops a proper noun, a number, a negation or any other content word of a source is refused,
+  naming the source and the words (consolidation/fact_check.py);
+- a merge of memories that contradict each other (a negation, or different times, dates or amounts) is refused,
+  and the pair is listed under the report's contradictions for the user to decide;
 - pinned memories (the vault) are never merged away, archived, changed or purged (an archived one neither);
   memories used 5 times or more are never pruned (archived as noise: RockBot's rule, counting the uses in the
   access log too) but may be merged (their uses carry into the merged memory) or re-filed;
@@ -27,7 +30,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -50,7 +53,16 @@ from rockmem_mcp.consolidation.dream_episodes import (
 from rockmem_mcp.consolidation.dream_hooks import checkpoint
 from rockmem_mcp.consolidation.dream_journal import MergeJournal, version
 from rockmem_mcp.consolidation.dream_reports import report_store
-from rockmem_mcp.consolidation.fact_check import contradiction, contradictions, details, lost_facts
+from rockmem_mcp.consolidation.fact_check import (
+    Facts,
+    clash,
+    clues,
+    contradiction,
+    contradictions,
+    details,
+    facts,
+    merge_loss,
+)
 from rockmem_mcp.consolidation.shapes import (
     DreamAction,
     DreamMaterial,
@@ -105,6 +117,7 @@ ALLOWED = {
 PROTECTED_REINFORCEMENT = 5
 NEAR_DUPLICATE_COSINE = 0.88
 NEAR_DUPLICATE_OVERLAP = 0.8  # word-set Jaccard without embeddings
+SUBJECT_HOLDERS = 200  # a word held by more memories is no sign two of them are about one thing
 # The half-life decay before salience kept the importance it lowered here; a merge does not carry it on.
 LEGACY_DECAY_KEY = "importance_before_decay"
 PURGE_ARCHIVED_DAYS = 90
@@ -607,11 +620,14 @@ class Dreamer:
         used = [self.memory.with_uses(e) for e in sources]  # uses since a source's last write are in the log
         if kept := [why for e in sources if (why := self._protection(e))]:
             return run.reject("merge", ids, f"protected memories are never merged away: {'; '.join(kept)}")
-        if clashes := contradictions({e.id: e.content for e in sources}):
+        texts = {e.id: e.content for e in sources}
+        if clashes := contradictions(texts):
+            for a, b, why in clashes:  # not resolved by whoever planned the merge: listed for the user to decide
+                run.contradiction([a, b], why)
             a, b, why = clashes[0]
             return run.reject("merge", ids, f"{a} and {b} contradict each other ({why}): keep both, or archive one")
-        if missing := lost_facts([e.content for e in sources], content):
-            return run.reject("merge", ids, f"the merged text drops details of its sources: {', '.join(missing)}")
+        if loss := merge_loss(texts, content):
+            return run.reject("merge", ids, loss)
         try:
             merged = self.memory.prepare_entry(
                 {
@@ -922,6 +938,8 @@ class Dreamer:
         progress(1, steps, f"read {len(entries):,} memories")
         live = [e for e in entries.values() if not e.archived and e.id not in run.touched]
         exact, near = self._duplicate_clusters(live, run)
+        for older, newer, why in self._contradicting(live, self._same_subject_pairs(live)):
+            run.contradiction([older, newer], why)  # not near-duplicates, yet about one thing: "at 9am" / "at 10am"
         checkpoint("planned")
         progress(2, steps, f"found {len(exact) + len(near):,} group(s) of duplicates")
         for merge in self._duplicate_merges(exact, near, entries, run):
@@ -957,7 +975,10 @@ class Dreamer:
                     run.contradiction([a, b], reason)
                 continue
             sources = [entries[i] for i in cluster]
-            best = max(sources, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
+            texts = {e.id: e.content for e in sources}
+            # The text is a source that keeps every other's facts and words, when one does (else the merge is refused)
+            keeping = [e for e in sources if merge_loss(texts, e.content) is None] or sources
+            best = max(keeping, key=lambda e: (len(details(e.content)), len(e.content), -e.created_at.timestamp()))
             yield PlanMerge(ids=cluster, content=best.content, category=best.category, reason=f"{why} (deterministic)")
 
     def _duplicate_clusters(self, live: list[MemoryEntry], run: _Run) -> tuple[list[list[str]], list[list[str]]]:
@@ -980,8 +1001,9 @@ class Dreamer:
 
         by_id = {e.id: e for e in rest}
         for a, b in self._similar_pairs(rest):
-            if (clash := contradiction(by_id[a].content, by_id[b].content)) is not None:
-                run.contradiction(sorted([a, b], key=lambda i: (by_id[i].created_at, i)), clash)  # oldest first
+            older, newer = sorted([a, b], key=lambda i: (by_id[i].created_at, i))  # reported oldest first
+            if (why := contradiction(by_id[older].content, by_id[newer].content)) is not None:
+                run.contradiction([older, newer], why)
                 continue
             ra, rb = root(a), root(b)
             if ra != rb:
@@ -1010,38 +1032,54 @@ class Dreamer:
             return
         # Without embeddings: word sets; candidates share one of their two rarest words.
         words = {e.id: set(tokenize(e.content)) for e in live}
-        frequency: dict[str, int] = {}
-        for found in words.values():
-            for word in found:
-                frequency[word] = frequency.get(word, 0) + 1
-        buckets: dict[str, list[str]] = {}
+        for a, b in _rare_word_pairs(words, min_words=3):
+            wa, wb = words[a], words[b]
+            if len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE_OVERLAP:
+                yield a, b
+
+    def _same_subject_pairs(self, live: list[MemoryEntry]) -> Iterator[tuple[str, str]]:
+        """Candidates for a contradiction whatever the embeddings: each memory with those holding one of its two
+        rarest words, numbers left out (they are what differs: "standup at 9am" meets "the team standup is at
+        10am every weekday", whose other words the shorter one lacks)."""
+        words = {e.id: {w for w in tokenize(e.content) if not w[0].isdigit()} for e in live}
+        holding: dict[str, list[str]] = {}
         for entry_id, found in words.items():
-            if len(found) >= 3:
-                for word in sorted(found, key=lambda w: (frequency[w], w))[:2]:
-                    buckets.setdefault(word, []).append(entry_id)
+            for word in found:
+                holding.setdefault(word, []).append(entry_id)
         seen: set[tuple[str, str]] = set()
-        for members in buckets.values():
-            if len(members) > 200:  # a word this common is no evidence of a duplicate
-                continue
-            for i, a in enumerate(members):
-                for b in members[i + 1 :]:
-                    pair = (a, b) if a < b else (b, a)
-                    if pair in seen:
-                        continue
-                    seen.add(pair)
-                    wa, wb = words[a], words[b]
-                    if len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE_OVERLAP:
+        for entry_id, found in words.items():
+            for word in sorted(found, key=lambda w: (len(holding[w]), w))[:2]:
+                if len(holding[word]) > SUBJECT_HOLDERS:
+                    continue
+                for other in holding[word]:
+                    pair = (entry_id, other) if entry_id < other else (other, entry_id)
+                    if other != entry_id and pair not in seen:
+                        seen.add(pair)
                         yield pair
 
     def contradicting_pairs(self, live: list[MemoryEntry]) -> list[tuple[str, str, str]]:
-        """Pairs of near-identical live memories that contradict each other: (older id, newer id, why)."""
+        """Pairs of live memories about the same thing that contradict each other: (older id, newer id, why)."""
+        return self._contradicting(live, [*self._similar_pairs(live), *self._same_subject_pairs(live)])
+
+    def _contradicting(self, live: list[MemoryEntry], pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str, str]]:
         by_id = {e.id: e for e in live}
-        found = []
-        for a, b in self._similar_pairs(live):
-            if (clash := contradiction(by_id[a].content, by_id[b].content)) is not None:
-                older, newer = sorted([a, b], key=lambda i: (by_id[i].created_at, i))
-                found.append((older, newer, clash))
-        return found
+        read: dict[str, Facts] = {}  # each text's facts read once (fact_check's cache holds a few hundred)
+
+        def facts_of(entry_id: str) -> Facts:
+            if entry_id not in read:
+                read[entry_id] = facts(by_id[entry_id].content)
+            return read[entry_id]
+
+        hints = {e.id: clues(e.content) for e in live}  # (a negation, a digit)
+        found: dict[tuple[str, str], str] = {}
+        for a, b in pairs:
+            (negation_a, digit_a), (negation_b, digit_b) = hints[a], hints[b]
+            if not (negation_a or negation_b or (digit_a and digit_b)):
+                continue  # most pairs: reading their facts costs ~0.1 ms a text, 1 s at 10k memories
+            older, newer = sorted([a, b], key=lambda i: (by_id[i].created_at, i))
+            if (older, newer) not in found and (why := clash(facts_of(older), facts_of(newer))):
+                found[older, newer] = why
+        return [(older, newer, why) for (older, newer), why in found.items()]
 
     def _purge(self, run: _Run, archived: list[MemoryEntry]) -> None:
         cutoff = self._clock() - timedelta(days=PURGE_ARCHIVED_DAYS)
@@ -1073,6 +1111,30 @@ class Dreamer:
             run.applied("drop_entity", [entity.id], f"{entity.name}: no triples, not referenced for 14 days")
             if not run.report.dry_run:
                 self.graph.delete_entity(entity.id, why="dream: no triples, not referenced for 14 days")
+
+
+def _rare_word_pairs(words: dict[str, set[str]], min_words: int) -> Iterator[tuple[str, str]]:
+    """Each pair of ids (once) whose word sets share one of either's two rarest words; sets smaller than
+    `min_words` and words in more than SUBJECT_HOLDERS sets left out."""
+    frequency: dict[str, int] = {}
+    for found in words.values():
+        for word in found:
+            frequency[word] = frequency.get(word, 0) + 1
+    buckets: dict[str, list[str]] = {}
+    for entry_id, found in words.items():
+        if len(found) >= min_words:
+            for word in sorted(found, key=lambda w: (frequency[w], w))[:2]:
+                buckets.setdefault(word, []).append(entry_id)
+    seen: set[tuple[str, str]] = set()
+    for members in buckets.values():
+        if len(members) > SUBJECT_HOLDERS:  # a word this common is no evidence of a duplicate
+            continue
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                pair = (a, b) if a < b else (b, a)
+                if pair not in seen:
+                    seen.add(pair)
+                    yield pair
 
 
 def _same_steps(steps: list[str], proposed: list[str]) -> bool:

@@ -7,7 +7,9 @@ A cycle runs the seed's five phases:
    survey, and answers patterns, evolving understanding, revised assumptions, questions and guidance — with
    the seed's milestone tasks at reflections 10, 25, 50 and 100;
 3. consolidation: the dream passes' plans (consolidation/dream.py) guided by phase 2, plus contradictions found
-   among near-identical memories, archive candidates from salience, and proposals the main agent deferred;
+   among memories about one thing, archive candidates from salience, and proposals the main agent deferred. A
+   planned merge the dream would refuse is not proposed: one of memories that contradict each other becomes a
+   contradiction for the user to decide, one whose text drops a source's facts is listed as not covered;
 4. core rewrite: the model rewrites core memory blocks, each kept within its cap;
 5. summary: the readable proposal in the seed's sections (meta/pending-reflection.md).
 Without a model, phases 2 and 4 are skipped and phase 3 merges exact and near duplicates.
@@ -38,11 +40,13 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.dream import ALLOWED, PROTECTED_REINFORCEMENT, Dreamer, LLMPlan, Progress
 from rockmem_mcp.consolidation.dream_episodes import EpisodeMark
 from rockmem_mcp.consolidation.dream_journal import version
+from rockmem_mcp.consolidation.fact_check import contradiction, contradictions, merge_loss
 from rockmem_mcp.consolidation.reflection_files import ReflectionBusy, ReflectionFiles
 from rockmem_mcp.consolidation.reflection_summary import evolution_entry, log_entry, summary
 from rockmem_mcp.consolidation.schedule import next_scheduled
 from rockmem_mcp.consolidation.shapes import (
     CoreRewrite,
+    DreamAction,
     DreamPlan,
     DreamReport,
     MetaReflection,
@@ -54,7 +58,7 @@ from rockmem_mcp.conversation.service import LogMark
 from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.errors import InvalidInputError, RockmemError
 from rockmem_mcp.llm import ChatLLM
-from rockmem_mcp.models import utc_now
+from rockmem_mcp.models import MemoryEntry, utc_now
 from rockmem_mcp.procedures.shapes import procedure_slug
 from rockmem_mcp.proposals.service import Proposals
 from rockmem_mcp.search.salience import ARCHIVE_CANDIDATE, tier, tier_counts
@@ -132,6 +136,8 @@ class Reflector:
         self._clock = clock
         self.proposals = proposals
         self._read: dict[str, str] = {}  # during a run: each live memory's version as read
+        self._live: dict[str, MemoryEntry] = {}  # during a run: the live memories as read
+        self._clashed: set[frozenset[str]] = set()  # during a run: the pairs listed as contradictions
 
     # ------------------------------------------------------------------ reading
     def get(self, reflection_id: str) -> Reflection:
@@ -139,6 +145,11 @@ class Reflector:
 
     def recent(self, limit: int = 10) -> list[Reflection]:
         return list(self.files.all())[-limit:]
+
+    def latest(self) -> Reflection | None:
+        """The newest reflection, whatever its status (one record read, not all)."""
+        numbers = self.files.numbers()
+        return self.get(f"r-{numbers[-1]:03d}") if numbers else None
 
     def pending(self) -> list[Reflection]:
         return list(self.files.with_status("pending"))
@@ -212,7 +223,7 @@ class Reflector:
         saliences = self.memory.saliences()
         new = int((saliences.created > since.timestamp()).sum()) if since else len(saliences.ids)
         episodes = self._new_episodes(since)
-        tiers = tier_counts(saliences.salience)
+        tiers = tier_counts(saliences.salience, self.settings.salience_archive_threshold)
         waiting: dict[str, int] = {}
         for dream_pass in REFLECTION_PASSES:
             try:
@@ -264,6 +275,8 @@ class Reflector:
     ) -> None:
         live = [e for e in self.memory.iter_entries() if not e.archived]
         self._read = {e.id: version(e) for e in live}  # what each action's memories were as planned
+        self._live = {e.id: e for e in live}
+        self._clashed = set()
         touched: set[str] = set()
         if llm is not None:
             for dream_pass in passes:
@@ -278,12 +291,17 @@ class Reflector:
             self._add_plan(reflection, "consolidation", planned, touched)
             if steps is not None:
                 steps.done("consolidation planned")
-        clashes = self.dreamer.contradicting_pairs(live)
-        for older, newer, why in clashes[:MAX_CONTRADICTIONS]:
-            reflection.contradictions.append(f"{older} and {newer}: {why}")
-            reflection.questions.append(f"{older} and {newer} contradict each other ({why}): which one is right?")
-        if len(clashes) > MAX_CONTRADICTIONS:
-            reflection.not_covered.append(f"{len(clashes) - MAX_CONTRADICTIONS} further contradictions")
+        for older, newer, why in self.dreamer.contradicting_pairs(live):
+            self._contradiction(reflection, older, newer, why)
+        if (further := len(reflection.conflicts) - MAX_CONTRADICTIONS) > 0:
+            del reflection.conflicts[MAX_CONTRADICTIONS:]
+            reflection.not_covered.append(f"{further} further contradictions")
+        for found in reflection.conflicts:
+            older, newer = found.ids
+            reflection.contradictions.append(f"{older} and {newer}: {found.reason}")
+            reflection.questions.append(
+                f"{older} and {newer} contradict each other ({found.reason}): which one is right?"
+            )
         self._archive_candidates(reflection, touched)
         deferred = [(p.id, p.content) for p in self.proposals.deferred()] if self.proposals is not None else []
         if deferred and not reflection.needs_approval:  # committing one is the user's call, never a rule's
@@ -306,16 +324,39 @@ class Reflector:
                 continue
             for item in items:
                 data = item.model_dump(mode="json", exclude_defaults=True)
+                if kind == "merge" and self._refused_merge(reflection, dream_pass, data):
+                    continue
                 touched.update(_ids_of(kind, data))
                 self._action(reflection, kind, dream_pass, data, _describe(kind, data))
+
+    def _refused_merge(self, reflection: Reflection, dream_pass: str, item: dict[str, Any]) -> bool:
+        """Whether a planned merge is one the dream would refuse, and so is not proposed (the user would approve
+        what cannot be applied): sources that contradict each other become contradictions for the user to
+        decide, a text that drops a source's facts is listed as not covered, saying what it drops."""
+        texts = {i: self._live[i].content for i in item.get("ids", []) if i in self._live}
+        if clashes := contradictions(texts):
+            for a, b, _ in clashes:
+                older, newer = sorted([a, b], key=lambda i: (self._live[i].created_at, i))
+                self._contradiction(reflection, older, newer, contradiction(texts[older], texts[newer]) or "")
+            return True
+        if loss := merge_loss(texts, item.get("content", "")):
+            reflection.not_covered.append(f"{dream_pass}: a merge of {', '.join(texts)} left out: {loss}")
+            return True
+        return False
+
+    def _contradiction(self, reflection: Reflection, older: str, newer: str, why: str) -> None:
+        if frozenset((older, newer)) not in self._clashed:
+            self._clashed.add(frozenset((older, newer)))
+            reflection.conflicts.append(DreamAction(action="contradiction", ids=[older, newer], reason=why))
 
     def _archive_candidates(self, reflection: Reflection, touched: set[str]) -> None:
         saliences = self.memory.saliences()
         now = saliences.now.timestamp()
+        archive_below = self.settings.salience_archive_threshold
         found = 0
         for row, entry_id in enumerate(saliences.ids):
             value = float(saliences.salience[row])
-            if tier(value) != ARCHIVE_CANDIDATE or saliences.pinned[row] or entry_id in touched:
+            if tier(value, archive_below) != ARCHIVE_CANDIDATE or saliences.pinned[row] or entry_id in touched:
                 continue
             if int(saliences.access_count[row]) >= PROTECTED_REINFORCEMENT:
                 continue

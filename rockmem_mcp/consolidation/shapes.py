@@ -171,7 +171,9 @@ class DreamReport(BaseModel):
         default_factory=list, description="Decay pass: memories whose tier changed since the previous pass"
     )
     archive_candidates: list[SalientMemory] = Field(
-        default_factory=list, description="Decay pass: salience under 0.05, listed for review (nothing is archived)"
+        default_factory=list,
+        description="Decay pass: salience under the archive threshold (0.05 by default), listed for review (nothing "
+        "is archived)",
     )
     summary: str = ""
 
@@ -271,6 +273,10 @@ class Reflection(BaseModel):
     meta: MetaReflection = Field(default_factory=MetaReflection)
     actions: list[ReflectionAction] = Field(default_factory=list)
     contradictions: list[str] = Field(default_factory=list)
+    conflicts: list[DreamAction] = Field(
+        default_factory=list,
+        description="The contradictions as memory ids (older first) and why: left as they are for the user to decide",
+    )
     questions: list[str] = Field(default_factory=list)
     not_covered: list[str] = Field(default_factory=list, description="What the budget or a failure left out")
     output_tokens: int = 0

@@ -151,8 +151,24 @@ class Episodes:
 
     def close(self) -> None:
         """Save the index if it changed since it was saved (the next start then reads only what is new)."""
+        if self.index.built:
+            self._follow_files()  # a day rewritten meanwhile (a delete) is saved as it is now, not as it was
         if self.index.built and self.index.lines_since_snapshot:
             self._save_index()
+
+    def save_index(self) -> None:
+        """Save the index now, as the day files are (after a permanent delete: the snapshot kept the episode's
+        words and the end of its day's file; the one written here has neither)."""
+        if self.index.built:
+            self._follow_files()
+            self._save_index()
+
+    def _follow_files(self) -> None:
+        try:
+            with self.index.lock:
+                self.index.sync()
+        except (OSError, StorageError) as exc:  # saved as last followed: the next start checks every day file
+            log.debug("episode index not followed before saving (%s)", exc)
 
     def _save_index(self) -> None:
         if self.index.snapshot is None:
@@ -376,7 +392,7 @@ class Episodes:
                 CONFIDENCE_BASE[index.confidence_code.view[live]], last, uses, np.zeros(len(live), dtype=bool),
                 self._clock().timestamp(), self.settings.salience_lambda, TYPE_WEIGHTS["episodic"],
             )  # fmt: skip
-        return tier_counts(values)
+        return tier_counts(values, self.settings.salience_archive_threshold)
 
     def _access(self, episode_id: str, slot: int) -> Access:
         index = self.index

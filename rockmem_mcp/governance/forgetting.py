@@ -33,23 +33,35 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rockmem_mcp.audit.service import Audit, quoted
 from rockmem_mcp.config import Settings
 from rockmem_mcp.core.service import LIST_BLOCK, VAULT_CATEGORY, VAULT_SOURCE, CoreMemory, block_name, is_mirror_of
 from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
+from rockmem_mcp.governance.erasure import Erasure, Traces, user_texts
 from rockmem_mcp.governance.forgotten_files import ForgottenFiles, ForgottenRecord, line_hash
 from rockmem_mcp.governance.shapes import ForgetOutcome, ForgetResult, ForgottenItem
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.graph.shapes import Entity, Triple
 from rockmem_mcp.memory.service import MemoryService
-from rockmem_mcp.models import FORGET_STORES, ForgetCandidate, check_reason, check_text, utc_now, validate_entry_id
+from rockmem_mcp.models import (
+    FORGET_STORES,
+    Episode,
+    ForgetCandidate,
+    check_reason,
+    check_text,
+    utc_now,
+    validate_entry_id,
+)
 from rockmem_mcp.procedures.service import Procedures
 from rockmem_mcp.procedures.shapes import procedure_slug
 from rockmem_mcp.search.tokenizer import tokenize
 from rockmem_mcp.storage.pg import is_database_url
+
+if TYPE_CHECKING:
+    from rockmem_mcp.governance.history import GitHistory
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +106,10 @@ class Forgetting:
         graph: Callable[[], GraphService],
         core: CoreMemory,
         clock: Callable[[], datetime] = utc_now,
+        history: GitHistory | None = None,
     ) -> None:
-        """`graph` is called when the graph is needed (a server opens it in the background)."""
+        """`graph` is called when the graph is needed (a server opens it in the background); `history`: the home's,
+        rewritten after a permanent forget (governance/erasure.py)."""
         self.settings = settings
         self.memory = memory
         self.episodes = episodes
@@ -104,6 +118,7 @@ class Forgetting:
         self.core = core
         self.files = forgotten_store(settings)
         self.audit = Audit(settings)  # stamped by the wall clock: a store's own clock is its records' time
+        self.erasure = Erasure(settings, memory.audit, memory, episodes, history, graph)
         self._clock = clock
         self._core_words: tuple[str, list[tuple[str, str, set[str]]]] | None = None  # (version, lines)
 
@@ -221,8 +236,14 @@ class Forgetting:
         a line per item in meta/forget.log). Each id is reported: done, or why not."""
         if reason is not None:
             check_reason(reason)
-        actions = self._erase if permanent else self._hide
-        items = [self._each(raw, lambda store, key: actions[store](key, reason)) for raw in _ids(ids)]
+        if not permanent:
+            return ForgetResult(items=[self._each(raw, lambda s, key: self._hide[s](key, reason)) for raw in _ids(ids)])
+        traces = Traces()  # what the items deleted left in the record: taken out once, for all of them
+        items = [self._each(raw, lambda s, key: self._erase[s](key, reason, traces)) for raw in _ids(ids)]
+        left = self.erasure.erase(traces)
+        for item in items:
+            if item.ok and left:
+                item.done += "; but " + "; ".join(left)
         return ForgetResult(items=items)
 
     def restore(self, ids: list[str]) -> ForgetResult:
@@ -260,7 +281,7 @@ class Forgetting:
         }
 
     @property
-    def _erase(self) -> dict[str, Callable[[str, str | None], str]]:
+    def _erase(self) -> dict[str, Callable[[str, str | None, Traces], str]]:
         return {
             "memory": self._erase_memory,
             "episode": self._erase_episode,
@@ -298,12 +319,16 @@ class Forgetting:
             done += "; it was pinned (in the vault) and is forgotten because the user confirmed this item"
         return done
 
-    def _erase_memory(self, key: str, reason: str | None) -> str:
+    def _erase_memory(self, key: str, reason: str | None, traces: Traces) -> str:
         entry = self.memory.get(key)
+        record = self.files.read("memory", key)
         self.memory.delete(key, permanent=True, confirm_pinned=True)
         episodes = self.episodes.forget_memory(entry)
         self.files.remove("memory", key)  # the episodes a soft forget kept go with it
         self._log("memory", key, entry.content, reason)
+        traces.add(self.erasure.memory_traces(entry))
+        if record is not None:
+            traces.add(self._episode_traces(record.episodes))
         return f"deleted for good{f' with the {episodes} episode(s) that logged it' if episodes else ''}; logged"
 
     def _restore_memory(self, key: str) -> str:
@@ -346,18 +371,21 @@ class Forgetting:
             undo.pop_all()
         return "hidden from search and recall (kept under forgotten/episodes/ until restored)"
 
-    def _erase_episode(self, key: str, reason: str | None) -> str:
+    def _erase_episode(self, key: str, reason: str | None, traces: Traces) -> str:
         validate_entry_id(key)
         record = self.files.read("episode", key)
         try:
-            summary = self.episodes.remove(key, why=_because("forgotten for good", reason)).content
+            episodes = [self.episodes.remove(key, why=_because("forgotten for good", reason))]
+            summary = episodes[0].content
         except NotFoundError:
             if record is None:
                 raise
-            summary = record.text
+            summary, episodes = record.text, record.episodes
             self._erase_record("episode", key, record, reason)
         self.files.remove("episode", key)
         self._log("episode", key, summary, reason)
+        traces.add(self._episode_traces(episodes))
+        traces.add(Traces([summary], ids=[key]))
         return "deleted for good; logged"
 
     def _restore_episode(self, key: str) -> str:
@@ -380,10 +408,11 @@ class Forgetting:
             undo.pop_all()
         return "archived: hidden from search and recall until restored"
 
-    def _erase_procedure(self, key: str, reason: str | None) -> str:
+    def _erase_procedure(self, key: str, reason: str | None, traces: Traces) -> str:
         procedure = self.procedures.delete(key, _because("forgotten", reason))
         self.files.remove("procedure", procedure.slug)
         self._log("procedure", procedure.slug, f"{procedure.name}: {'; '.join(procedure.steps)}", reason)
+        traces.add(Traces(user_texts(procedure.model_dump(mode="json")), ids=[procedure.slug]))
         return "deleted for good, history and all; logged"
 
     def _restore_procedure(self, key: str) -> str:
@@ -423,7 +452,7 @@ class Forgetting:
             graph.restore([], record.triples, "put back: the forget failed", "EDIT")
             self.files.remove("entity", record.entity.id)
 
-    def _erase_entity(self, key: str, reason: str | None) -> str:
+    def _erase_entity(self, key: str, reason: str | None, traces: Traces) -> str:
         record = self.files.read("entity", key) if _is_id(key) else None
         try:
             deleted = self._graph().delete_entity(key, why=_because("forgotten for good", reason))
@@ -433,9 +462,12 @@ class Forgetting:
                 raise
             name, triples = record.entity.name, len(record.triples)
             self._erase_record("entity", record.entity.id, record, reason)
-        entity_id = record.entity.id if record is not None and record.entity else deleted.entity.id
+        entity = record.entity if record is not None and record.entity else deleted.entity
+        entity_id = entity.id
         self.files.remove("entity", entity_id)
         self._log("entity", entity_id, f"{name} and {triples} triple(s)", reason)
+        triples_folder = self.erasure.relative(self.settings.graph_dir / "triples") + "/"  # their lines name it
+        traces.add(Traces([entity.name, *entity.aliases], shared=[triples_folder], ids=[entity_id]))
         return f"deleted for good with its {triples} triple(s); logged"
 
     def _restore_entity(self, key: str) -> str:
@@ -483,10 +515,10 @@ class Forgetting:
     def _hide_core(self, key: str, reason: str | None) -> str:
         return self._remove_core_line(key, reason, keep=True)
 
-    def _erase_core(self, key: str, reason: str | None) -> str:
-        return self._remove_core_line(key, reason, keep=False)
+    def _erase_core(self, key: str, reason: str | None, traces: Traces) -> str:
+        return self._remove_core_line(key, reason, keep=False, traces=traces)
 
-    def _remove_core_line(self, key: str, reason: str | None, keep: bool) -> str:
+    def _remove_core_line(self, key: str, reason: str | None, keep: bool, traces: Traces | None = None) -> str:
         name, digest = key.split(":")
         record = self.files.read("core", key)
         for attempt in range(2):  # the file changed between the read and the edit: read it again, once
@@ -510,7 +542,7 @@ class Forgetting:
                 else:
                     said = ("DELETE", _because("forgotten for good", reason))
                     if name == LIST_BLOCK:  # its pinned mirror goes for good too, not to the archive
-                        self._erase_mirrors(text, reason)
+                        self._erase_mirrors(text, reason, traces)
                 try:
                     self.core.edit("remove_line", name, version, line=line, audit_as=said)
                 except ChangedSinceReadError:
@@ -527,13 +559,18 @@ class Forgetting:
         self.files.remove("core", key)
         assert record is not None
         self._log("core", key, record.line or record.text, reason)
+        if traces is not None:
+            kept = self.erasure.relative(self.files.path_for("core", key))
+            traces.add(Traces([record.line or record.text], [kept], [self.erasure.relative(self.settings.core_file)]))
         return f"removed from {name} for good; logged"
 
-    def _erase_mirrors(self, line: str, reason: str | None) -> None:
+    def _erase_mirrors(self, line: str, reason: str | None, traces: Traces | None = None) -> None:
         """Delete for good the vault mirrors of Critical Facts line `line`, live or archived (a line hidden before
         left its mirror archived). If the line's removal then fails, the next sync of the vault mirrors it again."""
         for entry in [e for e in self.memory.iter_entries() if is_mirror_of(e, line)]:
             self.memory.delete(entry.id, permanent=True, reason=reason or "forgotten for good", confirm_pinned=True)
+            if traces is not None:
+                traces.add(self.erasure.memory_traces(entry))
 
     def _restore_core(self, key: str) -> str:
         record = self._forgotten("core", key)
@@ -561,6 +598,11 @@ class Forgetting:
                 f"{store}:{key} is not forgotten (nothing kept to restore); rockmem://forgotten lists what is"
             )
         return record
+
+    def _episode_traces(self, episodes: list[Episode]) -> Traces:
+        """Episodes deleted for good: their content, their day logs, what a soft forget kept (named by their ids)."""
+        days = {self.erasure.relative(self.episodes.log.path(e.at.date())) for e in episodes}
+        return Traces([e.content for e in episodes], shared=sorted(days), ids=[e.id for e in episodes])
 
     def _log(self, store: str, key: str, summary: str, reason: str | None) -> None:
         self.files.log_deleted(self._clock(), store, f"{store}:{key}", summary, reason)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from rockmem_mcp.audit.redaction import text_digest
 from rockmem_mcp.graph.shapes import Entity, Triple
 from rockmem_mcp.models import Episode, ForgetStore, UtcDatetime
 from rockmem_mcp.storage.atomic import atomic_write, remove_durably
@@ -45,7 +46,7 @@ LOG_NAME = "forget.log"
 def deleted_line(at: datetime, store: str, item_id: str, summary: str, reason: str | None) -> dict[str, object]:
     """The permanent-delete log's record of one item: when, which, why, and a hash of what it held, never the text
     (a log that kept it would be a copy of what the user asked to be gone)."""
-    digest = hashlib.sha256(" ".join(summary.split()).encode("utf-8")).hexdigest()[:16]
+    digest = text_digest(summary)  # the hash the audit trail's and history's placeholders name (audit/redaction.py)
     return {"at": at.isoformat(), "store": store, "id": item_id, "sha256": digest, "reason": reason}
 
 

@@ -30,7 +30,8 @@ call; and no transport is allowed, so no fetch (a partial clone's lazy one) can 
 credential helper or an `ext::` command. A linked worktree's `.git` (a `commondir` file: the repository is
 elsewhere) turns the history off, as a `.git` that is a link or a file does.
 Several processes share a home: committers take an flock inside `.git`; one that finds nothing pending does
-nothing. History is only ever appended to, never rewritten. Without git the server works and says so once.
+nothing. History is only appended to, except by a permanent delete or forget: `purge` then rewrites every commit
+so no object holds the removed item's text (issue 45). Without git the server works and says so once.
 """
 
 from __future__ import annotations
@@ -48,16 +49,20 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from rockmem_mcp.audit.line_index import PATTERN_KEY, IndexStale, LogView, file_key
 from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine, format_time, moved_from, parse_time
+from rockmem_mcp.audit.redaction import Redaction
 from rockmem_mcp.audit.service import AUDIT_NAME, MANUAL, Audit
 from rockmem_mcp.audit.versions import VersionRead
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
+from rockmem_mcp.governance.history_filter import FilterCounts, HistoryFilter
 from rockmem_mcp.models import utc_now
 from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.edited_files import held
@@ -157,6 +162,13 @@ class Version:
     time: datetime  # the time of the last audit line the commit carries (UTC, to the millisecond)
     lines: list[AuditLine]  # the audit lines for this file this version answers for; may be empty
     deleted: bool  # the file does not exist in this commit
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    audit_lines: int  # lines of meta/audit.log redacted
+    counts: FilterCounts  # commits read, blobs rewritten, file versions and messages changed
+    seconds: float
 
 
 @dataclass
@@ -291,6 +303,9 @@ class GitHistory:
             key = None
         if key != self._seen:
             self.flush()
+            # Off the request path: the trail's next query finds the audit index current (a log rewritten by
+            # retention or a redaction is indexed again here, not by the user's next `audit`).
+            self.audit.index.catch_up()
 
     # ------------------------------------------------------------------ committing
     def flush(self) -> str | None:
@@ -420,6 +435,8 @@ class GitHistory:
         # Read before the log: every version read then has its line in the log read after.
         captured = self.audit.versions.read() if self.audit.versions is not None else None
         head, blob, size = self._head_audit()
+        if self._nothing_new(head, size):
+            return head
         pending = self._pending(head, blob, size)
         if pending.stat is None and blob is None:
             self._seen = None
@@ -453,6 +470,18 @@ class GitHistory:
         else:
             self._seen, self._known = None, None
         return commit
+
+    def _nothing_new(self, head: str | None, size: int) -> bool:
+        """Whether the log is still the file this instance last committed, at the size committed: nothing is
+        pending, and the log is not read (issue 45: every history and revert flushes first; 26 MB at 200k lines)."""
+        try:
+            info = os.lstat(self.audit_path)
+        except FileNotFoundError:
+            return False
+        if head is None or self._known != (head, size, info.st_ino) or info.st_size != size:
+            return False
+        self._seen = _key(info)
+        return True
 
     def _middle_versions(self, pending: _Pending, captured: VersionRead) -> list[_Middle]:
         """A batch where a file changed more than once, cut before each repeat: every stretch but the last
@@ -731,6 +760,7 @@ class GitHistory:
         out = self._run(["log", f"-n{limit}", *_NO_PROGRAMS, "--no-renames", _LOG_FORMAT, head, "--", name])
         commits: list[tuple[str, int, tuple[int, int] | None]] = []
         moments: dict[str, datetime] = {}
+        messages: dict[str, str] = {}
         for record in out.decode("utf-8", "replace").split("\x1e"):
             fields = record.strip("\n").split("\x1f")
             if len(fields) == 3:
@@ -740,13 +770,60 @@ class GitHistory:
                 moments[fields[0]] = (parse_time(exact[1]) if exact else None) or datetime.fromtimestamp(
                     int(fields[1]), UTC
                 )  # to the millisecond where the commit says
+                messages[fields[0]] = fields[2]
                 commits.append((fields[0], int(fields[1]), span))
         if not commits:
             return []
         present = self._cat([f"{sha}:{name}" for sha, _, _ in commits], contents=False)
+        found = self._lines_in_log(name, commits, messages)
+        if found is None:
+            found = self._lines_in_commits(name, commits, head)
+        return [Version(sha, moments[sha], found[i], present[i] is None) for i, (sha, _, _) in enumerate(commits)]
+
+    def _lines_in_log(
+        self, name: str, commits: list[tuple[str, int, tuple[int, int] | None]], messages: dict[str, str]
+    ) -> list[list[AuditLine]] | None:
+        """Each version's lines naming `name`, read from meta/audit.log as it is now through the audit index, at
+        the bytes each commit's trailer names (issue 45: every version's whole copy of the log was read, 3 s for 20
+        versions at 200k lines). None, for `_lines_in_commits`, unless every span is still where its commit says:
+        its first line the message's first block and its last one stamped with the commit's Audit-Time, or (a
+        commit without lines, such as the first) the log's bytes up to its end hashing to the commit's copy."""
+        _, _, head_size = self._head_audit()
+        hashed = [i for i, (sha, _, span) in enumerate(commits) if span and not _TIME_TRAILER.search(messages[sha])]
+        blobs = dict(zip(hashed, self._blob_ids([f"{commits[i][0]}:{self.audit_file}" for i in hashed]), strict=True))
+        try:
+            with self.audit.index.view() as view:
+                if view is None or head_size > view.indexed_to:
+                    return None
+                for i, (sha, _, span) in enumerate(commits):
+                    held = span is None or (
+                        _same_bytes(view, span[1], blobs[i]) if i in blobs else _span_held(view, span, messages[sha])
+                    )
+                    if not held:
+                        return None
+                keys = [file_key(name), PATTERN_KEY]
+                found = []
+                for i, (_, _, span) in enumerate(commits):
+                    if span is None:
+                        found.append([])
+                        continue
+                    # As `_lines_in_commits`: lines logged after this version, before the next one, are this one's.
+                    newer_start = (commits[i - 1][2] or (0, 0))[0] if i else head_size
+                    hits = view.find(
+                        keys, lambda line: _names(line.file, name), start=span[0], end=max(span[1], newer_start)
+                    )
+                    found.append([hit.line for hit in reversed(hits)])
+                return found
+        except IndexStale:  # rewritten meanwhile: the index is rebuilt next time
+            return None
+
+    def _lines_in_commits(
+        self, name: str, commits: list[tuple[str, int, tuple[int, int] | None]], head: str
+    ) -> list[list[AuditLine]]:
+        """Each version's lines naming `name`, from its own copy of the log (and the next version's)."""
         logs = self._cat([f"{sha}:{self.audit_file}" for sha, _, _ in commits] + [f"{head}:{self.audit_file}"])
-        versions = []
-        for i, (sha, _, span) in enumerate(commits):
+        found = []
+        for i, (_, _, span) in enumerate(commits):
             lines: list[AuditLine] = []
             data = logs[i]
             if span is not None and data is not None:
@@ -759,8 +836,19 @@ class GitHistory:
                 tail = slice(max(0, end - 512), end)  # the newer log still starts with this one
                 if newer is not None and newer_start > end and newer[tail] == data[tail]:
                     lines += [line for line in _parse(newer[end:newer_start]) if _names(line.file, name)]
-            versions.append(Version(sha, moments[sha], lines, deleted=present[i] is None))
-        return versions
+            found.append(lines)
+        return found
+
+    def _blob_ids(self, specs: Sequence[str]) -> list[tuple[str, int] | None]:
+        """`git cat-file --batch-check` for each `commit:path`: the blob's name and size, None if absent."""
+        if not specs:
+            return []
+        out = self._run(["cat-file", "--batch-check"], "".join(spec + "\n" for spec in specs).encode())
+        ids: list[tuple[str, int] | None] = []
+        for row in out.decode("utf-8", "replace").splitlines()[: len(specs)]:
+            parts = row.split()
+            ids.append((parts[0], int(parts[2])) if len(parts) == 3 and parts[1] == "blob" else None)
+        return ids
 
     def read(self, commit: str, file: str) -> bytes | None:
         """The file's bytes at `commit`; None if it is absent there (or there is no such commit)."""
@@ -839,6 +927,98 @@ class GitHistory:
                 found.append(b"" if header[1] == b"blob" else None)
         return found
 
+    # ------------------------------------------------------------------ forgetting for good
+    def file_blobs(self, files: Sequence[str]) -> list[bytes]:
+        """Every version any commit holds of `files` (paths in the home), oldest first, each once: what a permanently
+        removed item held before its last version (its texts then are taken out too)."""
+        names = [name for name in map(_relative, files) if name is not None]
+        if not self.available or not names or self.flush() is None:
+            return []
+        out = self._run(
+            ["log", "--all", "--reverse", "--format=", "--raw", "--no-abbrev", "--no-renames", "--", *names]
+        )
+        shas: dict[str, None] = {}
+        for line in out.decode("ascii", "replace").splitlines():
+            fields = line.split()
+            if line.startswith(":") and len(fields) >= 5:  # :OLDMODE NEWMODE OLD NEW STATUS\tPATH
+                for sha in fields[2:4]:
+                    if sha.strip("0"):
+                        shas.setdefault(sha, None)
+        return [data for data in self._cat(list(shas)) if data is not None]
+
+    def purge(self, redaction: Redaction) -> PurgeReport | None:
+        """Take a permanently removed item out of the history (issue 45: forgotten means gone): commit what is
+        pending (the removal, and every change before it), redact the audit log (audit/log.py), then rewrite every
+        commit (fast-export, governance/history_filter.py, fast-import) so that no tree holds the item's own files
+        and no version of a covered file, no copy of the log and no message holds its texts; refs move to the
+        rewritten commits, reflogs expire, and `repack -a -d` and `prune` delete every object no ref reaches.
+
+        Under the commit lock, so no commit lands meanwhile; saves go on (they append to the log, which the next
+        commit takes as usual: the rewritten log is the old one's prefix, redacted the same way). Commits before
+        the first that held a text are imported as they were and keep their names; later ones get new names, and
+        a revert naming one of those is refused as unknown. None when there is no history."""
+        if not self.available or not redaction:
+            return None
+        started = time.monotonic()
+        with self._exclusive():
+            self._ensure_repo()
+            self._commit_pending()
+            lines = self.audit.log.redact(redaction)
+            if self._head() is None:
+                return PurgeReport(lines, FilterCounts(), time.monotonic() - started)
+            if not self._run(["symbolic-ref", "-q", "HEAD"], check=False).strip():
+                raise HistoryError(
+                    f"the history's HEAD is detached (not on a branch): check out its branch (`git --git-dir "
+                    f"{self.git_dir} checkout main`) and forget again; nothing in the history was rewritten"
+                )
+            try:
+                counts = self._rewrite(redaction)
+            finally:
+                self._known, self._seen = None, object()  # HEAD and the log's bytes are not what this instance made
+                for crash in self.git_dir.glob("fast_import_crash_*"):  # its report quotes the last commands
+                    with contextlib.suppress(OSError):
+                        crash.unlink()
+            self._run(["read-tree", "--reset", "HEAD"])  # the index held the old blobs: repack would keep them
+            self._run(["reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all"])
+            self._run(["repack", "-a", "-d", "-q"])  # unreachable objects in packs are left out of the new pack
+            self._run(["prune", "--expire=now"])  # and loose ones deleted
+        return PurgeReport(lines, counts, time.monotonic() - started)
+
+    def _rewrite(self, redaction: Redaction) -> FilterCounts:
+        """Every ref's commits through the filter, imported again in place (`--force`: the refs move to them)."""
+        live: dict[str, str | None] = {}
+
+        def live_sha(path: str) -> str | None:
+            if path not in live:
+                try:
+                    live[path] = _blob_sha(read_bytes(self.home / path))
+                except (OSError, RefusedFileError):  # absent, or not a plain file: no version of it is kept as is
+                    live[path] = None
+            return live[path]
+
+        with (
+            self._process(["cat-file", "--batch"], feed=True) as blobs,
+            self._process(
+                ["fast-export", "--all", "--no-data", "--use-done-feature", "--signed-tags=strip", "--reencode=no"]
+            ) as export,
+        ):
+            assert blobs.stdin is not None and blobs.stdout is not None and export.stdout is not None
+            reader, writer = blobs.stdout, blobs.stdin
+
+            def read_blob(sha: str) -> bytes:
+                writer.write(sha.encode() + b"\n")
+                writer.flush()
+                header = reader.readline().split()
+                if len(header) != 3 or header[1] != b"blob":
+                    raise HistoryError(f"git history: blob {sha} cannot be read ({b' '.join(header).decode()})")
+                data = reader.read(int(header[2]))
+                reader.read(1)  # the newline after it
+                return data
+
+            rewrite = HistoryFilter(redaction, self.audit_file, read_blob, live_sha)
+            self._run(["fast-import", "--quiet", "--force"], lambda out: rewrite.run(export.stdout, out))  # type: ignore[arg-type]
+        return rewrite.counts
+
     # ------------------------------------------------------------------ running git
     def _run(
         self,
@@ -849,18 +1029,13 @@ class GitHistory:
         ok: tuple[int, ...] = (0,),
     ) -> bytes:
         """stdout of `git ARGS`; stderr is logged. HistoryError when it fails (unless check=False)."""
-        if self._git is None:
-            raise HistoryError("git is not available")
-        command = [self._git, "--no-pager"]
-        for setting in GIT_CONFIG:
-            command += ["-c", setting]
-        env = {**self._env, **self._drivers, **(env or {})}
+        command, env = self._command(args), self._environment(env)
         try:
             if callable(stdin):
-                proc = self._run_streaming(command + args, stdin, env)
+                proc = self._run_streaming(command, stdin, env)
             else:
                 proc = subprocess.run(
-                    command + args,
+                    command,
                     input=stdin if stdin is not None else b"",
                     capture_output=True,
                     cwd=self.home,
@@ -881,6 +1056,53 @@ class GitHistory:
         elif stderr:
             log.debug("git %s: %s", args[0], stderr[:2000])
         return proc.stdout
+
+    def _command(self, args: list[str]) -> list[str]:
+        """`git ARGS` with the settings every call runs under (GIT_CONFIG: no hooks, no programs the home names)."""
+        if self._git is None:
+            raise HistoryError("git is not available")
+        command = [self._git, "--no-pager"]
+        for setting in GIT_CONFIG:
+            command += ["-c", setting]
+        return command + args
+
+    def _environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The hermetic environment (module docstring) with the home's driver commands overridden empty."""
+        return {**self._env, **self._drivers, **(extra or {})}
+
+    @contextlib.contextmanager
+    def _process(self, args: list[str], feed: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+        """`git ARGS` running while the block reads its stdout (and writes its stdin when `feed`); HistoryError when
+        it exits non-zero. Leaving early (an error) ends it."""
+        with tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(
+                    self._command(args),
+                    stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    cwd=self.home,
+                    env=self._environment(),
+                )
+            except OSError as exc:
+                raise HistoryError(f"git {args[0]}: {exc}") from exc
+            finished = False
+            try:
+                yield proc
+                finished = True
+            finally:
+                if proc.stdin is not None:
+                    with contextlib.suppress(BrokenPipeError):
+                        proc.stdin.close()
+                if not finished:
+                    proc.kill()
+                assert proc.stdout is not None
+                proc.stdout.close()
+                code = proc.wait()
+            if code != 0:
+                err.seek(0)
+                stderr = err.read().decode("utf-8", "replace").strip()
+                raise HistoryError(f"git history: git {args[0]} exited {code}: {stderr[:2000]}")
 
     def _run_streaming(
         self, command: list[str], write: Callable[[BinaryIO], None], env: dict[str, str]
@@ -930,6 +1152,27 @@ def _versions_cut(data: bytes, least: int) -> int:
 def _blob_sha(data: bytes) -> str:
     """git's object name for a blob of `data` (sha-1 repositories, git's default)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def _span_held(view: LogView, span: tuple[int, int], message: str) -> bool:
+    """Whether the log read now holds a commit's lines at the bytes its trailer names: the first is the message's
+    first block, the last ends there with the message's Audit-Time (a rewrite since moved them, or changed them)."""
+    start, end = span
+    first, last, stamp = view.line_at(start), view.line_ending_at(end), _TIME_TRAILER.search(message)
+    if first is None or last is None or stamp is None:
+        return False
+    block = f"[{first.action}] {first.file} — {first.summary}\nActor: {first.actor}\n"
+    return block in message and format_time(last.time) == stamp[1]
+
+
+def _same_bytes(view: LogView, end: int, blob: tuple[str, int] | None) -> bool:
+    """Whether the log read now starts with the commit's copy of it (`blob`: its name and size)."""
+    if blob is None or blob[1] != end or end > view.indexed_to:
+        return False
+    digest = hashlib.sha1(b"blob %d\0" % end, usedforsecurity=False)
+    for chunk in view.chunks(0, end):
+        digest.update(chunk)
+    return digest.hexdigest() == blob[0]
 
 
 def _data(data: bytes) -> bytes:
@@ -1029,4 +1272,4 @@ def _message(lines: Sequence[AuditLine], start: int, end: int, critical: Sequenc
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["GITIGNORE", "GitHistory", "HistoryError", "Version"]
+__all__ = ["GITIGNORE", "GitHistory", "HistoryError", "PurgeReport", "Version"]

@@ -6,8 +6,8 @@ state of its own), with its text when small, so a change can be summarised in li
 server's start `check` compares: a file created, edited or removed since (by hand, by another program) logs
 an EDIT/CREATE/DELETE line with actor `manual` and an ALERT line, and becomes a pending alert in
 `meta/alerts.json`. The server's own writes (core memory, workspace files) call `written`, which records the
-new checksum; a write by an actor that may not change critical files (anything but main, manual and an
-approved reflection) raises an alert at once. Pending alerts head every session's first recall until
+new checksum; a write by an actor that may not change critical files (anything but main and its bot:… tags,
+manual and an approved reflection) raises an alert at once. Pending alerts head every session's first recall until
 acknowledged (`rockmem-mcp alerts --ack`, or the audit tool's `acknowledge` on the user's answer): only the
 main agent may acknowledge, so a sub-agent cannot clear the alert its own write raised.
 
@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine, clean_field, format_time, parse_time
-from rockmem_mcp.audit.service import MANUAL, Audit
+from rockmem_mcp.audit.service import AUTO_DETECT, MANUAL, TRIGGER_REMEMBER, Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import CorruptEntryError, LinkRefusedError, NotFoundError, RefusedFileError, RockmemError
 from rockmem_mcp.models import utc_now
@@ -81,8 +81,10 @@ class Alert:
 
 
 def allowed(actor: str, approval: str) -> bool:
-    """Who may change a critical file (seed 004 §12.5): the main agent, a person, an approved reflection."""
-    return actor in ("main", MANUAL) or (actor.startswith("reflection:") and approval == "approved")
+    """Who may change a critical file (seed 004 §12.5): the main agent (its bot:… tags too: only its process
+    writes them), a person, an approved reflection."""
+    main_agent = ("main", TRIGGER_REMEMBER, AUTO_DETECT)
+    return actor in (*main_agent, MANUAL) or (actor.startswith("reflection:") and approval == "approved")
 
 
 def _lines(n: int) -> str:

@@ -14,12 +14,21 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from rockmem_mcp.audit.log import AuditLine, moved_from
+from rockmem_mcp.audit.line_index import (
+    Found,
+    LineIndex,
+    actor_key,
+    file_key,
+    gone_key,
+    is_deleted_for_good,
+    revert_key,
+)
+from rockmem_mcp.audit.log import moved_from
 from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
@@ -52,6 +61,9 @@ _RESTORABLE_ROOTS = frozenset(
 )
 _REVERT_SUMMARY = re.compile(r"^(rv-[0-9a-z-]+): restored as of ([0-9a-f]{7,40}); before it ([0-9a-f]{7,40})")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
+# How far an appender's clock may run behind the line order: reading an item's lines back from the newest, the
+# first one this much older than a run's start ends the search for changes made since the run.
+CLOCK_SKEW = timedelta(minutes=10)
 
 
 def restorable(file: str) -> bool:
@@ -110,11 +122,10 @@ class Rollback:
         default as they were before its latest change."""
         history = self._git()
         head = history.flush()
-        lines = list(self.audit.log.lines())
-        files = [file for file in self.trail.files_of(item, lines) if restorable(file)]
+        files = [file for file in self.trail.files_of(item) if restorable(file)]
         if not files:
             raise NotFoundError(f"nothing in the history names {item!r}: use an id from search_memory or a file path")
-        refuse_if_deleted_for_good(item, files, lines)
+        refuse_if_deleted_for_good(item, files, self.audit.index)
         if to and _COMMIT.fullmatch(to.strip().lower()):
             versions = [v for file in files for v in history.versions(file, 200)]
             known = [v.commit for v in versions if v.commit.startswith(to.strip().lower())]
@@ -136,22 +147,31 @@ class Rollback:
         revert (`rv-…`). A file someone else changed after the run is left as it is and listed as skipped."""
         history = self._git()
         head = history.flush()
-        lines = list(self.audit.log.lines())
+        index = self.audit.index
         run = run.strip()
         if run.startswith("rv-"):
-            own = [line for line in lines if line.action == "REVERT" and line.summary.startswith(run + ":")]
-            match = _REVERT_SUMMARY.match(own[0].summary) if own else None
+            found = index.find(
+                [revert_key(run)], lambda line: line.action == "REVERT" and line.summary.startswith(run + ":")
+            )
+            own = found[::-1]  # oldest first
+            match = _REVERT_SUMMARY.match(own[0].line.summary) if own else None
             base = match.group(3) if match else None
         else:
             actor = run if ":" in run else f"dream:{run}"
-            own = [line for line in lines if line.actor == actor]
-            base = history.commit_at(own[0].time - timedelta(milliseconds=1)) if own else None
+            own = index.find([actor_key(actor)], lambda line: line.actor == actor)[::-1]
+            base = history.commit_at(own[0].line.time - timedelta(milliseconds=1)) if own else None
         if not own:
             raise NotFoundError(f"no changes by {run!r} in the audit trail: list runs with the audit tool (actor)")
         if base is None:
             raise InvalidInputError(f"the history has no version from before {run!r} (git came after it)")
+        if history.resolve(base) is None:  # read from a missing commit, every file would look deleted
+            raise InvalidInputError(
+                f"{run!r} came back from commit {base}, which the history no longer has: a permanent delete or forget "
+                "rewrote the history since, renaming every commit. Put the files back as of a time instead "
+                "(revert with to=ISO time, or the whole home as of that time)"
+            )
         files = _files_of(own)
-        skipped = _changed_since(lines, own, files)
+        skipped = _changed_since(index, own, files)
         wanted = [file for file in files if file not in skipped and restorable(file)]
         result = self._restore(history.read_many(base, wanted), base, head, f"undo {run}")
         result.skipped += [RevertSkip(file=file, reason=reason) for file, reason in skipped.items()]
@@ -185,7 +205,7 @@ class Rollback:
         result = RevertResult(revert_id=new_revert_id(self._clock()), restored_to=commit)
         # A permanent delete or forget is final in every scope (an item, a run, the whole home): what it removed
         # is never written back from the history.
-        gone = deleted_for_good(self.audit.log.lines())
+        gone = deleted_for_good(self.audit.index, [file for file, data in wanted.items() if data is not None])
         for file in [f for f, data in wanted.items() if data is not None and f in gone]:
             del wanted[file]
             result.skipped.append(RevertSkip(file=file, reason="deleted or forgotten for good: not brought back"))
@@ -299,23 +319,29 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def _files_of(own: list[AuditLine]) -> list[str]:
+def _files_of(own: list[Found]) -> list[str]:
     """The files a run changed (a move's old path too)."""
     files: dict[str, None] = {}
-    for line in own:
+    for line in (hit.line for hit in own):
         files.setdefault(line.file, None)
         if (old := moved_from(line)) is not None:
             files.setdefault(old, None)
     return list(files)
 
 
-def _changed_since(lines: list[AuditLine], own: list[AuditLine], files: list[str]) -> dict[str, str]:
+def _changed_since(index: LineIndex, own: list[Found], files: list[str]) -> dict[str, str]:
     """Files of the run that someone else changed after the run began (while it ran, or after): they go back
-    to the state before the run, so undoing the run would undo those changes too."""
-    mine, began, wanted = set(map(id, own)), own[0].time, set(files)
+    to the state before the run, so undoing the run would undo those changes too. Only those files' lines are
+    read, newest first, back to the run's start."""
+    mine, began, wanted = {hit.at for hit in own}, own[0].line.time, set(files)
+    since = index.find(
+        {file_key(file) for file in files},
+        lambda line: line.time >= began and (line.file in wanted or moved_from(line) in wanted),
+        until=lambda line: line.time < began - CLOCK_SKEW,
+    )
     skipped: dict[str, str] = {}
-    for line in lines:
-        if id(line) in mine or line.action == "ALERT" or line.time < began:
+    for at, line in ((hit.at, hit.line) for hit in reversed(since)):  # oldest first: the first change says why
+        if at in mine or line.action == "ALERT":
             continue
         for file in (line.file, moved_from(line)):
             if file in wanted and file not in skipped:
@@ -323,16 +349,21 @@ def _changed_since(lines: list[AuditLine], own: list[AuditLine], files: list[str
     return skipped
 
 
-def deleted_for_good(lines: Iterable[AuditLine]) -> set[str]:
-    """The files a permanent delete or forget removed (a DELETE line that says so), whatever came after."""
-    return {line.file for line in lines if line.action == "DELETE" and "for good" in line.summary}
+def deleted_for_good(index: LineIndex, files: list[str]) -> set[str]:
+    """Which of `files` a permanent delete or forget removed (a DELETE line that says so), whatever came after."""
+    wanted = set(files)
+    found = index.find(
+        {gone_key(file) for file in files}, lambda line: is_deleted_for_good(line) and line.file in wanted
+    )
+    return {hit.line.file for hit in found}
 
 
-def refuse_if_deleted_for_good(item: str, files: list[str], lines: list[AuditLine]) -> None:
+def refuse_if_deleted_for_good(item: str, files: list[str], index: LineIndex) -> None:
     """A permanent delete or forget is final: the user asked for the text to be gone, so no revert brings it back
     (issue 45). The latest line naming the item's files says whether it was."""
-    last = next((line for line in reversed(lines) if any(names_item(line.file, f) for f in files)), None)
-    if last is not None and last.action == "DELETE" and "for good" in last.summary:
+    latest = index.find({file_key(f) for f in files}, lambda line: any(names_item(line.file, f) for f in files), 1)
+    last = latest[0].line if latest else None
+    if last is not None and is_deleted_for_good(last):
         raise InvalidInputError(
             f"{item!r} was deleted for good on {last.time:%Y-%m-%d %H:%M} UTC ({last.actor}): a permanent delete is "
             "final and is not reverted. Save it again if it should come back."

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from rockmem_mcp.audit.log import ACTIONS, AuditLine, moved_from
+from rockmem_mcp.audit.line_index import file_key, item_keys
+from rockmem_mcp.audit.log import ACTIONS, AuditLine
 from rockmem_mcp.audit.service import Audit
 from rockmem_mcp.audit.shapes import AuditEntry, AuditResult, AuditVersion
 from rockmem_mcp.errors import InvalidInputError, NotFoundError
@@ -115,18 +115,16 @@ class AuditTrail:
                 break
         return found
 
-    def files_of(self, item: str, lines: Iterable[AuditLine] | None = None) -> list[str]:
+    def files_of(self, item: str) -> list[str]:
         """The files an item lived in, newest first: a path as given, or an id's files (a memory that moved
-        has two) as the audit lines name them."""
+        has two) as the audit lines name them (the audit index's: the log is not read)."""
         item = _STORE_PREFIX.sub("", item.strip())
         if not item:
             raise InvalidInputError("name a memory id, an entity or procedure id, or a file path")
         files: dict[str, None] = {}
-        for line in reversed(list(self.audit.log.lines() if lines is None else lines)):
-            if names_item(line.file, item):
-                files.setdefault(line.file, None)
-                if (old := moved_from(line)) is not None:
-                    files.setdefault(old, None)
+        for file, named_by in self.audit.index.files(item_keys(item)):  # a line's file, and where it moved from
+            if names_item(named_by, item):
+                files.setdefault(file, None)
         if not files and ("/" in item or item.endswith((".md", ".json", ".jsonl"))):
             files.setdefault(item, None)
         stores = {file.split("/", 1)[0] for file in files}
@@ -137,9 +135,10 @@ class AuditTrail:
 
     def item_history(self, item: str, limit: int = 20) -> AuditResult:
         """Every version of an item, newest first, each with who changed it and why; without git, its lines."""
-        lines = list(self.audit.log.lines())
-        files = self.files_of(item, lines)
-        entries = [entry_of(line) for line in reversed(lines) if line.file in files][:limit]
+        files = self.files_of(item)
+        named = set(files)
+        found = self.audit.index.find({file_key(file) for file in files}, lambda line: line.file in named, limit)
+        entries = [entry_of(hit.line) for hit in found]
         history = self.history
         if history is None or not history.available:
             if not entries:

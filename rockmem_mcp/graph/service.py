@@ -780,7 +780,7 @@ class GraphService:
             return EntityDetail(
                 entity=self._with_uses(ENTITY, entity),
                 salience=round(value, 4),
-                tier=tier(value),
+                tier=tier(value, self.settings.salience_archive_threshold),
                 facts=self._facts(triples, now=now),
             )
 
@@ -1155,7 +1155,7 @@ class GraphService:
                     reinforcement_count=uses.count,
                     last_seen_at=datetime.fromtimestamp(uses.last, UTC),
                     salience=round(value, 4),
-                    tier=tier(value),
+                    tier=tier(value, self.settings.salience_archive_threshold),
                     superseded_by=stale.name if (stale := self._stale(triple)) else None,
                 )
             )
@@ -1169,7 +1169,7 @@ class GraphService:
                 score=score,
                 triples=len(self._edges.get(entity.id, ())),
                 salience=round(value, 4),
-                tier=tier(value),
+                tier=tier(value, self.settings.salience_archive_threshold),
             )
             for (score, entity), value in zip(scored, values, strict=True)
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +18,13 @@ from rockmem_mcp.storage.records import ParsedFiles
 log = logging.getLogger(__name__)
 
 STALE_TEMP_SECONDS = 3600
+
+
+def _lstat_mode(path: str) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:  # gone since the listing
+        return 0
 
 
 class MemoryFiles:
@@ -140,7 +148,9 @@ class MemoryFiles:
         return found
 
     def listing(self) -> dict[str | None, set[str]]:
-        """File stems (unvalidated ids) per category folder: the cheap form of walk() for diffing."""
+        """File stems (unvalidated ids) per category folder: the cheap form of walk() for diffing.
+
+        Names only (os.listdir, set comprehensions): at 100,000 files a DirEntry per file cost a start 0.3 s."""
         found: dict[str | None, set[str]] = {}
         if not self.root.is_dir():
             return found
@@ -149,24 +159,27 @@ class MemoryFiles:
         while stack:
             directory, category = stack.pop()
             try:
-                items = list(os.scandir(directory))
+                names = os.listdir(directory)
             except OSError as exc:
                 self.warn_once(f"cannot list {directory}: {exc}")
                 continue
-            stems = found.setdefault(category, set())
-            for item in items:
-                name = item.name
+            stems = {name[:-5] for name in names if name.endswith(".json") and not name.startswith(".")}
+            found.setdefault(category, set()).update(stems)
+            for name in names:
+                if name.endswith(".json"):  # never a folder: category segments have no dots
+                    continue
+                path = os.path.join(directory, name)
                 if name.startswith("."):
                     if name.endswith(TEMP_SUFFIX):
-                        self._clear_stale_temp(item, now)
-                elif name.endswith(".json"):  # never a folder: category segments have no dots
-                    stems.add(name[:-5])
-                elif item.is_dir(follow_symlinks=False):
-                    sub = f"{category}/{name}" if category else name
-                    try:
-                        stack.append((item.path, normalize_category(sub)))
-                    except ValueError:
-                        self.warn_once(f"ignoring folder {item.path}: not a valid category name")
+                        self._clear_stale_temp(path, now)
+                    continue
+                if not stat.S_ISDIR(_lstat_mode(path)):
+                    continue
+                sub = f"{category}/{name}" if category else name
+                try:
+                    stack.append((path, normalize_category(sub)))
+                except ValueError:
+                    self.warn_once(f"ignoring folder {path}: not a valid category name")
         return found
 
     def location(self, stem: str, category: str | None) -> EntryLocation | None:
@@ -178,7 +191,7 @@ class MemoryFiles:
             return None
 
     @staticmethod
-    def _clear_stale_temp(item: os.DirEntry[str], now: float) -> None:
+    def _clear_stale_temp(path: str, now: float) -> None:
         with contextlib.suppress(OSError):
-            if now - item.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
-                os.unlink(item.path)
+            if now - os.lstat(path).st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(path)

@@ -272,6 +272,8 @@ class MemoryService:
         """One id in two folders (a move cut short by a crash, or a copy by hand): the copy the index holds
         stays (the last acknowledged state), else the most recently written file; the others go to
         quarantine/ (never deleted). `on_disk` is updated to match."""
+        if sum(map(len, on_disk.values())) == len(set().union(*on_disk.values())):
+            return  # no id in two folders: the usual case, settled in C rather than a loop over every stem
         folders: dict[str, list[str | None]] = {}
         for category, stems in on_disk.items():
             for stem in stems:
@@ -913,7 +915,7 @@ class MemoryService:
         within = None
         if tier is not None:
             try:
-                low, high = tier_bounds(tier)
+                low, high = tier_bounds(tier, self.settings.salience_archive_threshold)
             except ValueError as exc:
                 raise InvalidInputError(str(exc)) from None
             within, include_dormant = (low, high, self._always_view()), True
@@ -1018,7 +1020,7 @@ class MemoryService:
                         entry=with_uses(entry, Access(count, last)),
                         score=None if score != score else round(score, 6),  # NaN: a listing
                         salience=round(value, 4),
-                        tier=tier(value),
+                        tier=tier(value, self.settings.salience_archive_threshold),
                     )
                 )
         return results
@@ -1207,7 +1209,9 @@ class MemoryService:
                 snapshot_bytes=self._snapshot_path.stat().st_size if self._snapshot_path.exists() else 0,
                 embedding_model=self.index.vectors.model_id or None,
                 embedded=len(bm25) - self.missing_vector_count() if self.index.vectors.dim else 0,
-                tiers=tier_counts(self.index.salience(live, self._always_view())),
+                tiers=tier_counts(
+                    self.index.salience(live, self._always_view()), self.settings.salience_archive_threshold
+                ),
                 pinned=int(self.index.pinned.view[live].sum()),
             )
 

@@ -490,7 +490,8 @@ class Procedures:
 
     def tier_counts(self) -> dict[str, int]:
         """How many live procedures are in each salience tier (rockmem://salience)."""
-        return tier_counts(np.array([self.salience(p) for p in self.list()], dtype=np.float64))
+        values = np.array([self.salience(p) for p in self.list()], dtype=np.float64)
+        return tier_counts(values, self.settings.salience_archive_threshold)
 
     def _weighed(
         self, found: builtins.list[tuple[float, Procedure]], leave_out: tuple[str, ...]
@@ -503,7 +504,7 @@ class Procedures:
             found = [
                 (score * factor, p)
                 for (score, p), value, factor in zip(found, values, factors, strict=True)
-                if tier(value) not in leave_out
+                if tier(value, self.settings.salience_archive_threshold) not in leave_out
             ]
         return sorted(found, key=lambda hit: (-hit[0], hit[1].slug))
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rockmem_mcp.audit.service import TRIGGER_REMEMBER, acting_as, bot_actor
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.governance.forgetting import Forgetting
 from rockmem_mcp.models import ForgetCandidate, Remembered, TriggerFound
@@ -310,7 +311,9 @@ class TriggerResponder:
                 reply.action = "already " + _where(earlier[1])
                 return
         try:
-            done = self.remembering.remember(span, sampled=sampled)
+            # The user's phrase asked, not a tool call: the trail says so (seed 004 §12.3).
+            with acting_as(bot_actor(TRIGGER_REMEMBER, self.remembering.settings.namespace)):
+                done = self.remembering.remember(span, sampled=sampled)
         except (RockmemError, OSError) as exc:
             reply.action = f"not remembered ({exc}); call remember with the content yourself"
             return

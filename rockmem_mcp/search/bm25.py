@@ -562,6 +562,16 @@ class BM25Index:
             **postings,
         }
 
+    def snapshot_terms(self, term_offsets: np.ndarray) -> list[str]:
+        """The vocabulary to write with `export_arrays`' postings (`term_offsets`): a word no live document holds
+        any more is written as "" (a permanently deleted document's words are not kept on disk, issue 45). Word ids
+        stay as they are, so the pairs and postings that name words by id need no renumbering; "" is never a
+        token, so no query finds those slots."""
+        held = np.diff(term_offsets) > 0
+        if len(held) != len(self.terms) or held.all():
+            return self.terms
+        return [term if keep else "" for term, keep in zip(self.terms, held.tolist(), strict=True)]
+
     def _export_postings(self, remap: np.ndarray | None) -> dict[str, np.ndarray]:
         """Base and delta word postings merged into one CSR, dead slots dropped (remap None: none dead)."""
         deltas = [(tid, rows.view) for tid, rows in self.delta.items() if len(rows)]

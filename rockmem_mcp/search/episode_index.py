@@ -250,7 +250,7 @@ class EpisodeIndex:
             )
             arrays.update(
                 keys=pack_strings([self.bm25.keys[s] for s in live]),
-                terms=pack_strings(self.bm25.terms),
+                terms=pack_strings(self.bm25.snapshot_terms(arrays["term_offsets"])),
                 day_ordinal=np.array([day.toordinal() for day, _ in days], dtype=np.int64),
                 day_inode=np.array([known.inode for _, known in days], dtype=np.uint64),
                 day_upto=np.array([known.upto for _, known in days], dtype=np.int64),

@@ -516,7 +516,7 @@ class MemoryIndex:
             tag_codes=self.tag_codes.view[tag_keep][order],
             **self.vectors.export(live),
             keys=pack_strings([self.bm25.keys[s] for s in live]),
-            terms=pack_strings(self.bm25.terms),
+            terms=pack_strings(self.bm25.snapshot_terms(arrays["term_offsets"])),
             categories=pack_strings(self.categories),
             tags=pack_strings(self.tags),
             sessions=pack_strings(self.sessions),

@@ -12,7 +12,8 @@ Seed 004 §9, to the letter:
   semantic.
 - pinned: always 1.
 
-Tiers: active ≥ 0.5, fading 0.2–0.5, dormant 0.05–0.2, archive candidate < 0.05.
+Tiers: active ≥ 0.5, fading 0.2–0.5, dormant 0.05–0.2, archive candidate < 0.05 (the seed's tunable archive
+threshold: `ROCKMEM_SALIENCE_ARCHIVE_THRESHOLD`, passed to the tier functions as `archive_below`).
 
 Ranking (every mode but `rockbot`, which stays RockBot's): relevance × `ranking_factor` = min(1,
 max(floor, salience / 0.5)): active memories rank on relevance alone (seed: "normal ranking"), fading ones
@@ -37,7 +38,7 @@ ACTIVE, FADING, DORMANT, ARCHIVE_CANDIDATE = "active", "fading", "dormant", "arc
 TIERS = (ACTIVE, FADING, DORMANT, ARCHIVE_CANDIDATE)
 ACTIVE_MIN = 0.5
 FADING_MIN = 0.2
-DORMANT_MIN = 0.05
+DORMANT_MIN = 0.05  # the default archive threshold (seed 004 §9.2)
 RANKING_FLOOR = 0.4
 SECONDS_PER_DAY = 86_400.0
 
@@ -68,20 +69,22 @@ def salience_of(
     return min(1.0, base * math.exp(-lam * days) * math.log2(max(access_count, 1) + 1.0) * type_weight)
 
 
-def tier(value: float) -> str:
+def tier(value: float, archive_below: float = DORMANT_MIN) -> str:
+    """The tier of a salience; under `archive_below` (at most FADING_MIN, as the setting is bounded) it is an
+    archive candidate."""
     if value >= ACTIVE_MIN:
         return ACTIVE
     if value >= FADING_MIN:
         return FADING
-    if value >= DORMANT_MIN:
+    if value >= archive_below:
         return DORMANT
     return ARCHIVE_CANDIDATE
 
 
-def tier_bounds(name: str) -> tuple[float, float]:
+def tier_bounds(name: str, archive_below: float = DORMANT_MIN) -> tuple[float, float]:
     """The salience range [low, high) of tier `name` (as `tier` draws it)."""
-    bounds = {ACTIVE: (ACTIVE_MIN, float("inf")), FADING: (FADING_MIN, ACTIVE_MIN), DORMANT: (DORMANT_MIN, FADING_MIN),
-              ARCHIVE_CANDIDATE: (float("-inf"), DORMANT_MIN)}  # fmt: skip
+    bounds = {ACTIVE: (ACTIVE_MIN, float("inf")), FADING: (FADING_MIN, ACTIVE_MIN),
+              DORMANT: (archive_below, FADING_MIN), ARCHIVE_CANDIDATE: (float("-inf"), archive_below)}  # fmt: skip
     if name not in bounds:
         raise ValueError(f"tier must be one of {', '.join(TIERS)}; got {name!r}")
     return bounds[name]
@@ -96,8 +99,8 @@ def derived_importance(proposed: float | None) -> float:
     return BASE_DERIVED if proposed is None else min(proposed, BASE_DERIVED)
 
 
-def tier_counts(values: np.ndarray) -> dict[str, int]:
+def tier_counts(values: np.ndarray, archive_below: float = DORMANT_MIN) -> dict[str, int]:
     """How many of `values` fall in each tier (every tier named, zeros included)."""
-    edges = np.array([DORMANT_MIN, FADING_MIN, ACTIVE_MIN])
+    edges = np.array([archive_below, FADING_MIN, ACTIVE_MIN])
     counts = np.bincount(np.searchsorted(edges, values, side="right"), minlength=4)
     return {ACTIVE: int(counts[3]), FADING: int(counts[2]), DORMANT: int(counts[1]), ARCHIVE_CANDIDATE: int(counts[0])}

@@ -67,6 +67,7 @@ from rockmem_mcp.server.tools import review as review_tools
 from rockmem_mcp.server.tools import working as working_tools
 from rockmem_mcp.server.tools import workspace as workspace_tools
 from rockmem_mcp.storage.pg import close_shared, is_database_url
+from rockmem_mcp.vector_worker import FOREGROUND
 from rockmem_mcp.working.service import sweep_expired
 from rockmem_mcp.working.vectors import WorkingVectors
 
@@ -149,6 +150,24 @@ class AfterFirstAnswer:
                     start()
 
 
+class Answering:
+    """Middleware: marks each call (tool, resource or prompt) as in flight in the process's `FOREGROUND`, so a
+    vector backfill waits for it instead of taking the cores from under it; the first answer after `initialize`
+    ends the start (`FOREGROUND.hold_start`, which the CLI's serve begins)."""
+
+    CALLS = AfterFirstAnswer.CALLS
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        try:
+            if ctx.method not in self.CALLS:
+                return await call_next(ctx)
+            with FOREGROUND.busy():
+                return await call_next(ctx)
+        finally:
+            if ctx.method != "initialize":
+                FOREGROUND.end_start()
+
+
 def _keep_windows(conversation: ConversationMemory) -> None:
     """The conversation windows, for the next start (stdio clients restart their servers at every launch)."""
     try:
@@ -222,7 +241,9 @@ async def open_services(
     episodes = Episodes(settings, reinforcer=memory.reinforcer)
     procedures = Procedures(settings, memory.reinforcer)
     remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
-    forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core)
+    # Built here (started below): a permanent forget rewrites it (governance/erasure.py).
+    history = GitHistory(settings, memory.audit) if memory.read_only is None else None
+    forgetting = Forgetting(settings, memory, episodes, procedures, graph_opening.result, core, history=history)
     triggers = TriggerResponder(HomeTriggers(settings.home), remembering, settings.trigger_mode, forgetting)
     # Gated writes (seed 004 §13): a gated sub-agent's remembers (a trigger's too) and compacted facts are
     # filed as proposals; the main agent's first recall lists the open ones (batch review).
@@ -278,9 +299,9 @@ async def open_services(
     )
     if Enricher.wanted(settings):
         opened.enricher = Enricher(memory, settings, opened.templates)
-    if memory.read_only is None:  # a home nobody may write has no history to keep
-        opened.history = GitHistory(settings, memory.audit)
-        opened.history.start()  # its own thread: the first commit of a big home never delays the start
+    if history is not None:  # a home nobody may write has no history to keep
+        opened.history = history
+        history.start()  # its own thread: the first commit of a big home never delays the start
     opened.audit_trail = AuditTrail(memory.audit, opened.history)
     opened.critical_files = critical
     opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical)
@@ -337,6 +358,20 @@ def _close_each(steps: list[tuple[str, Callable[[], object]]]) -> None:
             log.warning("closing %s failed (%s)", what, exc)
 
 
+class SelectedTools(MCPServer[Services]):
+    """An MCPServer that leaves out the tools of toolsets not selected: every module registers all its tools and
+    need not know about toolsets, and a client neither lists nor calls the others. Left out at registration, not
+    removed after it, because building a tool's argument model is most of what registering costs a start."""
+
+    def __init__(self, left_out: set[str], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.left_out = frozenset(left_out)
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        if (name or fn.__name__) not in self.left_out:
+            super().add_tool(fn, name, *args, **kwargs)
+
+
 def build_server(
     settings: Settings,
     opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None,
@@ -372,14 +407,15 @@ def build_server(
 
     prompt_arguments = prompts.RequiredPromptArguments()
     checked = CheckedRequests()
-    server: MCPServer[Services] = MCPServer(
+    server: MCPServer[Services] = SelectedTools(
+        set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)),
         "rockmem",
         title="rockmem memory",
         version=__version__,
         instructions=instructions(enabled),
         lifespan=lifespan,
         log_level=settings.log_level,
-        middleware=[after_first_answer, prompt_arguments],
+        middleware=[Answering(), after_first_answer, prompt_arguments],
     )
     prompt_arguments.server = checked.server = server
     if tenants is not None:  # first: every other middleware and handler runs as the caller's tenant
@@ -403,10 +439,6 @@ def build_server(
         refused = review_tools.gated_tools(settings, server._tool_manager.list_tools())
         server.middleware.append(review_tools.GatedWrites(settings, refused))
     server.middleware.append(checked)  # after the gate: a gated sub-agent hears that first, whatever it passed
-    # Every module registers all its tools; those outside the selection are removed again, so a client neither
-    # lists nor calls them and the modules need not know about toolsets.
-    for name in set(toolsets.tools_of(toolsets.TOOLSETS)) - set(toolsets.tools_of(enabled)):
-        server.remove_tool(name)
     for tool in server._tool_manager.list_tools():  # the SDK has no public accessor for a tool's schema
         toolsets.drop_titles(tool.parameters)
         toolsets.drop_null_options(tool.parameters)

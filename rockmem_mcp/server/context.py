@@ -22,6 +22,7 @@ from rockmem_mcp.core.learnings import Learnings
 from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.core.workspace import Workspace
 from rockmem_mcp.episodes.service import Episodes
+from rockmem_mcp.governance.erasure import Erasure
 from rockmem_mcp.governance.forgetting import Forgetting
 from rockmem_mcp.governance.history import GitHistory
 from rockmem_mcp.governance.integrity import CriticalFiles
@@ -77,6 +78,12 @@ class Services:
     @property
     def graph(self) -> GraphService:
         return self.graph_opening.result()
+
+    def erasure(self) -> Erasure:
+        """What runs after a permanent delete (forgotten means gone): the forget tool's, or one for this home."""
+        if self.forgetting is not None:
+            return self.forgetting.erasure
+        return Erasure(self.settings, self.memory.audit, self.memory, self.episodes, self.history)
 
     def dreamer(self) -> Dreamer:
         return Dreamer(

@@ -4,6 +4,7 @@ MCP tools. The page's own changes are logged as `manual`: the user, by hand."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rockmem_mcp.audit.service import MANUAL, acting_as
 from rockmem_mcp.consolidation.decay import salience_listing
 from rockmem_mcp.consolidation.dream_reports import report_store
+from rockmem_mcp.consolidation.shapes import DreamAction
 from rockmem_mcp.core.shapes import CoreMemoryView
 from rockmem_mcp.errors import ChangedSinceReadError, InvalidInputError, NotFoundError, RockmemError
 from rockmem_mcp.models import ROOTS, MemoryEntry
@@ -28,6 +30,7 @@ MAX_LIMIT = 200
 HISTORY_REPORTS = 60  # the decay passes the salience picture goes back over
 OVERVIEW_ENTITIES = 15  # the graph tab opens on the busiest entities, and the facts between them
 RUN_LINES = 500  # the changes of one run a confirmation lists, at most
+MAX_CONTRADICTIONS_SHOWN = 50  # as many as a reflection lists
 
 
 def dump(model: Any) -> Any:
@@ -209,15 +212,11 @@ def create_memory(svc: Services, body: NewMemory) -> MemoryEntry:
 
 
 def erase_memory(svc: Services, entry_id: str, body: Erase) -> Any:
-    """Delete a memory for good (its file, vector and the episode that logged it), as delete_memory permanent
-    does; the page has asked the user first, naming its text."""
+    """Delete a memory for good (its file, vector, the episode that logged it and the record's copies of its text),
+    as delete_memory permanent does; the page has asked the user first, naming its text."""
     with acting_as(MANUAL):
-        entry = svc.memory.get(entry_id)
-        result = svc.memory.delete(
-            entry_id, True, "deleted for good from the web page", confirm_pinned=body.confirm_pinned
-        )
-        svc.episodes.forget_memory(entry)
-    return result
+        reason = "deleted for good from the web page"
+        return svc.erasure().delete_memory(entry_id, reason, confirm_pinned=body.confirm_pinned)[0]
 
 
 def archive_memory(svc: Services, entry_id: str, body: Archive) -> Any:
@@ -300,7 +299,7 @@ def working(svc: Services) -> dict[str, Any]:
 
 
 def review(svc: Services) -> dict[str, Any]:
-    """Reflections waiting for approval and sub-agents' open proposals."""
+    """Reflections waiting for approval, contradictions waiting for the user, and sub-agents' open proposals."""
     assert svc.proposals is not None
     reflections = []
     for reflection in svc.reflector().pending():
@@ -319,7 +318,33 @@ def review(svc: Services) -> dict[str, Any]:
             {"id": i, "text": contents.get(i), "missing": i not in contents} for i in proposal.conflict_with
         ]
         proposals.append(shown)
-    return {"reflections": reflections, "proposals": proposals, "review_mode": svc.settings.proposal_review}
+    return {
+        "reflections": reflections,
+        "contradictions": _open_contradictions(svc),
+        "proposals": proposals,
+        "review_mode": svc.settings.proposal_review,
+    }
+
+
+def _open_contradictions(svc: Services) -> list[dict[str, Any]]:
+    """The contradictions the latest reflection and the latest dream found whose memories are all still live,
+    each with their texts: a dream merges none of them, the user decides which is right (seed 004: detected,
+    never resolved silently). Archiving one of a pair takes it off this list."""
+    found: list[DreamAction] = []
+    with contextlib.suppress(RockmemError):  # an unreadable record: the other's still show
+        if (latest := svc.reflector().latest()) is not None:
+            found += latest.conflicts
+    with contextlib.suppress(RockmemError):  # no dream yet, or its report unreadable
+        found += svc.dreamer().report().contradictions
+    shown: dict[frozenset[str], dict[str, Any]] = {}
+    for conflict in found:
+        key = frozenset(conflict.ids)
+        if key in shown or len(shown) >= MAX_CONTRADICTIONS_SHOWN:
+            continue
+        memories = [_memory_text(svc, entry_id) for entry_id in conflict.ids]
+        if all(not m["missing"] and not m["archived"] for m in memories):
+            shown[key] = {"ids": conflict.ids, "reason": conflict.reason, "memories": memories}
+    return list(shown.values())
 
 
 def _named_ids(action: dict[str, Any]) -> list[str]:
@@ -347,7 +372,14 @@ def _memory_text(svc: Services, entry_id: str) -> dict[str, Any]:
         entry = svc.memory.get(entry_id)
     except (NotFoundError, InvalidInputError):
         return {"id": entry_id, "text": None, "missing": True}
-    return {"id": entry_id, "text": entry.content, "category": entry.category, "tags": entry.tags, "missing": False}
+    return {
+        "id": entry_id,
+        "text": entry.content,
+        "category": entry.category,
+        "tags": entry.tags,
+        "missing": False,
+        "archived": entry.archived,
+    }
 
 
 def resolve_reflection(svc: Services, reflection_id: str, body: ReflectionDecision) -> Any:

@@ -555,3 +555,66 @@ async def test_an_anti_pattern_with_a_typographic_apostrophe_is_in_the_form(clie
     plan = {"creates": [{"content": "Don’t use pip for installs in this repo — instead use uv"}]}
     report = await call(client, "apply_dream", plan=plan, dream_pass="anti-patterns", dry_run=True)
     assert report["rejected"] == [] and [a["action"] for a in report["applied"]] == ["create"]
+
+
+# ---------------------------------------------------------------------------------------------- issue 45
+
+
+async def test_a_merge_keeps_every_fact_and_a_contradiction_goes_to_the_user(stdio_server, home, seed, call) -> None:
+    """Issue 45 over stdio: an agent's merge that drops "allergic to peanuts" from one source is refused saying
+    which source lost which words (the model retries and keeps them); "standup at 9am" and "… at 10am" are never
+    merged, not even keeping both times, but listed as a contradiction for the user by the dream that refused the
+    merge, the deterministic pass and a reflection."""
+    peanuts, hiking, nine, ten = seed(
+        [
+            {"content": "Bob is allergic to peanuts", "category": "people", "created_at": days_ago(4)},
+            {"content": "Bob likes hiking", "category": "people", "created_at": days_ago(3)},
+            {"content": "The team standup is at 9am", "category": "work", "created_at": days_ago(2)},
+            {"content": "The team standup is at 10am", "category": "work", "created_at": days_ago(1)},
+        ]
+    )
+    times = "they give different times: 9am / 10am"
+    async with stdio_server(home) as client:
+        plan = {
+            "merges": [
+                {"ids": [peanuts, hiking], "content": "Bob likes hiking", "reason": "both about Bob"},
+                {"ids": [nine, ten], "content": "The team standup is at 9am or 10am", "reason": "same meeting"},
+            ]
+        }
+        result = await client.call_tool("dream", {"action": "apply", "plan": plan})
+        assert not result.is_error
+        report = result.structured_content["report"]
+        assert report["applied"] == []
+        refused = {tuple(r["ids"]): r["reason"] for r in report["rejected"]}
+        assert refused[(peanuts, hiking)].startswith(
+            f'the merged text drops words of {peanuts} ("Bob is allergic to peanuts"): allergic, peanuts'
+        )
+        assert refused[(nine, ten)] == f"{nine} and {ten} contradict each other ({times}): keep both, or archive one"
+        assert [(c["ids"], c["reason"]) for c in report["contradictions"]] == [([nine, ten], times)]
+        # What the model reads: the refusal with its words, and what to do next.
+        text = result.content[0].text
+        assert "allergic, peanuts" in text and "Ask the user which is right" in text
+        assert "plan them again keeping every word" in text
+        for entry_id in (peanuts, hiking, nine, ten):
+            assert (await call(client, "get_memory", id=entry_id))["archived_at"] is None
+
+        # The model retries keeping every word: applied.
+        retry = {"merges": [{"ids": [peanuts, hiking], "content": "Bob is allergic to peanuts and enjoys hiking"}]}
+        again = await call(client, "apply_dream", plan=retry)
+        assert [(a["action"], a["ids"]) for a in again["applied"]] == [("merge", [peanuts, hiking])]
+
+        # The deterministic pass reports the pair (no embeddings here: found by the words they share).
+        deterministic = await call(client, "dream", mode="deterministic")
+        assert [(c["ids"], c["reason"]) for c in deterministic["report"]["contradictions"]] == [([nine, ten], times)]
+        assert "Ask the user which is right" in deterministic["next_step"]
+
+        # A reflection lists it for the user, in its summary and its questions; nothing merges the two.
+        ran = await call(client, "reflect", action="run")
+        reflection = ran["reflections"][0]
+        assert [(c["ids"], c["reason"]) for c in reflection["conflicts"]] == [([nine, ten], times)]
+        assert any(nine in q and ten in q for q in reflection["questions"])
+        assert times in reflection["summary"].split("Contradictions Detected")[1].split("##")[0]
+        assert "contradictions wait for the user" in ran["next_step"] or reflection["status"] == "pending"
+        for entry_id in (nine, ten):
+            assert (await call(client, "get_memory", id=entry_id))["archived_at"] is None
+    assert "Traceback" not in stdio_server.logs[0].read_text()

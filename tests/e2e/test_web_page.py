@@ -499,3 +499,22 @@ def test_an_agents_change_made_while_the_page_is_open_is_not_overwritten(page: P
         expect(page.locator("#error")).to_be_hidden()
     stored = cli(home, "get", entry["id"])
     assert (stored["content"], stored["category"], stored["tags"]) == ("Jo likes jazz and blues", "music", ["jazz"])
+
+
+def test_a_contradiction_decided_by_a_click_on_the_review_tab(page: Page, tmp_path: Path) -> None:
+    """Issue 45: a reflection never merges "standup at 9am" with "… at 10am"; the review tab shows both, and the
+    user's click archives the wrong one."""
+    home = tmp_path / "home"
+    cli(home, "add", "The team standup is at 9am", "--category", "work")
+    cli(home, "add", "The team standup is at 10am", "--category", "work")
+    cli(home, "reflect", "--run")
+    with page_server(home, tmp_path / "ui.log") as url:
+        open_page(page, url)
+        page.click("button[data-tab=review]")
+        card = page.locator(".contradiction")
+        expect(card).to_contain_text("they give different times: 9am / 10am")
+        expect(card.locator("blockquote")).to_have_text(["The team standup is at 9am", "The team standup is at 10am"])
+        shoot(page, "contradiction")
+        card.locator("button[data-archive]").first.click()  # the older one's: 9am
+        expect(page.locator(".contradiction")).to_have_count(0)
+    assert [h["entry"]["content"] for h in hits(home, "standup")] == ["The team standup is at 10am"]

@@ -212,3 +212,23 @@ def test_with_tenants_the_page_needs_its_own_token_on_every_listener(tmp_path: P
     assert done.returncode == 2, done.stderr
     assert "refusing to serve the web page" in done.stderr and "ROCKMEM_AUTH_TOKEN" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_contradiction_a_dream_found_waits_on_the_review_tab_until_the_user_decides(tmp_path: Path) -> None:
+    """Issue 45: "standup at 9am" / "… at 10am" are not merged; the review tab lists them, both texts side by side,
+    until the user archives the wrong one."""
+    home = tmp_path / "home"
+    for text in ("The team standup is at 9am", "The team standup is at 10am"):
+        assert rockmem("--home", home, "add", text, env=clean_env(ROCKMEM_EMBEDDING_MODEL="off")).returncode == 0
+    dreamt = rockmem("--home", home, "dream", env=clean_env(ROCKMEM_EMBEDDING_MODEL="off"))
+    assert dreamt.returncode == 0, dreamt.stderr
+    with page_server(home, tmp_path / "ui.log", ROCKMEM_EMBEDDING_MODEL="off") as url:
+        review = httpx.get(url + "api/review").json()
+        [conflict] = review["contradictions"]
+        assert conflict["reason"] == "they give different times: 9am / 10am"
+        assert [m["text"] for m in conflict["memories"]] == [f"The team standup is at {t}" for t in ("9am", "10am")]
+        wrong = conflict["ids"][0]
+        archived = httpx.post(url + f"api/memories/{wrong}/archive", json={"reason": "the user chose 10am"},
+                              headers={"x-rockmem-ui": "1"})  # fmt: skip
+        assert archived.status_code == 200, archived.text
+        assert httpx.get(url + "api/review").json()["contradictions"] == []

@@ -61,11 +61,17 @@ def test_home_is_expanded_and_made_absolute(tmp_path: Path, monkeypatch: pytest.
         ("ROCKMEM_MAX_CONTENT_BYTES", "0"),
         ("ROCKMEM_PORT", "70000"),
         ("ROCKMEM_LOG_LEVEL", "LOUD"),
+        ("ROCKMEM_SALIENCE_ARCHIVE_THRESHOLD", "0.3"),  # above the dormant tier: fading memories would go
     ],
 )
 def test_invalid_environment_value_names_the_variable(variable: str, value: str) -> None:
     with pytest.raises(ConfigError, match=variable):
         Settings.load(env={variable: value})
+
+
+def test_the_archive_threshold_is_the_seeds_and_tunable() -> None:
+    assert Settings.load(env={}).salience_archive_threshold == 0.05
+    assert Settings.load(env={"ROCKMEM_SALIENCE_ARCHIVE_THRESHOLD": "0.2"}).salience_archive_threshold == 0.2
 
 
 def test_invalid_override_is_a_config_error() -> None:

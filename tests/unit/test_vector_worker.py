@@ -606,3 +606,46 @@ def test_the_longest_delay_counts_from_the_first_save_not_from_when_the_worker_g
     assert passed.wait(5), "the burst was still being waited for max_delay_s after its first save"
     worker.stop()
     late.join(1)
+
+
+def test_a_backlog_waits_for_the_requests_being_answered(services: Services) -> None:
+    """Issue 46: a backfill yields to requests. While one is in flight the worker embeds nothing; once it has
+    ended (and a quiet moment passed) the backlog moves."""
+    writer = services.open()  # no provider: saved without vectors, a backlog for the next start
+    for i in range(5):
+        writer.save(f"backlog memory number {i}", category="notes")
+    writer.close()
+    provider = FakeProvider()
+    service = open_with(services, provider, embed_in_background=False)
+    foreground = vector_worker.Foreground(quiet_s=0.05, patience_s=600)
+    worker = vector_worker.VectorWorker(service.embedder, service, service.vector_files, foreground=foreground)
+    with foreground.busy():
+        worker.start()
+        assert not worker.idle.wait(0.5), "the backlog was embedded while a request was being answered"
+        assert provider.document_calls() == []
+    assert worker.idle.wait(10), "the backlog did not move once the request was answered"
+    assert len(provider.document_calls()) == 5
+    worker.stop()
+    service.close()
+
+
+def waits(foreground: vector_worker.Foreground, stop: threading.Event) -> bool:
+    """Whether wait_idle is still waiting after a moment."""
+    waiting = threading.Thread(target=foreground.wait_idle, args=(stop,), daemon=True)
+    waiting.start()
+    waiting.join(0.5)
+    return waiting.is_alive()
+
+
+def test_the_wait_for_requests_ends_when_idle_at_a_stop_or_out_of_patience() -> None:
+    patient = vector_worker.Foreground(quiet_s=600, patience_s=600)
+    assert not waits(patient, threading.Event())  # nothing answered yet: no wait
+    stop = threading.Event()
+    with patient.busy():
+        assert waits(patient, stop)
+        stop.set()
+        assert not waits(patient, stop)
+    assert waits(patient, threading.Event())  # the quiet moment after a request
+    impatient = vector_worker.Foreground(quiet_s=600, patience_s=0.05)
+    with impatient.busy():
+        assert not waits(impatient, threading.Event())

@@ -39,6 +39,23 @@ def _compact(material: DreamMaterial) -> DreamMaterial:
     return material.model_copy(update={"plan_schema": _plan_schema()})
 
 
+def next_step_after(report: DreamReport, done: str = "Read report.summary; nothing else to do.") -> str:
+    """What to do after a run: a contradiction is the user's to decide (seed 004: detected, never resolved
+    silently), a refused merge says how to plan it again; otherwise `done`."""
+    steps = []
+    if report.contradictions:
+        steps.append(
+            f"{len(report.contradictions)} pairs of memories contradict each other (report.contradictions): none "
+            "was merged. Ask the user which is right, then archive the wrong one (or keep both if both hold)."
+        )
+    if any(r.action == "merge" for r in report.rejected):
+        steps.append(
+            "Merges refused (report.rejected) say what they drop: plan them again keeping every word, name, number "
+            "and negation of each source, or leave those memories apart."
+        )
+    return " ".join(steps) or done
+
+
 def client_model_plan(action: str, dream_pass: str, mode: str, offset: int, ctx: Context) -> Sample | None:
     """In auto mode with no language model of the server's own, ask the calling client's model (MCP sampling)
     when the client offers it; otherwise None (the tool falls back to agent-driven). Runs before the tool,
@@ -104,7 +121,7 @@ def register(server: MCPServer) -> None:
             if plan is None:
                 raise InvalidInputError("dream apply needs plan: the plan matching plan_schema from dream start")
             report = apply_dream(plan, ctx, dream_pass, dry_run)
-            return DreamResult(mode="agent", report=report, next_step="Read report.summary and report.rejected.")
+            return DreamResult(mode="agent", report=report, next_step=next_step_after(report, "Read report.summary."))
         if action == "report":
             return DreamResult(mode="report", report=get_dream_report(ctx, report_id), next_step="")
         svc = services(ctx)
@@ -115,7 +132,7 @@ def register(server: MCPServer) -> None:
                 report = dreamer.run_llm(dream_pass, llm, dry_run=dry_run, progress=progress_of(ctx))
             finally:
                 llm.close()
-            return DreamResult(mode="llm", report=report, next_step="Read report.summary; nothing else to do.")
+            return DreamResult(mode="llm", report=report, next_step=next_step_after(report))
         if sampled is not None:
             text = sampled.content.text if isinstance(sampled.content, TextContent) else ""
             try:
@@ -128,10 +145,10 @@ def register(server: MCPServer) -> None:
                     next_step=f"{problem}: follow material.directive yourself, then call dream with action='apply'.",
                 )
             report = dreamer.apply(plan, dream_pass, "sampling", dry_run)
-            return DreamResult(mode="sampling", report=report, next_step="Read report.summary; nothing else to do.")
+            return DreamResult(mode="sampling", report=report, next_step=next_step_after(report))
         if mode == "deterministic":
             report = dreamer.run_deterministic(dry_run=dry_run, progress=progress_of(ctx))
-            return DreamResult(mode=mode, report=report, next_step="Read report.summary; nothing else to do.")
+            return DreamResult(mode=mode, report=report, next_step=next_step_after(report))
         material = _compact(dreamer.material(dream_pass, offset))
         more = (
             f" Then call dream again with offset={offset + material.items} for the next batch."
@@ -163,9 +180,9 @@ def register(server: MCPServer) -> None:
         dry_run: Annotated[bool, Field(description="Report what would change, change nothing")] = False,
     ) -> DreamReport:
         """Apply a dream plan. Every action is checked: unknown ids, protected memories, merges of memories that
-        contradict each other or that drop a name, number, date or negation of their sources, memories changed
-        since you read them, and actions outside the pass are refused and listed in `rejected` with the reason;
-        merge sources are archived (superseded by the merged memory), never deleted."""
+        contradict each other or that drop any word, number or negation of a source, memories changed since you
+        read them, and actions outside the pass are refused and listed in `rejected` with the reason; merge
+        sources are archived (superseded by the merged memory), never deleted."""
         # The plan's schema (~1,500 tokens) comes with the dream reply that asks for a plan, not in tools/list.
         try:
             checked = DreamPlan.model_validate(plan)

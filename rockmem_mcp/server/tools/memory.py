@@ -181,11 +181,9 @@ def register(server: MCPServer) -> None:
         """Remove a wrong or outdated memory: archived (update_memory restore=true brings it back within 90 days)
         unless permanent, which erases it and its episode."""
         svc = services(ctx)
-        entry = svc.memory.get(id) if permanent else None
-        result = svc.memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
-        if entry is not None:  # erased for good: so is the episode that logged its content
-            svc.episodes.forget_memory(entry)
-        return result
+        if permanent:  # the episode that logged its content goes too, and the record's copies of its text
+            return svc.erasure().delete_memory(id, reason, confirm_pinned)[0]
+        return svc.memory.delete(id, permanent, reason, confirm_pinned=confirm_pinned)
 
     @server.tool(title="List memory categories", annotations=ToolAnnotations(read_only_hint=True))
     @reports_errors

@@ -16,6 +16,7 @@ from rockmem_mcp.server.tools import progress_of, reports_errors
 
 ReflectAction = Literal["show", "run", "session_end", "approve", "approve_with_changes", "partial", "reject"]
 ASK = "Show reflections[0].summary to the user and resolve it as they decide; never approve on your own."
+CONFLICTS = "show reflections[0].contradictions and ask which is right; nothing was merged for them."
 
 
 def register(server: MCPServer) -> None:
@@ -45,7 +46,10 @@ def register(server: MCPServer) -> None:
         if action in ("run", "session_end"):
             reflection = svc.reflect("session-end" if action == "session_end" else "manual", progress_of(ctx))
             pending = reflection.status == "pending"
-            return ReflectResult(reflections=[reflection], next_step=ASK if pending else "Applied: nothing to approve.")
+            done = ASK if pending else "Applied: nothing to approve."
+            if reflection.conflicts and not pending:  # a contradiction is the user's to decide, approval or not
+                done += f" {len(reflection.conflicts)} contradictions wait for the user: {CONFLICTS}"
+            return ReflectResult(reflections=[reflection], next_step=done)
         if not id:
             raise InvalidInputError(f"{action} needs id: the reflection to resolve (reflect shows the pending ones)")
         resolved = reflector.resolve(id, action, action_ids or None, edits or None, reason)

@@ -7,11 +7,13 @@ service's refusal before the tool runs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -58,8 +60,10 @@ def register(server: MCPServer) -> None:
 
 def register_gated(server: MCPServer) -> None:
     """A gated sub-agent's save_memory: the same parameters, and a proposal comes back (its description says
-    so, so the sub-agent's model knows). Replaces the one tools/memory.py registered."""
-    server.remove_tool("save_memory")
+    so, so the sub-agent's model knows). Replaces the one tools/memory.py registered (none when the memory
+    toolset is off: the server left it out)."""
+    with contextlib.suppress(ToolError):
+        server.remove_tool("save_memory")
 
     @server.tool(
         name="save_memory",

@@ -476,11 +476,15 @@ setInterval(() => { for (const cell of document.querySelectorAll("td.left")) cel
 // ---------------------------------------------------------------------------------------------- review
 async function loadReview() {
   const data = await api("review");
-  $("review-count").textContent = (data.reflections.length + data.proposals.length) || "";
+  $("review-count").textContent = (data.reflections.length + data.contradictions.length + data.proposals.length) || "";
   const reflections = $("reflections");
   reflections.replaceChildren();
   if (!data.reflections.length) reflections.append(el("p", { class: "muted" }, "No reflection is waiting."));
   for (const reflection of data.reflections) reflections.append(reflectionCard(reflection));
+  const contradictions = $("contradictions");
+  contradictions.replaceChildren();
+  if (!data.contradictions.length) contradictions.append(el("p", { class: "muted" }, "No contradiction is waiting."));
+  for (const conflict of data.contradictions) contradictions.append(contradictionCard(conflict));
   const proposals = $("proposals");
   proposals.replaceChildren();
   if (!data.proposals.length) proposals.append(el("p", { class: "muted" }, "No proposal is open."));
@@ -551,6 +555,23 @@ function beforeAfter(action) {
   return el("div", { class: "sides" },
     side("before", "Before", ...(memories.length ? memories : [nothing("(nothing: new)")])),
     side("after", "After", ...after));
+}
+
+// Two memories that contradict each other: nothing merged them; the user says which is right by archiving the other
+// (restorable), or keeps both when both hold.
+function contradictionCard(conflict) {
+  const [first, second] = conflict.memories;
+  const archive = async (loser, winner) => {
+    await api("memories/" + encodeURIComponent(loser.id) + "/archive", { reason: `contradicted by ${winner.id}: the user chose it` });
+    await loadReview();
+  };
+  const memory = (shown, other, title) => side(title === "Older" ? "before" : "after", title,
+    el("div", { class: "source", "data-id": shown.id }, el("code", {}, shown.id), quote(shown.text)),
+    el("button", { type: "button", class: "danger", "data-archive": shown.id, onclick: () => archive(shown, other) },
+      "Archive this one"));
+  return el("div", { class: "card contradiction", "data-ids": conflict.ids.join(" ") },
+    el("div", {}, el("span", { class: "badge" }, "contradiction"), ` ${conflict.reason}`),
+    el("div", { class: "sides" }, memory(first, second, "Older"), memory(second, first, "Newer")));
 }
 
 function proposalCard(proposal) {

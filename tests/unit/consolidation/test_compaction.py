@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from rockmem_mcp.audit.log import AuditLog
+from rockmem_mcp.audit.service import AUTO_DETECT
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.compaction import (
     MAX_RULE_FACTS,
@@ -187,6 +189,20 @@ def test_a_rules_compaction_saves_the_facts_as_memories_logged_as_episodes(home:
     saved_episodes = [e for e in home.episodes.on(T0.date()) if e.memory_id == entry.id]
     assert [e.content for e in saved_episodes] == [LOCKER]
     assert f"- user: {LOCKER}" in compaction.summary and compaction.summary.endswith(f"- fact: {LOCKER}")
+
+
+def test_what_a_compaction_saves_is_logged_as_bot_auto_detect(home: Home) -> None:
+    """Seed 004 §12.3: facts the server picked out of the conversation (and the turns it logged) are auto-detected;
+    an agent's summary, and the facts it saves itself, stay its own."""
+    audit_log = AuditLog(home.settings.meta_dir / "audit.log")
+    home.talk(8)
+    before = len(list(audit_log.lines()))
+    compaction = home.compactor.compact("chat", "rules")
+    lines = list(audit_log.lines())[before:]
+    assert lines and {line.actor for line in lines} == {AUTO_DETECT}
+    assert f"memory/{compaction.saved[0]}.json" in {line.file for line in lines}
+    home.memory.save("The bike lock is 1234")
+    assert [line.actor for line in list(audit_log.lines())[before + len(lines) :]] == ["main"]
 
 
 def test_a_fact_already_in_memory_is_not_saved_again(home: Home) -> None:

@@ -1026,6 +1026,70 @@ def test_a_merge_that_drops_a_negation_a_date_or_a_name_is_refused(dreamer: Drea
     assert kinds(dreamer.apply(DreamPlan(merges=[kept]), "consolidation").applied) == ["merge"]
 
 
+def test_a_merge_that_drops_a_sources_words_is_refused_naming_them(dreamer: Dreamer, service: MemoryService) -> None:
+    """Issue 45: "allergic to peanuts" dropped from one of two sources, no name or number lost, was applied."""
+    peanuts = seed(service, "Bob is allergic to peanuts")
+    hiking = seed(service, "Bob likes hiking")
+    dropped = PlanMerge(ids=[peanuts.id, hiking.id], content="Bob likes hiking")
+    report = dreamer.apply(DreamPlan(merges=[dropped]), "consolidation")
+    assert report.applied == [] and len(report.rejected) == 1
+    why = report.rejected[0].reason
+    assert why.startswith(f'the merged text drops words of {peanuts.id} ("Bob is allergic to peanuts"): allergic, ')
+    assert "peanuts" in why and hiking.id not in why and "leave that memory out of the merge" in why
+    assert not service.get(peanuts.id).archived and not service.get(hiking.id).archived
+    kept = PlanMerge(ids=[peanuts.id, hiking.id], content="Bob is allergic to peanuts and enjoys hiking")
+    assert kinds(dreamer.apply(DreamPlan(merges=[kept]), "consolidation").applied) == ["merge"]
+
+
+def test_a_merge_of_two_times_for_one_thing_is_refused_and_listed_as_a_contradiction(
+    dreamer: Dreamer, service: MemoryService, settings: Settings
+) -> None:
+    """Keeping both times ("9am or 10am") passes the details check; the sources still contradict each other."""
+    nine = seed(service, "The team standup is at 9am")
+    ten = seed(service, "The team standup is at 10am")
+    plan = DreamPlan(merges=[PlanMerge(ids=[nine.id, ten.id], content="The team standup is at 9am or 10am")])
+    report = dreamer.apply(plan, "consolidation")
+    assert report.applied == []
+    assert report.rejected[0].reason == (
+        f"{nine.id} and {ten.id} contradict each other (they give different times: 9am / 10am): keep both, or "
+        "archive one"
+    )
+    assert [(x.ids, x.reason) for x in report.contradictions] == [
+        ([nine.id, ten.id], "they give different times: 9am / 10am")
+    ]
+    assert "1 contradictions to resolve" in report.summary
+    assert report_file(settings, report).contradictions == report.contradictions
+    assert not service.get(nine.id).archived and not service.get(ten.id).archived
+
+
+def test_the_deterministic_pass_reports_two_times_for_one_thing_without_embeddings(
+    dreamer: Dreamer, service: MemoryService
+) -> None:
+    """Not near-duplicates by their words (the times differ, one says more), yet about one thing: reported."""
+    nine = seed(service, "The team standup is at 9am every weekday")
+    ten = seed(service, "Team standup: 10am")
+    seed(service, "The flight lands at 10am")  # another subject: no contradiction
+    report = dreamer.run_deterministic()
+    assert kinds(report.applied) == []
+    assert [(x.ids, x.reason) for x in report.contradictions] == [
+        ([nine.id, ten.id], "they give different times: 9am / 10am")
+    ]
+    assert dreamer.contradicting_pairs(list(service.iter_entries())) == [
+        (nine.id, ten.id, "they give different times: 9am / 10am")
+    ]
+
+
+def test_near_duplicates_merge_into_the_text_that_keeps_every_word(dreamer: Dreamer, service: MemoryService) -> None:
+    """The longest text (as many details) drops "nightly": the one that keeps every source's words is chosen."""
+    short = seed(service, "Build artifacts are uploaded nightly to the Hetzner bucket")
+    longer = seed(service, "Build artifacts are all uploaded to the Hetzner bucket that is in Falkenstein")
+    covering = seed(service, "Build artifacts are uploaded nightly to the Hetzner bucket in Falkenstein")
+    report = dreamer.run_deterministic()
+    [merge] = [x for x in report.applied if x.action == "merge"]
+    assert set(merge.ids) == {short.id, longer.id, covering.id} and report.rejected == []
+    assert service.get(merge.result_id).content == covering.content
+
+
 def test_duplicates_with_a_protected_member_are_not_merged(
     dreamer: Dreamer, service: MemoryService, settings: Settings
 ) -> None:

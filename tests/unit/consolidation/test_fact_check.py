@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rockmem_mcp.consolidation.fact_check import contradiction, contradictions, details, lost_facts
+from rockmem_mcp.consolidation.fact_check import (
+    contradiction,
+    contradictions,
+    details,
+    lost_facts,
+    lost_words,
+    merge_loss,
+)
+from rockmem_mcp.search.tokenizer import STOPWORDS, tokenize
 
 
 @pytest.mark.parametrize(
@@ -87,6 +95,8 @@ def test_a_long_text_is_checked_in_linear_time() -> None:
     assert len(text) > 100_000 and len(details(text)) > 6000
     assert lost_facts([text, text + " Bob agreed."], text + " Bob agreed.") == []
     assert lost_facts([text], text.replace("Ticket 5999 ", "Ticket ")) == ["5999"]
+    words = " ".join(f"word{chr(97 + n % 26)}{chr(97 + n // 26 % 26)}{chr(97 + n // 676 % 26)}" for n in range(15000))
+    assert merge_loss({"a": words}, words) is None and len(lost_words({"a": words}, "nothing")["a"]) > 14000
 
 
 def test_a_number_with_its_unit_written_on_is_a_fact() -> None:
@@ -98,3 +108,108 @@ def test_a_number_with_its_unit_written_on_is_a_fact() -> None:
 
 def test_a_time_written_with_or_without_a_space_is_one_fact() -> None:
     assert lost_facts(["Standup is at 10am", "Standup is at 10 am"], "Standup is at 10 am") == []
+
+
+# ---------------------------------------------------------------------------------------------- issue 45: words
+
+
+def test_a_merge_that_drops_a_sources_words_is_refused_naming_the_source_and_the_words() -> None:
+    sources = {"m-peanuts": "Bob is allergic to peanuts", "m-hiking": "Bob likes hiking"}
+    assert lost_words(sources, "Bob likes hiking") == {"m-peanuts": ["allergic", "peanuts"]}
+    why = merge_loss(sources, "Bob likes hiking")
+    assert why is not None and why.startswith('the merged text drops words of m-peanuts ("Bob is allergic to peanuts")')
+    assert "allergic, peanuts" in why and "m-hiking" not in why and "leave that memory out" in why
+    assert merge_loss(sources, "Bob is allergic to peanuts and likes hiking") is None
+
+
+@pytest.mark.parametrize(
+    ("sources", "merged"),
+    [
+        (["Bob is allergic to peanuts", "Bob likes hiking"], "Bob, allergic to peanut, enjoys hiking"),  # inflection
+        (["The user likes dark mode", "User prefers dark mode in editors"], "The user prefers dark mode in editors"),
+        (["Alice uses vim", "Alice wants vim keybindings"], "Alice prefers vim and vim keybindings"),
+        (["Deploys run on a peanut-free schedule"], "Deploys run on a peanut-free schedule, says Ops"),
+        (["Bob is allergic to peanuts"], "Bob has a severe peanut allergy"),  # allerg begins allergi
+        (["Bob has a peanut allergy"], "Bob is allergic to peanuts"),
+    ],
+)
+def test_inflections_and_how_a_fact_is_held_may_be_reworded(sources: list[str], merged: str) -> None:
+    """The documented allowances: stems compare ("peanut" keeps "peanuts"), so do stems one of which begins the
+    other (SAME_ROOT letters or more); REWORDABLE words may change."""
+    assert merge_loss({str(i): text for i, text in enumerate(sources)}, merged) is None
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        ["Bob is allergic to peanuts", "Bob likes hiking in the Alps"],
+        ["The staging database runs PostgreSQL 15 on port 5432", "Staging backups are encrypted nightly"],
+        ["Carol never drinks coffee after lunch", "Carol's team meets in the blue room"],
+        ["The invoice tool exports CSV files weekly", "Invoices are approved by the finance lead"],
+    ],
+)
+def test_every_content_word_of_every_source_counts_not_one_example(sources: list[str]) -> None:
+    """Not tuned to "allergic to peanuts": the sources joined keep everything; taking out any one content word
+    of the joined text (each in turn) is refused, and the refusal names that word."""
+    named = {str(i): text for i, text in enumerate(sources)}
+    joined = "; ".join(sources)
+    assert merge_loss(named, joined) is None
+    for word in {w.strip(".,;") for w in joined.split()}:
+        if word.casefold() in STOPWORDS or word in ("never", "Bob", "Carol's", "Alps") or not word[0].isalpha():
+            continue  # stopwords carry nothing; names and negations are lost_facts' (tested above)
+        if word.casefold() in ("likes", "uses", "wants", "prefers"):
+            continue  # REWORDABLE
+        dropped = " ".join(w for w in joined.split() if w.strip(".,;") != word)
+        if set(tokenize(word)) <= set(tokenize(dropped)):
+            continue  # still said by another word of the same stem ("Invoices" keeps "invoice")
+        why = merge_loss(named, dropped)
+        assert why is not None and word.casefold() in why.casefold(), (word, dropped)
+
+
+def test_a_short_stem_inside_a_longer_word_is_not_the_same_word() -> None:
+    assert lost_words({"a": "Bob drives a car"}, "Bob drives a card") == {"a": ["car"]}
+
+
+def test_the_words_a_detail_already_names_are_not_named_twice() -> None:
+    why = merge_loss({"a": "Bob's checkup is on Friday", "b": "Bob is fine"}, "The checkup is on Friday; all fine")
+    assert why == "the merged text drops details of its sources: bob"
+
+
+# ---------------------------------------------------------------------------------------------- issue 45: values
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "reason"),
+    [
+        ("The standup is at 9am", "The standup is at 10 am", "they give different times: 9am / 10am"),
+        ("The team standup is at 9am every weekday", "Team standup at 10:30", "they give different times: 9am / 10:30"),
+        (
+            "Project deadline is March 15",
+            "Project deadline is March 30",
+            "they give different dates: March 15 / March 30",
+        ),
+        (
+            "Bob's checkup is on 2026-03-05",
+            "Bob's checkup is on 2026-03-12",
+            "they give different dates: 2026-03-05 / 2026-03-12",
+        ),
+        ("Bob weighs 80kg", "Bob weighs 82kg", "they give different amounts in kg: 80kg / 82kg"),
+        ("Alice sits on the 3rd floor", "Alice sits on the 4th floor", "they give different ordinals: 3rd / 4th"),
+    ],
+)
+def test_the_same_thing_with_another_time_date_or_amount_is_a_contradiction(a: str, b: str, reason: str) -> None:
+    assert contradiction(a, b) == reason
+    assert contradiction(b, a) is not None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The standup is at 9am", "The standup is at 9:00"),  # one time, written two ways
+        ("Standup at 9am, retro at 3pm", "Standup at 9am"),  # one says more
+        ("The flight lands at 9am", "The flight departs at 10am"),  # not the same thing
+        ("Ticket 5 was closed by Alice", "Ticket 6 was closed by Alice"),  # bare integers: two tickets
+    ],
+)
+def test_one_value_written_twice_more_detail_or_another_subject_is_no_contradiction(a: str, b: str) -> None:
+    assert contradiction(a, b) is None

@@ -251,6 +251,41 @@ def test_contradictions_and_archive_candidates_are_proposed(home: Home, settings
     assert old in {x.item["id"] for x in archived}
 
 
+def test_a_planned_merge_the_dream_would_refuse_is_not_proposed_and_a_contradiction_is_asked(home: Home) -> None:
+    """Issue 45: a model's merge that drops "allergic to peanuts" is left out saying so; one of "standup at 9am"
+    and "… at 10am" becomes a contradiction for the user, in the summary and its questions, never an action."""
+    memory = home.memory
+    peanuts = memory.save("Bob is allergic to peanuts", "people").id
+    hiking = memory.save("Bob likes hiking", "people").id
+    nine = memory.save("The team standup is at 9am", "work").id
+    ten = memory.save("The team standup is at 10am", "work").id
+    merges = [
+        {"ids": [peanuts, hiking], "content": "Bob likes hiking"},
+        {"ids": [nine, ten], "content": "The team standup is at 10am"},
+    ]
+    home.server.replies = [scripted({"consolidation": lambda _: {"merges": merges}})]
+    reflection = home.reflector.run("manual", home.llm())
+    assert [x.kind for x in reflection.actions] == []
+    [left_out] = [n for n in reflection.not_covered if peanuts in n]
+    assert f'drops words of {peanuts} ("Bob is allergic to peanuts"): allergic, peanuts' in left_out
+    assert [(c.ids, c.reason) for c in reflection.conflicts] == [([nine, ten], "they give different times: 9am / 10am")]
+    assert reflection.contradictions == [f"{nine} and {ten}: they give different times: 9am / 10am"]
+    assert any(nine in q and ten in q and "which one is right" in q for q in reflection.questions)
+    text = (home.settings.meta_dir / "pending-reflection.md").read_text()
+    contradictions = text.split("## ⚠️ Contradictions Detected")[1].split("##")[0]
+    assert "9am / 10am" in contradictions
+    assert not any(e.archived for e in memory.iter_entries())
+
+
+def test_a_reflection_without_a_model_asks_about_two_times_for_one_thing(home: Home) -> None:
+    """Not near-duplicates by their words, yet about one thing: found without a model or embeddings."""
+    nine = home.memory.save("The team standup is at 9am every weekday", "work").id
+    ten = home.memory.save("Team standup: 10am", "work").id
+    reflection = home.reflector.run("manual")
+    assert [(c.ids, c.reason) for c in reflection.conflicts] == [([nine, ten], "they give different times: 9am / 10am")]
+    assert not home.memory.get(nine).archived and not home.memory.get(ten).archived
+
+
 def test_milestones_and_numbering(home: Home) -> None:
     assert set(MILESTONES) == {10, 25, 50, 100}
     first = home.reflector.run("manual")

@@ -119,6 +119,18 @@ def test_the_servers_own_writes_by_main_raise_no_alert_and_are_not_taken_for_han
     assert critical_lines(settings) == []
 
 
+@pytest.mark.parametrize("actor", ["bot:trigger-remember", "bot:auto-detect"])
+def test_the_main_agents_own_automatic_writes_raise_no_alert(
+    home: Path, settings: Settings, service: MemoryService, clock: FakeClock, actor: str
+) -> None:
+    """A "remember that …" routed to core memory is the main agent's write under its seed 004 §12.3 tag."""
+    parts = wired(settings, service, clock)
+    parts.critical.check()
+    with acting_as(actor):
+        parts.core.edit("append", "Identity", parts.core.read().version, "The user is Ada")
+    assert parts.critical.pending() == []
+
+
 def test_a_write_by_a_subagent_raises_an_alert_at_once(
     home: Path, settings: Settings, service: MemoryService, clock: FakeClock
 ) -> None:

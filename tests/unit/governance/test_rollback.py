@@ -16,6 +16,8 @@ from rockmem_mcp.governance.history import GitHistory
 from rockmem_mcp.governance.rollback import Rollback
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.memory.service import MemoryService
+from tests.unit.audit.test_line_index import SMALL_READ, LogReads
+from tests.unit.governance.test_audit_trail import filler
 
 
 class Home:
@@ -162,6 +164,34 @@ def test_a_run_does_not_undo_an_edit_someone_made_while_it_ran(home: Home) -> No
     assert memory.get(z.id).content == "Z original"
     assert memory.get(y.id).content == "Y by the dream"  # left: undoing it would undo the user's edit
     assert [s.file for s in result.skipped] == [f"memory/{y.id}.json"]
+
+
+def test_reverts_read_the_items_and_the_runs_lines_not_the_whole_log(home: Home, monkeypatch) -> None:
+    """Issue 45: a revert read the whole log (5.7 s at 200k lines), and each version's copy of it from git; now
+    the item's and the run's lines are read by offset, and the versions' lines from the log as it is."""
+    memory = home.memory
+    kept = memory.save("The deploy window is Thursday", category="work")
+    home.history.flush()
+    memory.audit.log.append(filler(0, 3000))
+    memory.update(kept.id, content="The deploy window is Friday")
+    with acting_as("dream:d-long-log"):
+        dreamt = memory.save("A memory the dream made")
+    memory.audit.log.append(filler(3000, 3000))
+    home.history.flush()
+    memory.audit.index.catch_up()  # as the committer does after each commit
+    size = memory.audit.log.path.stat().st_size
+    reads = LogReads(memory.audit.log.path, monkeypatch)
+
+    home.rollback.revert_item(kept.id)
+    assert memory.get(kept.id).content == "The deploy window is Thursday"
+    assert reads.bytes <= SMALL_READ < size // 20
+    home.history.flush()  # commits the revert (the commit stages the log: that reads it)
+    memory.audit.index.catch_up()
+    reads.bytes = 0
+    home.rollback.revert_run("dream:d-long-log")
+    with pytest.raises(NotFoundError):
+        memory.get(dreamt.id)
+    assert reads.bytes <= SMALL_READ
 
 
 def test_a_moved_memory_goes_back_to_its_folder_and_git_matches_the_disk(home: Home) -> None:

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from rockmem_mcp.audit.log import AuditLog
+from rockmem_mcp.audit.service import TRIGGER_REMEMBER
+from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.models import Remembered
 from rockmem_mcp.recall.triggers import HomeTriggers, TriggerDetector, TriggerResponder
+from tests.unit.recall.test_remembering import open_home
 
 DETECT = TriggerDetector().detect
 
@@ -95,6 +99,7 @@ class _Refusing:
     """A Remembering whose every write fails (a full disk), counting the calls."""
 
     calls = 0
+    settings = Settings()  # the main agent's (no namespace)
 
     def remember(self, text: str, route: object = None, sampled: object = None) -> object:
         _Refusing.calls += 1
@@ -104,6 +109,7 @@ class _Refusing:
 class _Counting:
     def __init__(self) -> None:
         self.calls = 0
+        self.settings = Settings()
 
     def remember(self, text: str, route: object = None, sampled: object = None) -> Remembered:
         self.calls += 1
@@ -125,3 +131,24 @@ def test_the_same_remember_twice_in_a_row_is_acted_on_once(tmp_path: Path) -> No
     other = responder.respond("Remember that the bike lock is 1234.")
     assert counting.calls == 2 and first is not None and again is not None and other is not None
     assert again.memory_id == first.memory_id and again.action.startswith("already remembered")
+
+
+def test_a_remember_the_trigger_acted_on_is_logged_as_bot_trigger_remember(settings: Settings) -> None:
+    """Seed 004 §12.3: the user's phrase asked, not a tool call, and the trail says so; a save the agent asks for
+    stays the agent's."""
+    home = open_home(settings.model_copy(update={"encode_driver": "rules"}))
+    try:
+        audit_log = AuditLog(settings.meta_dir / "audit.log")
+        before = len(list(audit_log.lines()))
+        responder = TriggerResponder(HomeTriggers(settings.home), home.remembering, "act", None)  # type: ignore[arg-type]
+        found = responder.respond("Remember that the gate code is 4412.")
+        assert found is not None and found.memory_id
+        lines = list(audit_log.lines())[before:]
+        assert lines and {line.actor for line in lines} == {TRIGGER_REMEMBER}
+        assert f"memory/{found.memory_id}.json" in {line.file for line in lines}
+        home.memory.save("The bike lock is 1234")
+        assert [line.actor for line in list(audit_log.lines())[before + len(lines) :]] == ["main"]
+    finally:
+        home.procedures.close()
+        home.graph.close()
+        home.memory.close()

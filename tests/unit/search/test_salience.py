@@ -17,6 +17,8 @@ from rockmem_mcp.search.salience import (
     salience,
     salience_of,
     tier,
+    tier_bounds,
+    tier_counts,
 )
 
 NOW = 1_800_000_000.0
@@ -56,6 +58,16 @@ def test_pinned_is_always_one_and_type_weight_scales() -> None:
 )  # fmt: skip
 def test_tiers(value: float, expected: str) -> None:
     assert tier(value) == expected
+
+
+def test_the_archive_threshold_moves_the_dormant_tiers_floor() -> None:
+    """Seed 004's tunable threshold (ROCKMEM_SALIENCE_ARCHIVE_THRESHOLD): 0.1 is dormant by default, an archive
+    candidate under 0.2; the tiers above it stay where they were."""
+    values = np.array([0.6, 0.3, 0.1, 0.04])
+    assert tier(0.1) == DORMANT and tier(0.1, 0.2) == ARCHIVE_CANDIDATE and tier(0.3, 0.2) == FADING
+    assert tier_counts(values) == {ACTIVE: 1, FADING: 1, DORMANT: 1, ARCHIVE_CANDIDATE: 1}
+    assert tier_counts(values, 0.2) == {ACTIVE: 1, FADING: 1, DORMANT: 0, ARCHIVE_CANDIDATE: 2}
+    assert tier_bounds(DORMANT, 0.1) == (0.1, 0.2) and tier_bounds(ARCHIVE_CANDIDATE, 0.1)[1] == 0.1
 
 
 def test_ranking_factor_leaves_active_alone_and_never_goes_below_the_floor() -> None:
