@@ -188,6 +188,40 @@ def test_search_stdio_harness_builds_a_home_with_logged_episodes_and_measures_it
     assert report["n"] == 5 and report["p50_ms"] > 0
 
 
+def test_backfill_harness_measures_searches_during_and_after_and_lives_that_converge(tmp_path: Path) -> None:
+    from benchmarks import backfill
+
+    backfill.build(tmp_path, 300)
+    home = tmp_path / "rockmem-home"
+    assert (home / ".git").is_dir() and not (home / ".embeddings").exists()
+    checkout = Path(backfill.__file__).resolve().parents[1]
+    report = backfill.measure(tmp_path, [checkout], rounds=1, queries=5, times=2, life_s=0.5)
+    summary = report["summary"][str(checkout)]
+    assert summary["idle_p50_ms"] > 0 and len(summary["restarts_left"][0]) == 2
+    assert summary["restarts_left"][0][-1] <= 300
+
+
+def test_audit_history_harness_times_history_and_revert_in_a_process_of_its_own() -> None:
+    from benchmarks import audit_history
+
+    report = audit_history.run_worker(Path(audit_history.__file__).resolve().parents[1], size=200, rounds=1)
+    assert report["log_lines"] == 205 and report["history_p50_s"] > 0 and report["revert_p50_s"] > 0
+
+
+def test_default_config_harness_fills_a_home_by_import_and_times_both_clients(tmp_path: Path) -> None:
+    from benchmarks import default_config
+
+    default_config.build(tmp_path, 60)
+    home = tmp_path / "rockmem-home"
+    assert len(list((home / ".embeddings").glob("*.bin"))) == 60  # `import` embedded what it imported
+    checkout = Path(default_config.__file__).resolve().parents[1]
+    report = default_config.measure(tmp_path, [checkout], rounds=1, queries=3)
+    for client in ("raw_jsonrpc", "sdk_client"):
+        measured = report[client][str(checkout)]
+        assert measured["cold_start_s"] > 0 and measured["search"]["n"] == 3 and measured["get"]["n"] == 3
+    assert report["memories"] == 60 and report["index_in_process"]["memory_search"]["n"] == 3
+
+
 @pytest.mark.skipif(
     not (locomo.DEFAULT_DATA.exists() and locomo.DEFAULT_MODEL.exists()),
     reason=f"LoCoMo data or the shared model absent under {locomo.DEFAULT_DATA.parents[2]} (no shared/ beside us)",
