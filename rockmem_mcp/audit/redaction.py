@@ -110,14 +110,16 @@ class Redaction:
         return file in self.own_files
 
     # ------------------------------------------------------------------ text
-    def text(self, text: str) -> str:
-        """`text` with every whole form of the item's texts, and every cut of one, replaced by its placeholder."""
+    def text(self, text: str, cuts: bool = True) -> str:
+        """`text` with every whole form of the item's texts replaced by its placeholder, and with `cuts` (a summary:
+        the record cut quotes short) every cut of one too. A file's own text is never a cut: another item's
+        words that happen to be followed by `…` stay."""
         if self._pattern is None or not any(needle in text for needle in self._needles):
             return text
         groups = self._forms
         placeholders = self._placeholders
         text = self._pattern.sub(lambda m: placeholders[groups[(m.lastindex or 1) - 1]], text)
-        return self._cut(text) if ELLIPSIS in text else text
+        return self._cut(text) if cuts and ELLIPSIS in text else text
 
     def _cut(self, text: str) -> str:
         """A summary's cut of a text: a prefix of at least MIN_CUT_CHARS characters, at a word's start, then `…`."""
@@ -148,11 +150,11 @@ class Redaction:
     # ------------------------------------------------------------------ the audit log's lines
     def audit_line(self, line: str) -> str:
         """An audit log line (with or without its newline): its summary redacted when its FILE (or the file it
-        moved from) is covered; any other line as it is. A line that does not parse is redacted whole (a torn
-        line's FILE cannot be trusted, and it holds nothing else worth keeping)."""
+        moved from) is covered; any other line as it is. A line that does not parse is redacted whole when one of
+        its fields names a covered file (a torn line's FILE cannot be trusted), else left as it is."""
         parts = line.split(_SEPARATOR, 5)
-        if len(parts) != 6:
-            return self.text(line)
+        if len(parts) != 6:  # torn: its FILE cannot be trusted; redacted only if it names one of the covered files
+            return self.text(line) if any(self.covers(part) for part in parts) else line
         parsed = AuditLine.parse(line if line.endswith("\n") else line + "\n")
         old = moved_from(parsed) if parsed is not None else None
         if not (self.covers(parts[2]) or (old is not None and self.covers(old))):
@@ -201,7 +203,7 @@ class Redaction:
         if not self or not any(needle in data for needle in self._needle_bytes):
             return data
         text = data.decode("utf-8", "surrogateescape")
-        redacted = self.text(text)
+        redacted = self.text(text, cuts=False)
         return data if redacted == text else redacted.encode("utf-8", "surrogateescape")
 
     def message(self, message: str) -> str:

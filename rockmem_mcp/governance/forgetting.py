@@ -455,6 +455,12 @@ class Forgetting:
     def _erase_entity(self, key: str, reason: str | None, traces: Traces) -> str:
         record = self.files.read("entity", key) if _is_id(key) else None
         try:
+            # The triples that go with it are its own files; other triples keep every word (one naming "Bob Jones"
+            # is not about "Bob").
+            touching = [fact.id for fact in self._graph().get_entity(key).facts]
+        except NotFoundError:
+            touching = [t.id for t in record.triples] if record is not None else []
+        try:
             deleted = self._graph().delete_entity(key, why=_because("forgotten for good", reason))
             name, triples = deleted.entity.name, deleted.triples_deleted
         except NotFoundError:
@@ -466,8 +472,8 @@ class Forgetting:
         entity_id = entity.id
         self.files.remove("entity", entity_id)
         self._log("entity", entity_id, f"{name} and {triples} triple(s)", reason)
-        triples_folder = self.erasure.relative(self.settings.graph_dir / "triples") + "/"  # their lines name it
-        traces.add(Traces([entity.name, *entity.aliases], shared=[triples_folder], ids=[entity_id]))
+        triples = [self.erasure.relative(self.settings.graph_dir / "triples" / f"{t}.json") for t in touching]
+        traces.add(Traces([entity.name, *entity.aliases], own_files=triples, ids=[entity_id]))
         return f"deleted for good with its {triples} triple(s); logged"
 
     def _restore_entity(self, key: str) -> str:

@@ -123,3 +123,16 @@ def test_the_retention_digests_lose_it_in_the_events_about_the_item(tmp_path: Pa
     for name in (ARCHIVE_NAME, STATE_NAME):
         text = (settings.meta_dir / name).read_text()
         assert "Lock the" not in text and "Open the zqdrawer" in text and "[forgotten sha256:" in text
+
+
+def test_a_shared_file_keeps_another_items_words_that_a_cut_would_have_matched() -> None:
+    """Review finding: a file's own text is never a summary's cut. Another episode in the same day log that starts
+    with the forgotten text's first words and goes on after a `…` keeps its words; a torn audit line about another
+    file stays as it is."""
+    gone = redaction()
+    other = json.dumps({"content": "My sister Anna lives at… well, somewhere near the sea"}) + "\n"
+    assert gone.file_bytes(other.encode()) == other.encode()
+    whole = json.dumps({"content": TEXT}) + "\n"
+    assert TEXT.encode() not in gone.file_bytes(whole.encode())  # the text itself still goes
+    torn = f'2026-11-24T09:00:00Z | CREATE | memory/work/bbbbbbbbbbbb.json | main | saved "{TEXT[:20]}…'
+    assert gone.audit_line(torn) == torn

@@ -325,3 +325,17 @@ def test_a_find_that_must_not_wait_leaves_out_episodes_while_their_index_is_buil
         builder.join()
     assert "episode" not in stores and {"memory", "core", "entity"} <= stores
     assert "episode" in {c.store for c in forgetting.find("Anna Lisbon")}
+
+
+def test_forgetting_an_entity_for_good_leaves_other_entities_triples_and_their_lines_alone(world: World) -> None:
+    """Review finding: an entity's name is redacted in its own triples' files and lines only. "Anna" forgotten for
+    good, "Anna Maria" (another entity, whose name starts with it) keeps her triple and its audit line."""
+    world.graph.add_triples([{"subject": "Anna Maria", "predicate": "works_at", "object": "Porto Labs"}])
+    other = world.graph.resolve("Anna Maria")
+    other_triple = world.graph.get_entity(other.id).facts[0].id
+    assert world.forgetting.forget([world.ids["entity"]], permanent=True).items[0].ok
+    triple_file = world.settings.graph_dir / "triples" / f"{other_triple}.json"
+    log = (world.settings.meta_dir / "audit.log").read_text()
+    lines = [line for line in log.splitlines() if f"triples/{other_triple}.json" in line]
+    assert lines and all("Anna Maria" in line and "forgotten sha256" not in line for line in lines), lines
+    assert triple_file.exists() and world.graph.get_entity("Anna Maria").facts[0].object == "Porto Labs"
