@@ -72,14 +72,13 @@ class Redaction:
     def __init__(self, texts: Iterable[str], own_files: Iterable[str] = (), shared: Iterable[str] = ()) -> None:
         """`texts`: what the item held (every version known); `own_files`: its files, relative to the home
         (`/`-separated); `shared`: files that held it among others, or folders (ending in `/`)."""
+        self.texts = [text for text in texts if text.strip()]  # kept for a purge to resume after a crash
         self.own_files = frozenset(own_files)
         self.shared = frozenset(shared)
         self._folders = tuple(path for path in self.shared if path.endswith("/"))
         placeholders: dict[str, str] = {}  # form -> placeholder (a form of two texts: the first's)
         cuts: dict[str, str] = {}  # a quoted form a summary may cut -> placeholder
-        for text in texts:
-            if not text.strip():
-                continue
+        for text in self.texts:
             placeholder = PLACEHOLDER.format(text_digest(text))
             for form in _forms(text):
                 placeholders.setdefault(form, placeholder)
@@ -96,6 +95,14 @@ class Redaction:
 
     def __bool__(self) -> bool:
         return bool(self._forms)
+
+    def to_json(self) -> bytes:
+        return json.dumps({"texts": self.texts, "own": sorted(self.own_files), "shared": sorted(self.shared)}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Redaction:
+        body = json.loads(data)
+        return cls(body["texts"], body["own"], body["shared"])
 
     @property
     def needles(self) -> list[str]:

@@ -53,6 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import BinaryIO
 
 from rockmem_mcp.audit.line_index import PATTERN_KEY, IndexStale, LogView, file_key
@@ -64,7 +65,7 @@ from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
 from rockmem_mcp.governance.history_filter import FilterCounts, HistoryFilter
 from rockmem_mcp.models import utc_now
-from rockmem_mcp.storage.atomic import atomic_write
+from rockmem_mcp.storage.atomic import atomic_write, remove_durably
 from rockmem_mcp.storage.edited_files import held
 from rockmem_mcp.storage.no_follow import read_bytes, read_bytes_and_stat
 from rockmem_mcp.storage.pg import is_database_url
@@ -91,6 +92,7 @@ GITIGNORE = """\
 .*.tmp
 """
 LOCK_NAME = "rockmem-commit.lock"  # inside .git: serializes committers across processes
+PURGES_FOLDER = "rockmem-purges"  # inside .git: a permanent delete's purge until it is done (GitHistory.purge)
 EMAIL = "rockmem@localhost"
 COMMITTER = "rockmem"
 INIT_ACTOR = "system:init"
@@ -699,6 +701,10 @@ class GitHistory:
     def _start_up(self) -> None:
         """Repository, pending lines committed, then changes made outside the server (hand edits, or a crash
         between a file and its line) are logged as `manual` and committed."""
+        try:
+            self.resume_purges()
+        except (HistoryError, OSError) as exc:  # its record stays: the next start tries again
+            log.warning("git history: a permanent delete left half done could not be finished (%s)", exc)
         with self._exclusive():
             self._ensure_repo()
             self._commit_pending()
@@ -962,26 +968,71 @@ class GitHistory:
         started = time.monotonic()
         with self._exclusive():
             self._ensure_repo()
-            self._commit_pending()
-            lines = self.audit.log.redact(redaction)
-            if self._head() is None:
-                return PurgeReport(lines, FilterCounts(), time.monotonic() - started)
-            if not self._run(["symbolic-ref", "-q", "HEAD"], check=False).strip():
-                raise HistoryError(
-                    f"the history's HEAD is detached (not on a branch): check out its branch (`git --git-dir "
-                    f"{self.git_dir} checkout main`) and forget again; nothing in the history was rewritten"
-                )
-            try:
-                counts = self._rewrite(redaction)
-            finally:
-                self._known, self._seen = None, object()  # HEAD and the log's bytes are not what this instance made
-                for crash in self.git_dir.glob("fast_import_crash_*"):  # its report quotes the last commands
-                    with contextlib.suppress(OSError):
-                        crash.unlink()
-            self._run(["read-tree", "--reset", "HEAD"])  # the index held the old blobs: repack would keep them
-            self._run(["reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all"])
-            self._run(["repack", "-a", "-d", "-q"])  # unreachable objects in packs are left out of the new pack
-            self._run(["prune", "--expire=now"])  # and loose ones deleted
+            pending = self._purge_pending(redaction)
+            report = self._purge(redaction, started)
+            remove_durably(pending)
+        return report
+
+    def _purge_pending(self, redaction: Redaction) -> Path:
+        """A purge's inputs, kept inside .git (never in a commit) until it is done: a process that dies midway (the
+        log redacted, the commits not yet) leaves it, and the next start finishes the purge (`resume_purges`)."""
+        folder = self.git_dir / PURGES_FOLDER
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{time.time_ns()}-{os.getpid()}.json"
+        atomic_write(path, redaction.to_json())
+        return path
+
+    def resume_purges(self) -> int:
+        """Finish the purges a process left half done (the history's start does it first); returns how many."""
+        folder = self.git_dir / PURGES_FOLDER
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return 0
+        done = 0
+        for name in names:
+            with self._exclusive():
+                done += self._resume(folder / name)
+        return done
+
+    def _resume(self, path: Path) -> int:
+        """One unfinished purge, under the commit lock: 1 when it was finished."""
+        try:
+            redaction = Redaction.from_json(read_bytes(path))
+        except FileNotFoundError:  # another process finished it meanwhile
+            return 0
+        except (OSError, ValueError, KeyError, TypeError, RefusedFileError) as exc:
+            log.warning("git history: an unfinished purge's record %s is unreadable (%s); left", path, exc)
+            return 0
+        self._ensure_repo()
+        report = self._purge(redaction, time.monotonic())
+        remove_durably(path)
+        log.warning("git history: finished a permanent delete a process left half done (%d commit(s) read)",
+                    report.counts.commits)  # fmt: skip
+        return 1
+
+    def _purge(self, redaction: Redaction, started: float) -> PurgeReport:
+        """`purge`'s work, under the commit lock."""
+        self._commit_pending()
+        lines = self.audit.log.redact(redaction)
+        if self._head() is None:
+            return PurgeReport(lines, FilterCounts(), time.monotonic() - started)
+        if not self._run(["symbolic-ref", "-q", "HEAD"], check=False).strip():
+            raise HistoryError(
+                f"the history's HEAD is detached (not on a branch): check out its branch (`git --git-dir "
+                f"{self.git_dir} checkout main`) and forget again; nothing in the history was rewritten"
+            )
+        try:
+            counts = self._rewrite(redaction)
+        finally:
+            self._known, self._seen = None, object()  # HEAD and the log's bytes are not what this instance made
+            for crash in self.git_dir.glob("fast_import_crash_*"):  # its report quotes the last commands
+                with contextlib.suppress(OSError):
+                    crash.unlink()
+        self._run(["read-tree", "--reset", "HEAD"])  # the index held the old blobs: repack would keep them
+        self._run(["reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all"])
+        self._run(["repack", "-a", "-d", "-q"])  # unreachable objects in packs are left out of the new pack
+        self._run(["prune", "--expire=now"])  # and loose ones deleted
         return PurgeReport(lines, counts, time.monotonic() - started)
 
     def _rewrite(self, redaction: Redaction) -> FilterCounts:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rockmem_mcp.config import Settings
-from rockmem_mcp.errors import InvalidInputError
+from rockmem_mcp.errors import HistoryError, InvalidInputError
 from rockmem_mcp.governance.erasure import Erasure
 from rockmem_mcp.governance.rollback import Rollback
 from tests.unit.governance.test_history import Home, git, head_log, subjects
@@ -112,3 +112,29 @@ def test_a_revert_naming_a_commit_the_rewrite_renamed_is_refused(home: Home) -> 
     with pytest.raises(InvalidInputError, match="no longer has"):
         rollback.revert_run(reverted.revert_id)
     assert memory.get(note.id).content == "The standup is at nine"  # nothing was removed for it
+
+
+def test_a_purge_cut_short_is_finished_by_the_next_start(home: Home, monkeypatch) -> None:
+    """Review finding: a process that dies after redacting the log but before rewriting the commits left the text in
+    git for good (deleting the id again finds nothing). The purge's record stays in .git until it is done, and the
+    history's start finishes it."""
+    history = home.history()
+    memory = home.memory
+    gone = memory.save(f"The locker code is {SECRET}", "private")
+    history.flush()
+    root = home.settings.home
+
+    def dies(redaction):  # as a kill between the log's redaction and the rewrite would leave it
+        raise HistoryError("killed")
+
+    monkeypatch.setattr(history, "_rewrite", dies)
+    _, left = Erasure(home.settings, memory.audit, memory, history=history).delete_memory(gone.id)
+    assert left and objects_holding(root, SECRET)  # said, and still there
+    pending = list((root / ".git" / "rockmem-purges").iterdir())
+    assert len(pending) == 1
+    monkeypatch.undo()
+
+    assert home.history(first_commit=False).resume_purges() == 1  # what the next start does first
+    assert objects_holding(root, SECRET) == []
+    assert list((root / ".git" / "rockmem-purges").iterdir()) == []
+    assert SECRET not in (home.settings.meta_dir / "audit.log").read_text()
