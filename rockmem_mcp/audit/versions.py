@@ -56,6 +56,12 @@ class VersionLog:
             chunks.append(header.encode() + b"\n" + (version.data or b"") + b"\n")
         self._appender.append(b"".join(chunks))
 
+    def drop(self) -> None:
+        """Forget every version kept (a permanent delete while git cannot run: they may quote the item, and no
+        history will take them). Only middle versions go: every file's latest state is the file itself."""
+        with contextlib.suppress(FileNotFoundError):
+            remove_durably(self.path)
+
     def read(self) -> VersionRead:
         try:
             fd = open_fd(self.path, os.O_RDONLY)

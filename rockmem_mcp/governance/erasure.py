@@ -129,6 +129,8 @@ class Erasure:
                     )
             else:
                 self.audit.log.redact(redaction)
+                if self.audit.versions is not None:  # no history to take them: they would only keep the text
+                    self.audit.versions.drop()
         except (RockmemError, OSError) as exc:
             problems.append(f"the git history still holds it ({exc})")
             try:  # the history failed before or after the log's turn: the log on its own (redacting twice is a no-op)

@@ -138,3 +138,16 @@ def test_a_purge_cut_short_is_finished_by_the_next_start(home: Home, monkeypatch
     assert objects_holding(root, SECRET) == []
     assert list((root / ".git" / "rockmem-purges").iterdir()) == []
     assert SECRET not in (home.settings.meta_dir / "audit.log").read_text()
+
+
+def test_without_a_usable_history_the_versions_kept_for_it_go_too(home: Home) -> None:
+    """Review finding: with git unusable, .git/rockmem-versions (middle versions kept for the next commit) still
+    held the memory's JSON after a permanent delete. They go: no history will take them."""
+    memory = home.memory
+    (home.settings.home / ".git").mkdir(exist_ok=True)  # a home whose history is kept, git or not
+    gone = memory.save(f"The locker code is {SECRET}", "private")
+    versions = home.settings.home / ".git" / "rockmem-versions"
+    assert memory.audit.versions is not None and SECRET.encode() in versions.read_bytes()
+    _, left = Erasure(home.settings, memory.audit, memory, history=None).delete_memory(gone.id)
+    assert left == [] and (not versions.exists() or SECRET.encode() not in versions.read_bytes())
+    assert SECRET not in (home.settings.meta_dir / "audit.log").read_text()
