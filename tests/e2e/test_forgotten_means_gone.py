@@ -5,6 +5,7 @@ any table does. A text that stays (the control) is found in each of those places
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import zlib
@@ -33,9 +34,12 @@ SERVER_ENV = {
 
 
 def markers() -> dict[str, str]:
-    """A word per kind nothing else holds: lowercase letters and digits, so the tokenizer keeps it whole."""
+    """A word per kind nothing else holds: lowercase letters and digits, so the tokenizer keeps it whole; one with
+    letters outside ASCII, so copies JSON escapes (`\u00e9`) are looked for too."""
     token = secrets.token_hex(4)
-    return {kind: f"zq{kind.replace('_', '')}{token}" for kind in (*KINDS, "control")}
+    words = {kind: f"zq{kind.replace('_', '')}{token}" for kind in (*KINDS, "control")}
+    words["forget_memory"] = f"zqéforgetmémoire{token}"
+    return words
 
 
 def git_objects(home: Path) -> list[tuple[str, bytes]]:
@@ -59,7 +63,7 @@ def git_objects(home: Path) -> list[tuple[str, bytes]]:
 
 def home_holders(home: Path, text: str) -> list[str]:
     """Where under `home` `text` is: each file's bytes (a loose git object's inflated too), and each git object."""
-    needle = text.encode()
+    needles = forms(text)
     found = []
     for path in sorted(home.rglob("*")):
         if not path.is_file() or path.is_symlink():
@@ -67,17 +71,22 @@ def home_holders(home: Path, text: str) -> list[str]:
         data = path.read_bytes()
         if ".git/objects/" in path.as_posix() and len(path.parent.name) == 2:
             data = zlib.decompress(data)
-        if needle in data:
+        if any(needle in data for needle in needles):
             found.append(path.relative_to(home).as_posix())
-    found += [f"git object {sha}" for sha, data in git_objects(home) if needle in data]
+    found += [f"git object {sha}" for sha, data in git_objects(home) if any(needle in data for needle in needles)]
     return found
+
+
+def forms(text: str) -> set[bytes]:
+    """`text` as files hold it: UTF-8, and JSON's ASCII escapes of it."""
+    return {text.encode(), json.dumps(text)[1:-1].encode()}
 
 
 def table_holders(url: str, text: str) -> list[str]:
     """Where in the database `text` is: each column of each row of each table (bytea as its bytes)."""
     import psycopg
 
-    needle = text.encode()
+    needles = forms(text)
     found = []
     with psycopg.connect(url) as db:
         tables = db.execute(
@@ -90,7 +99,7 @@ def table_holders(url: str, text: str) -> list[str]:
             for row in cursor.fetchall():
                 for column, value in zip(columns, row, strict=True):
                     data = bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
-                    if needle in data:
+                    if any(needle in data for needle in needles):
                         found.append(f"{schema}.{table}.{column}")
     return found
 
