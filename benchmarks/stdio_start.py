@@ -9,7 +9,7 @@ Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_m
 own package is imported), alternating checkouts within every round, and reports medians over the rounds:
   - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home and
     embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
-    answer and once the graph has loaded (a `traverse_graph` call answered);
+    answer and once the graph has loaded (a `graph` find answered);
   - per-call: 300 corpus queries as raw `search_memory` calls (p50/p95), on the plain home with each setting;
   - the size of a typical search reply's text (characters, and tokens as the tool-budget test counts them).
 Writes benchmarks/results/stdio-start-{size}.json.
@@ -88,7 +88,7 @@ def cold_start(checkout: Path, home: Path, model: str | None, query: str) -> dic
         first = tool(call, "search_memory", {"query": query, "limit": 5})
         answered = time.perf_counter() - started
         rss_first = speed.server_rss_mb(proc.pid)
-        tool(call, "find_entities", {"query": "Quinn"}, ident=2)  # waits for the whole graph
+        tool(call, "graph", {"action": "find", "query": "Quinn"}, ident=2)  # waits for the whole graph
         graph_ready = time.perf_counter() - started
         rss_graph = speed.server_rss_mb(proc.pid)
     return {
@@ -103,7 +103,7 @@ def cold_start(checkout: Path, home: Path, model: str | None, query: str) -> dic
 def per_call(checkout: Path, home: Path, model: str | None, queries: list[str]) -> dict[str, Any]:
     with server(checkout, home, model) as (proc, call):
         tool(call, "search_memory", {"query": "warm", "stores": ["episodes"]})  # waits for the episode index
-        tool(call, "find_entities", {"query": "Quinn"}, ident=2)  # and for the graph
+        tool(call, "graph", {"action": "find", "query": "Quinn"}, ident=2)  # and for the graph
         time.sleep(3)  # the start's background work (vault sync, integrity check, git start-up) settles
         samples = []
         for i, query in enumerate(queries, start=10):
