@@ -184,15 +184,9 @@ class AuditLog:
         """Replace the log with `keep(lines)` atomically, under the lock appenders take (an append waiting
         meanwhile lands in the new file); returns how many lines went. Torn lines are dropped. `older_than`: a hint
         that `keep` changes nothing newer (a database's trail reads only those; a file is rewritten whole)."""
-        try:
-            fd = open_fd(self.path, os.O_RDWR)
-        except FileNotFoundError:
-            return 0
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if not still_at(fd, self.path):
-                    return self.rewrite(keep, older_than)
+        with self._replacing() as held:
+            if not held:
+                return 0
             current = list(self.lines())
             kept = keep(current)
             if len(kept) == len(current):
@@ -203,8 +197,6 @@ class AuditLog:
                 with contextlib.suppress(FileNotFoundError):
                     remove_durably(self.path)
             return len(current) - len(kept)
-        finally:
-            os.close(fd)
 
     def redact(self, redaction: Redacts) -> int:
         """Take a permanently removed item's text out of the lines about it (audit/redaction.py: replaced by its
@@ -212,18 +204,30 @@ class AuditLog:
         how many lines changed. Like `rewrite`, it replaces the file: a reader that indexed the old one by offset
         sees a new inode. Every other byte stays as it was, torn lines included, so the git history's copies of the
         log, rewritten by the same rules, stay its prefixes."""
-        try:
-            fd = open_fd(self.path, os.O_RDWR)
-        except FileNotFoundError:
-            return 0
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if not still_at(fd, self.path):
-                    return self.redact(redaction)
+        with self._replacing() as held:
+            if not held:
+                return 0
             data, changed = redaction.log_bytes(read_bytes(self.path))
             if changed:
                 atomic_write(self.path, data)
             return changed
-        finally:
-            os.close(fd)
+
+    @contextlib.contextmanager
+    def _replacing(self) -> Iterator[bool]:
+        """The lock appenders take, held on the file now at the log's path, for a body that replaces it (an append
+        waiting meanwhile lands in the new file); False when there is no log."""
+        while True:
+            try:
+                fd = open_fd(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                yield False
+                return
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    if not still_at(fd, self.path):
+                        continue  # replaced while this waited: lock the file there now
+                yield True
+                return
+            finally:
+                os.close(fd)

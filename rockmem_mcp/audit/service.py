@@ -28,7 +28,7 @@ from rockmem_mcp.audit.versions import FileVersion, VersionLog
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.models import utc_now
-from rockmem_mcp.storage.no_follow import read_bytes
+from rockmem_mcp.storage.no_follow import is_real_folder, read_bytes
 from rockmem_mcp.storage.pg import is_database_url
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class Audit:
     def _capture(self, batch: list[AuditLine]) -> None:
         """Keep what each changed file holds now, for the history (best effort: the change is done and logged;
         without this the history keeps the file's state at its next commit)."""
-        if self.versions is None or not (self._capturing or _real_folder(self._git_dir)):
+        if self.versions is None or not (self._capturing or is_real_folder(self._git_dir)):
             return
         self._capturing = True
         versions = []
@@ -183,11 +183,6 @@ class Audit:
             self.versions.append(versions)
         except OSError as exc:
             log.debug("version capture skipped: %s", exc)
-
-
-def _real_folder(path: Path) -> bool:
-    """A folder, not a link to one: nothing is written through a link out of the home."""
-    return path.is_dir() and not path.is_symlink()
 
 
 def line_changes(before: str, after: str) -> str:

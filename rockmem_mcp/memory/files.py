@@ -5,26 +5,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from rockmem_mcp.models import EntryLocation, MemoryEntry, normalize_category, validate_entry_id
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, atomic_write, atomic_write_many, remove_durably
-from rockmem_mcp.storage.no_follow import check_folders, real_folders, writing
+from rockmem_mcp.storage.no_follow import check_folders, is_real_folder, real_folders, writing
 from rockmem_mcp.storage.records import ParsedFiles
 
 log = logging.getLogger(__name__)
 
 STALE_TEMP_SECONDS = 3600
-
-
-def _lstat_mode(path: str) -> int:
-    try:
-        return os.lstat(path).st_mode
-    except OSError:  # gone since the listing
-        return 0
 
 
 class MemoryFiles:
@@ -173,7 +165,7 @@ class MemoryFiles:
                     if name.endswith(TEMP_SUFFIX):
                         self._clear_stale_temp(path, now)
                     continue
-                if not stat.S_ISDIR(_lstat_mode(path)):
+                if not is_real_folder(path):  # a file, a link, or gone since the listing
                     continue
                 sub = f"{category}/{name}" if category else name
                 try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 from rockmem_mcp.errors import HomeInUseError
 from rockmem_mcp.storage.atomic import TEMP_SUFFIX, fsync_dir
 from rockmem_mcp.storage.no_follow import (
+    is_real_folder,
     open_existing,
     open_fd,
     read_only_reason,
@@ -149,9 +149,9 @@ def _command(pid: int) -> str:
 def _unclean(home: Path) -> bool:
     """Whether a process may have left temp files: a marker of one that never closed, or no marker folder."""
     folder = home / OPEN_FOLDER
+    if not is_real_folder(folder):
+        return True
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return True
         with os.scandir(folder) as markers:
             return any(True for _ in markers)
     except OSError:
@@ -160,9 +160,8 @@ def _unclean(home: Path) -> bool:
 
 def _clear_markers(home: Path) -> None:
     folder = home / OPEN_FOLDER
-    with contextlib.suppress(OSError):
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return
+    if not is_real_folder(folder):
+        return
     with contextlib.suppress(OSError), os.scandir(folder) as markers:
         for marker in markers:
             with contextlib.suppress(OSError):
@@ -177,7 +176,7 @@ def _leave_marker(home: Path) -> Path | None:
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder)
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):  # a link planted there must not carry markers out
+        if not is_real_folder(folder):  # a link planted there must not carry markers out
             raise NotADirectoryError(f"{folder} is not a folder")
         os.close(open_fd(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
         fsync_dir(folder)

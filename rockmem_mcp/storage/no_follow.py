@@ -175,6 +175,14 @@ def real_folders(root: Path, folder: Path) -> None:
             raise NotADirectoryError(errno.ENOTDIR, f"{current} is a file where rockmem keeps a folder")
 
 
+def is_real_folder(path: str | Path) -> bool:
+    """A folder, not a link to one (one lstat): nothing is written through a link out of the home."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def linked_folders(folders: Iterable[Path]) -> list[Path]:
     """The given folders that exist as symbolic links."""
     return [folder for folder in folders if folder.is_symlink()]
