@@ -8,6 +8,7 @@ replica's uses by that much). The table is the state: there is nothing to compac
 
 from __future__ import annotations
 
+import math
 import time
 
 from rockmem_mcp.storage.access_log import Access, Record, parsed_records
@@ -30,7 +31,7 @@ class PgAccessLog:
         self._position = self.feed.end()
         self.every_s = every_s
         self._read_at = time.monotonic()
-        self._pruned_at = 0.0
+        self._pruned_at = -math.inf  # not 0.0: monotonic time starts at boot, so a young machine never pruned
 
     def close(self) -> None:
         self.db.close()

@@ -5,6 +5,7 @@ built from the rows and a restarted one caught up from its snapshot."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -373,7 +374,7 @@ def test_old_access_change_rows_are_pruned_by_a_flush(replica: Replica, database
     with db.transaction() as cursor:
         cursor.execute("UPDATE changes SET at = now() - interval '2 hours' WHERE record->>'s' = 'access'")
     one.get(entry.id, reinforce=True)
-    one.reinforcer.log._pruned_at = 0.0  # type: ignore[union-attr]  # ten minutes later: this flush prunes too
+    one.reinforcer.log._pruned_at = -math.inf  # type: ignore[union-attr]  # ten minutes later: this flush prunes too
     one.reinforcer.flush()
     (old,) = db.one("SELECT count(*) FROM changes WHERE record->>'s' = 'access' AND at < now() - interval '1 hour'")
     (kept,) = db.one("SELECT count FROM access WHERE id = %s", (entry.id,))
