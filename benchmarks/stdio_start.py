@@ -6,7 +6,8 @@
 `--build` makes two homes of the same corpus: `plain` (memories, the episodes save_memory would have logged,
 the bundled model's vectors, git history begun) and `graph` (the same plus a 100,000-triple knowledge graph).
 Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_mcp`, run from CHECKOUT so its
-own package is imported), alternating checkouts within every round, and reports medians over the rounds:
+own package is imported), alternating checkouts within every round, each on its own copy of the homes when
+several are compared (`homes_of` says why), and reports medians over the rounds:
   - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home and
     embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
     answer and once the graph has loaded (a `graph` find answered);
@@ -35,6 +36,7 @@ from benchmarks.corpus import Corpus
 
 RESULTS = Path(__file__).parent / "results"
 SETTINGS = {"default": None, "off": "off"}  # ROCKMEM_EMBEDDING_MODEL: unset (the bundled model) or off
+HOMES = {"plain": "rockmem-home", "graph": "graph-home"}  # what --build makes, by the name results use
 
 
 def build(work: Path, size: int) -> None:
@@ -124,13 +126,35 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def measure(work: Path, checkouts: list[Path], rounds: int, queries: int, parts: set[str]) -> dict[str, Any]:
+def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, dict[str, Path]]:
+    """Each checkout's own copy of the homes when several are compared: a server leaves derived state for the
+    next start (its index snapshot, with the folder stamps that spare a start the listing of unchanged folders),
+    and another version's server would overwrite it. Each copy gets one start first, as a user's home had one."""
+    built = {name: work / HOMES[name] for name in names}
+    if len(checkouts) == 1:
+        return {checkouts[0]: built}
+    homes: dict[Path, dict[str, Path]] = {}
+    for number, checkout in enumerate(checkouts):
+        homes[checkout] = {}
+        for name, home in built.items():
+            copy = work / f"checkout-{number}" / home.name
+            if not copy.exists():
+                shutil.copytree(home, copy, symlinks=True)
+            homes[checkout][name] = copy
+            cold_start(checkout, copy, None, "warm up")
+    return homes
+
+
+def measure(
+    work: Path, checkouts: list[Path], rounds: int, queries: int, parts: set[str], home_names: list[str]
+) -> dict[str, Any]:
     asked = Corpus(seed=speed.QUERY_SEED).queries(queries)
-    homes = {"plain": work / "rockmem-home", "graph": work / "graph-home"}
+    homes_by_checkout = homes_of(work, checkouts, home_names)
     cold: dict[str, list[dict[str, Any]]] = {}
     calls: dict[str, list[dict[str, Any]]] = {}
     for r in range(rounds):
         for checkout in checkouts if r % 2 == 0 else checkouts[::-1]:  # alternate who goes first
+            homes = homes_by_checkout[checkout]
             for setting, model in SETTINGS.items():
                 if "cold" in parts:
                     for home_name, home in homes.items():
@@ -159,13 +183,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--parts", default="cold,calls", help="cold, calls or both")
+    parser.add_argument("--homes", default="plain,graph", help="plain, graph or both (calls: plain alone)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default results/stdio-start-SIZE.json)")
     args = parser.parse_args()
     if args.build:
         build(args.build, args.size)
     if args.work:
         checkouts = [c.resolve() for c in args.checkout or [Path(__file__).resolve().parents[1]]]
-        report = measure(args.work, checkouts, args.rounds, args.queries, set(args.parts.split(",")))
+        parts, homes = set(args.parts.split(",")), args.homes.split(",")
+        report = measure(args.work, checkouts, args.rounds, args.queries, parts, homes)
         out = args.out or RESULTS / f"stdio-start-{speed.label(args.size)}.json"
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report, indent=2))

@@ -110,7 +110,7 @@ def test_the_package_was_found() -> None:
 def test_the_checker_resolves_imports() -> None:
     server_app = next(m for m in MODULES if m.name == "rockmem_mcp.server.app")
     assert _imports_any(server_app, "mcp")
-    assert "rockmem_mcp.memory.service" in server_app.imports()
+    assert "rockmem_mcp.home.stores" in server_app.imports()
 
 
 def test_the_checker_sees_relative_local_and_print_violations() -> None:

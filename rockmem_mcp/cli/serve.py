@@ -41,9 +41,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         from rockmem_mcp.server.stdio import serve_stdio
 
         def announced() -> Any:
-            memory, graph = open_stores()
-            print(f"rockmem-mcp: serving MCP over stdio; {start_summary(settings, memory)}", file=sys.stderr)
-            return memory, graph
+            stores = open_stores()
+            print(f"rockmem-mcp: serving MCP over stdio; {start_summary(settings, stores.memory)}", file=sys.stderr)
+            return stores
 
         with _reporting_start_errors():
             anyio.run(serve_stdio, build_server(settings, announced))

@@ -6,9 +6,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from rockmem_mcp.config import Settings
+from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.graph.service import GraphService, NewEntries
 from rockmem_mcp.memory.service import MemoryService
 
@@ -54,14 +55,25 @@ class Deferred(Generic[T]):
         return self._opening.result()
 
 
-def open_stores(settings: Settings) -> tuple[MemoryService, Deferred[GraphService]]:
-    """The long-term memory, opened now, and the knowledge graph, opened in the background once started (the
-    server starts it after its first answer, so loading a large graph — about a second of Python per 100,000
-    triples — does not compete with the first search) or when a call first needs it, which then waits for all
-    of it. Both share the memory store's reinforcement (one access log); a saved memory's text is queued for
-    the graph, which reinforces the entities it names off the save path."""
+class Stores(NamedTuple):
+    memory: MemoryService
+    graph: Deferred[GraphService]
+    episodes: Episodes
+    episodes_warmed: Future[None]  # the episode index loaded (a search waits for it anyway, under its lock)
+
+
+def open_stores(settings: Settings) -> Stores:
+    """The long-term memory, opened now; the episodes, whose index starts loading now in a thread of its own (a
+    first search waits for it: begun here, it overlaps the server's start rather than following it); and the
+    knowledge graph, opened in the background once started (the server starts it after its first answer, so
+    loading a large graph — about a second of Python per 100,000 triples — does not compete with the first
+    search) or when a call first needs it, which then waits for all of it. All share the memory store's
+    reinforcement (one access log); a saved memory's text is queued for the graph, which reinforces the
+    entities it names off the save path."""
     memory = MemoryService(settings)
+    episodes = Episodes(settings, reinforcer=memory.reinforcer)
+    warming = in_background(episodes.warm, "rockmem-episodes")
     new_entries = NewEntries()
     memory.save_listeners.append(new_entries.saved)
     graph = partial(GraphService, settings, reinforcer=memory.reinforcer, new_entries=new_entries)
-    return memory, Deferred(graph, "rockmem-graph")
+    return Stores(memory, Deferred(graph, "rockmem-graph"), episodes, warming)

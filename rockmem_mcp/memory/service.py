@@ -138,6 +138,7 @@ class MemoryService:
         self._snapshot_path = settings.index_dir / SNAPSHOT_NAME
         self._changes_since_snapshot = 0
         self._vectors_since_snapshot = 0
+        self._stamps_unsaved = False  # a reconcile listed many files: close saves its folder stamps (a snapshot)
         self._snapshot_thread: threading.Thread | None = None
         self._snapshot_write_lock = threading.Lock()  # one snapshot file write at a time per process
         self.embedder = embedder or Embedder(settings)
@@ -182,7 +183,7 @@ class MemoryService:
         thread = self._snapshot_thread
         if thread is not None:
             thread.join()
-        if self._changes_since_snapshot or self._vectors_since_snapshot:
+        if self._changes_since_snapshot or self._vectors_since_snapshot or self._stamps_unsaved:
             self.write_snapshot()
         self.journal.close()
         if self.shared:
@@ -235,8 +236,10 @@ class MemoryService:
         if self.shared:
             entries: Iterator[MemoryEntry] = self.files.stream()  # type: ignore[attr-defined]
         else:
-            self._settle_duplicates(self.files.listing())
-            entries = self._read_locations(self.files.walk())
+            listing = self.files.list_folders()
+            self._settle_duplicates(listing.found)
+            entries = self._read_locations(self.files.locations(listing.found))
+            index.folder_stamps = listing.stamps
         while batch := list(itertools.islice(entries, REBUILD_BATCH)):
             index.upsert_many(batch)
         log.info("indexed %d memories from %s", len(index), self.files.root)
@@ -306,13 +309,22 @@ class MemoryService:
         """Catch files added, moved, removed or rewritten behind the journal's back (by hand, or a crash
         between a file's write and its journal record).
 
-        Compares names folder by folder as sets (at 100k entries a directory listing and a few set
-        differences); then, in folders changed since the snapshot (a rename updates the folder), re-reads
-        the files written since. Only the files that differ are read.
+        Only the folders changed since the last reconcile are listed (their stamps, kept in the snapshot, differ:
+        files.list_folders); their names are compared with the index's as sets. Then, in folders changed since
+        the snapshot (a rename updates the folder), the files written since are re-read. Only the files that
+        differ are read. At 100k entries in unchanged folders this is ~200 lstats instead of 100k names.
         """
-        on_disk = self.files.listing()
-        self._settle_duplicates(on_disk, index)
-        known = index.ids_by_category()
+        listing = self.files.list_folders(index.folder_stamps)
+        on_disk = listing.found
+        known = index.ids_by_category(excluding=listing.unchanged)
+        # An id listed in a changed folder but indexed in an unchanged one is a copy: settled like any other.
+        copies: dict[str | None, set[str]] = {}
+        for category, stems in on_disk.items():
+            for stem in stems - known.get(category, set()):
+                indexed = index.location(stem)
+                if indexed is not None and indexed.category in listing.unchanged:
+                    copies.setdefault(indexed.category, set()).add(stem)
+        self._settle_duplicates({**copies, **on_disk} if copies else on_disk, index)
         if since_ns:
             rewritten = [
                 location
@@ -342,6 +354,9 @@ class MemoryService:
             index.remove(entry_id)
         for entry in self._read_locations(added):
             index.upsert(entry)
+        index.folder_stamps = listing.stamps
+        # Without a snapshot to keep the stamps, every start would list these folders again.
+        self._stamps_unsaved = sum(map(len, on_disk.values())) >= self.settings.snapshot_every_changes
 
     def _apply(self, index: MemoryIndex, records: list[dict[str, Any]]) -> None:
         """Bring the index in line with journal records, re-reading the files they name: each location once,
@@ -457,6 +472,7 @@ class MemoryService:
                     self._sync()  # what others appended to the old generation before it was sealed
                 arrays = self.index.snapshot_arrays(self._position)
                 self._changes_since_snapshot = self._vectors_since_snapshot = 0
+                self._stamps_unsaved = False
             self._write_snapshot_file(arrays)
 
     def _write_snapshot_file(self, arrays: dict[str, Any]) -> None:

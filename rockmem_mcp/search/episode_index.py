@@ -26,11 +26,11 @@ from typing import Protocol
 import numpy as np
 
 from rockmem_mcp.models import CONFIDENCES, EPISODE_TYPES, Episode
+from rockmem_mcp.search.array_files import read_arrays, write_arrays
 from rockmem_mcp.search.bm25 import ACTIVE, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.strings import pack_strings, unpack_strings
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
-from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition, JournalRead
 from rockmem_mcp.storage.daily_log import DailyLog
 from rockmem_mcp.storage.no_follow import open_fd
@@ -263,7 +263,7 @@ class EpisodeIndex:
                 header=np.array([SNAPSHOT_FORMAT, TOKENIZER_VERSION, len(live)], dtype=np.int64),
             )
             self.lines_since_snapshot = 0
-        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
+        write_arrays(path, arrays)
 
     def restore(self, path: Path) -> bool:
         """Take the state a snapshot holds (before the first sync); False, with the index left empty, when there
@@ -271,8 +271,8 @@ class EpisodeIndex:
         a day stands only if its file is exactly as it was (inode, size, mtime, ctime), else it is read again
         from its start; days added or removed are read or dropped."""
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
+            with open(path, "rb") as snapshot:
+                arrays = read_arrays(snapshot)
             fmt, tokenizer, count = (int(x) for x in arrays["header"])
             if fmt != SNAPSHOT_FORMAT or tokenizer != TOKENIZER_VERSION:
                 log.info("episode index snapshot %s is from another version; rebuilding", path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +18,7 @@ import numpy as np
 
 from rockmem_mcp.models import MAX_USE_COUNT, EntryLocation, MemoryEntry, tag_key
 from rockmem_mcp.search import facets
+from rockmem_mcp.search.array_files import read_arrays, write_arrays
 from rockmem_mcp.search.bm25 import ACTIVE, DEAD, BM25Index, Hits, last_versions, top_k
 from rockmem_mcp.search.columns import Column
 from rockmem_mcp.search.conversation_metadata import DATE_KEY, SESSION_KEY, SPEAKER_KEY, TURN_KEY, turn_number
@@ -40,7 +41,6 @@ from rockmem_mcp.search.tiers import Members, Tiers, tiered
 from rockmem_mcp.search.tokenizer import TOKENIZER_VERSION, tokenize
 from rockmem_mcp.search.vectors import VectorTable
 from rockmem_mcp.storage.access_log import Access, uses_of
-from rockmem_mcp.storage.atomic import atomic_write
 from rockmem_mcp.storage.changes import JournalPosition
 from rockmem_mcp.storage.no_follow import open_fd
 
@@ -78,6 +78,9 @@ class SalienceView:
 class MemoryIndex:
     def __init__(self, bm25: BM25Index | None = None) -> None:
         self.bm25 = bm25 if bm25 is not None else BM25Index()  # an empty index is falsy (len 0)
+        # The memory folders' stamps as of the last reconcile with them (memory/files.py, FolderStamp): kept in
+        # the snapshot, so a start lists only the folders changed since.
+        self.folder_stamps: dict[str, tuple[int, int, int]] = {}
         self.vectors = VectorTable(rows=self.bm25.slot_count)  # a row per slot, filled in the background
         self.category_code = Column(np.int32)
         self.created = Column(np.float64)
@@ -281,12 +284,20 @@ class MemoryIndex:
         code = int(self.category_code.view[slot])
         return EntryLocation(entry_id, None if code == _NO_CATEGORY else self.categories[code])
 
-    def ids_by_category(self) -> dict[str | None, set[str]]:
-        """Indexed ids grouped by category (None: uncategorized), for diffing against the folders."""
+    def ids_by_category(self, excluding: Collection[str | None] = ()) -> dict[str | None, set[str]]:
+        """Indexed ids grouped by category (None: uncategorized), for diffing against the folders; the categories
+        `excluding` names are left out (folders known unchanged: their ids are not even looked at)."""
         codes = self.category_code.view.tolist()
         names: list[str | None] = [*self.categories, None]  # code -1 picks the trailing None
         grouped: dict[str | None, set[str]] = {}
-        for key, slot in self.bm25.slot_of.items():
+        if excluding:
+            skipped = [self._category_ids.get(c, _NO_CATEGORY) if c is not None else _NO_CATEGORY for c in excluding]
+            view = self.category_code.view
+            wanted = np.flatnonzero((self.bm25.state.view != DEAD) & ~np.isin(view, skipped)).tolist()
+            pairs: Iterable[tuple[str, int]] = ((self.bm25.keys[slot], slot) for slot in wanted)
+        else:
+            pairs = self.bm25.slot_of.items()
+        for key, slot in pairs:
             category = names[codes[slot]]
             ids = grouped.get(category)
             if ids is None:
@@ -487,13 +498,14 @@ class MemoryIndex:
     @staticmethod
     def write_snapshot(path: Path, arrays: dict[str, np.ndarray]) -> None:
         """Write a snapshot (derived data: atomic but not fsynced; a torn one is just rebuilt)."""
-        atomic_write(path, lambda f: np.savez(f, **arrays), durable=False)
+        write_arrays(path, arrays)
 
     def snapshot_arrays(self, journal: JournalPosition) -> dict[str, np.ndarray]:
         """Compact arrays of the index (dead slots dropped) as of `journal`; safe to write unlocked: copies,
         or views of arrays that are only ever appended to (BM25Index.export_arrays)."""
         live = self.bm25.live_slots()
         arrays = self.bm25.export_arrays(live)
+        stamps = self.folder_stamps  # replaced whole by a reconcile, never changed in place
         owners = self.tag_owner.view
         tag_keep = self.bm25.state.view[owners] != DEAD
         remap = np.full(self.bm25.slot_count, -1, dtype=np.int64)
@@ -520,6 +532,8 @@ class MemoryIndex:
             categories=pack_strings(self.categories),
             tags=pack_strings(self.tags),
             sessions=pack_strings(self.sessions),
+            folder_paths=pack_strings(list(stamps)),
+            folder_stamps=np.array(list(stamps.values()), dtype=np.int64).reshape(-1, 3),
             header=np.array(
                 [SNAPSHOT_FORMAT, TOKENIZER_VERSION, journal.generation, journal.offset, len(live)], dtype=np.int64
             ),
@@ -540,9 +554,9 @@ class MemoryIndex:
             log.warning("index snapshot %s is unusable (%s); rebuilding", path, exc)
             return None
         try:
-            with snapshot, np.load(snapshot, allow_pickle=False) as data:
+            with snapshot:
                 skipped = set() if with_vectors else {"vectors", "vector_scale", "vector_present", "vector_model"}
-                arrays = {name: data[name] for name in data.files if name not in skipped}
+                arrays = read_arrays(snapshot, skip=skipped)
             fmt, tok_version, generation, offset, count = (int(x) for x in arrays["header"])
             if fmt not in READABLE_FORMATS or tok_version != TOKENIZER_VERSION:
                 log.info("index snapshot %s is from another version; rebuilding", path)
@@ -574,6 +588,12 @@ class MemoryIndex:
             index.categories = unpack_strings(arrays["categories"])
             index._category_ids = {c: i for i, c in enumerate(index.categories)}
             index.tags = unpack_strings(arrays["tags"])
+            if "folder_paths" in arrays:  # older snapshots have none: the first start lists every folder
+                stamps = arrays["folder_stamps"].reshape(-1, 3).tolist()
+                index.folder_stamps = {
+                    path: tuple(stamp)
+                    for path, stamp in zip(unpack_strings(arrays["folder_paths"]), stamps, strict=True)
+                }
             index._tag_ids = {t: i for i, t in enumerate(index.tags)}
             columns = (index.category_code, index.created, index.base, index.pinned, index.access_count,
                        index.last_access, index.session_code, index.turn, index.speaker_code,

@@ -29,7 +29,6 @@ from rockmem_mcp.conversation.service import ConversationMemory
 from rockmem_mcp.core.learnings import Learnings
 from rockmem_mcp.core.service import CoreMemory
 from rockmem_mcp.core.workspace import Workspace
-from rockmem_mcp.episodes.service import Episodes
 from rockmem_mcp.errors import RockmemError
 from rockmem_mcp.governance.forgetting import Forgetting
 from rockmem_mcp.governance.history import GitHistory
@@ -37,9 +36,8 @@ from rockmem_mcp.governance.integrity import CriticalFiles
 from rockmem_mcp.governance.rollback import Rollback
 from rockmem_mcp.governance.trail import AuditTrail
 from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.home.stores import Deferred, open_stores
+from rockmem_mcp.home.stores import Deferred, Stores, open_stores
 from rockmem_mcp.llm import language_model
-from rockmem_mcp.memory.service import MemoryService
 from rockmem_mcp.procedures.service import Procedures
 from rockmem_mcp.proposals.service import committing, gates
 from rockmem_mcp.recall.remembering import Remembering
@@ -221,7 +219,7 @@ async def sweep_working_memory(settings: Settings) -> None:
 @asynccontextmanager
 async def open_services(
     settings: Settings,
-    opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None,
+    opener: Callable[[], Stores] | None = None,
     start_later: Callable[[Callable[[], None]], None] | None = None,
     before_close: Callable[[], None] | None = None,
 ) -> AsyncIterator[Services]:
@@ -230,7 +228,8 @@ async def open_services(
     (rockmem_mcp/ui) both run on it, so a change made from either goes through the same services and safeguards.
     `start_later` receives loads that may wait (the knowledge graph) instead of starting them now; `before_close`
     runs first when closing."""
-    memory, graph_opening = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
+    stores = await anyio.to_thread.run_sync(opener or partial(open_stores, settings))
+    memory, graph_opening, episodes = stores.memory, stores.graph, stores.episodes
     if start_later is None:
         graph_opening.start()
     else:
@@ -238,7 +237,6 @@ async def open_services(
     core = CoreMemory(settings, memory)
     learnings = Learnings(FeedbackLog(settings), memory, settings)
     workspace = Workspace(settings)
-    episodes = Episodes(settings, reinforcer=memory.reinforcer)
     procedures = Procedures(settings, memory.reinforcer)
     remembering = Remembering(settings, memory, episodes, procedures, core, graph_opening.result)
     # Built here (started below): a permanent forget rewrites it (governance/erasure.py).
@@ -321,7 +319,6 @@ async def open_services(
             if memory.read_only is None:  # a read-only home said so once; a sweep could only fail
                 background.start_soon(sweep_working_memory, settings)
                 background.start_soon(anyio.to_thread.run_sync, core.sync_vault)  # hand edits made meanwhile
-            background.start_soon(anyio.to_thread.run_sync, episodes.warm)  # the first "when" is then quick
             try:
                 yield opened
             finally:
@@ -374,7 +371,7 @@ class SelectedTools(MCPServer[Services]):
 
 def build_server(
     settings: Settings,
-    opener: Callable[[], tuple[MemoryService, Deferred[GraphService]]] | None = None,
+    opener: Callable[[], Stores] | None = None,
     running: list[Services] | None = None,
 ) -> MCPServer[Services]:
     """The server for `settings`, exposing the tools of `settings.toolsets`; `opener` supplies the memory and

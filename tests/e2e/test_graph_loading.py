@@ -14,8 +14,7 @@ from mcp import Client
 
 from rockmem_mcp.config import Settings
 from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.home.stores import Deferred
-from rockmem_mcp.memory.service import MemoryService
+from rockmem_mcp.home.stores import Deferred, Stores, open_stores
 from rockmem_mcp.server.app import build_server
 
 pytestmark = pytest.mark.anyio
@@ -45,9 +44,9 @@ async def test_first_answer_before_the_graph_loads_and_graph_tools_see_all_of_it
 
     deferred: list[Deferred[GraphService]] = []
 
-    def opener() -> tuple[MemoryService, Deferred[GraphService]]:
+    def opener() -> Stores:
         deferred.append(Watched(slow_graph, "test-graph"))
-        return MemoryService(settings), deferred[0]
+        return open_stores(settings)._replace(graph=deferred[0])  # its own graph is never started
 
     async with Client(build_server(settings, opener)) as client:
         assert not deferred[0].started  # initialized, and the graph has not started loading

@@ -1,4 +1,5 @@
-"""Deferred: a store opened in the background when started or first wanted, handed out only whole."""
+"""Opening a home's stores: Deferred (a store opened in the background when started or first wanted, handed out
+only whole), and what open_stores begins at once."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import threading
 
 import pytest
 
-from rockmem_mcp.home.stores import Deferred
+from rockmem_mcp.config import Settings
+from rockmem_mcp.home.stores import Deferred, open_stores
 
 
 def test_nothing_opens_until_started_or_wanted_and_it_opens_once() -> None:
@@ -46,3 +48,23 @@ def test_a_failed_open_raises_for_whoever_wants_it() -> None:
     deferred = Deferred(broken, "test")
     with pytest.raises(OSError, match="disk gone"):
         deferred.result()
+
+
+def test_the_episode_index_starts_loading_with_the_stores_before_any_search(settings: Settings) -> None:
+    """A server's first search waits for the episode index: begun with the stores, in a thread of its own, its
+    load overlaps the server's own start (importing the SDK) instead of following it."""
+    first = open_stores(settings)
+    first.episodes.record("the team chose Postgres for the ledger")
+    first.episodes.close()
+    first.memory.close()
+
+    stores = open_stores(settings)
+    try:
+        stores.episodes_warmed.result(timeout=30)
+        assert stores.episodes.index.built  # loaded by the stores' own thread: nothing searched yet
+        assert [hit.episode.content for hit in stores.episodes.search("Postgres ledger").hits] == [
+            "the team chose Postgres for the ledger"
+        ]
+    finally:
+        stores.episodes.close()
+        stores.memory.close()

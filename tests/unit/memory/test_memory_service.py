@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import time
 import unicodedata
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rockmem_mcp.config import Settings
@@ -330,6 +333,135 @@ def test_a_copy_of_an_indexed_entry_added_by_hand_does_not_displace_it(services:
     assert found(service, "original") == [original.id]
     assert found(service, "stray") == []
     assert found(service, "ignored") == []
+
+
+# ---------------------------------------------------------------------- a start lists only changed folders
+def _aged(settings: Settings) -> None:
+    """Every memory folder last changed an hour ago (a folder changed in the last seconds is always listed)."""
+    old = time.time() - 3600
+    for folder in [settings.memory_dir, *(p for p in settings.memory_dir.rglob("*") if p.is_dir())]:
+        os.utime(folder, (old, old))
+
+
+def _stamped_home(services: Services, settings: Settings, texts: dict[str, str]) -> dict[str, str]:
+    """A home whose snapshot holds every folder's stamp: entries saved, folders aged, one start that lists them
+    and keeps their stamps. Returns the ids by text."""
+    first = services.open()
+    ids = {text: first.save(text, category=category).id for text, category in texts.items()}
+    services.close(first)
+    _aged(settings)
+    second = services.open(settings.model_copy(update={"snapshot_every_changes": 1}))  # any listing is saved
+    assert second.index.folder_stamps, "aged folders are stamped"
+    services.close(second)
+    return ids
+
+
+@pytest.fixture
+def listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders os.listdir reads, as they are read."""
+    import rockmem_mcp.memory.files as files_module
+
+    seen: list[str] = []
+    real = os.listdir
+
+    def spying(path: str) -> list[str]:
+        seen.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(files_module.os, "listdir", spying)
+    return seen
+
+
+def memory_folders(listed: list[str], settings: Settings) -> list[str]:
+    return [path for path in listed if Path(path).is_relative_to(settings.memory_dir)]
+
+
+def test_a_start_lists_only_the_folders_changed_since_the_last_one(
+    services: Services, settings: Settings, listed: list[str]
+) -> None:
+    ids = _stamped_home(services, settings, {"a quiet fact": "quiet", "a busy fact": "busy/deep"})
+    listed.clear()
+    service = services.open()
+    assert memory_folders(listed, settings) == []  # nothing changed: none is read, every entry is still there
+    assert sorted(found(service)) == sorted(ids.values())
+    services.close(service)
+
+    write_by_hand(settings, "busy/deep/handmade0001.json", content="added by hand to a busy folder")
+    listed.clear()
+    service = services.open()
+    assert memory_folders(listed, settings) == [str(settings.memory_dir / "busy" / "deep")]
+    assert found(service, "added by hand") == ["handmade0001"]
+    assert sorted(found(service)) == sorted([*ids.values(), "handmade0001"])
+
+
+def test_removals_new_folders_and_moves_by_hand_are_still_seen(services: Services, settings: Settings) -> None:
+    ids = _stamped_home(services, settings, {"goes away": "quiet", "moves": "quiet/inner", "stays": "other"})
+    (settings.memory_dir / "quiet" / f"{ids['goes away']}.json").unlink()
+    write_by_hand(settings, "other/fresh/handmade0002.json", content="in a folder made by hand")
+    moved = settings.memory_dir / "quiet" / "inner" / f"{ids['moves']}.json"
+    moved.rename(settings.memory_dir / "other" / moved.name)
+
+    service = services.open()
+    with pytest.raises(NotFoundError):
+        service.get(ids["goes away"])
+    assert service.get("handmade0002").category == "other/fresh"
+    assert service.get(ids["moves"]).category == "other"
+    assert sorted(found(service)) == sorted([ids["moves"], ids["stays"], "handmade0002"])
+
+
+def test_a_copy_in_a_changed_folder_of_an_entry_in_an_unchanged_one_does_not_displace_it(
+    services: Services, settings: Settings
+) -> None:
+    ids = _stamped_home(services, settings, {"the original wording": "home", "elsewhere fact": "elsewhere"})
+    original = ids["the original wording"]
+    write_by_hand(settings, f"elsewhere/{original}.json", content="a stray copy")
+
+    service = services.open()
+    assert service.get(original).category == "home"
+    assert found(service, "original") == [original]
+    assert found(service, "stray") == []
+    assert not (settings.memory_dir / "elsewhere" / f"{original}.json").exists()  # quarantined, as at any start
+
+
+def test_a_folder_swapped_for_a_copy_with_the_same_times_is_listed(services: Services, settings: Settings) -> None:
+    """A stamp is the folder's inode and times: a copy (cp -a, a restore) keeps the times but not the inode."""
+    ids = _stamped_home(services, settings, {"first fact": "box", "second fact": "other"})
+    box = settings.memory_dir / "box"
+    shutil.copytree(box, settings.memory_dir / "box-copy")
+    write_by_hand(settings, "box-copy/handmade0003.json", content="only in the copy")
+    shutil.copystat(box, settings.memory_dir / "box-copy")  # the same times as the folder it replaces
+    shutil.rmtree(box)
+    (settings.memory_dir / "box-copy").rename(box)
+
+    service = services.open()
+    assert sorted(found(service)) == sorted([*ids.values(), "handmade0003"])
+
+
+def test_a_folder_changed_in_the_last_seconds_is_not_stamped(services: Services, settings: Settings) -> None:
+    """Its next change could fall in the same tick of its timestamp and leave the stamp as it was."""
+    service = services.open()
+    service.save("fresh", category="fresh")
+    services.close(service)
+    _aged(settings)
+    os.utime(settings.memory_dir / "fresh")  # changed just now
+    service = services.open()
+    assert "fresh" not in service.index.folder_stamps
+    assert {".", "fresh"} - {"fresh"} <= set(service.index.folder_stamps)
+
+
+def test_a_snapshot_without_stamps_lists_every_folder(
+    services: Services, settings: Settings, listed: list[str]
+) -> None:
+    """Snapshots from before the stamps (or any without them) fall back to listing every folder."""
+    ids = _stamped_home(services, settings, {"one fact": "one", "two fact": "two"})
+    path = settings.index_dir / SNAPSHOT_NAME
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files if not name.startswith("folder_")}
+    MemoryIndex.write_snapshot(path, arrays)
+    listed.clear()
+    service = services.open()
+    assert {str(settings.memory_dir / "one"), str(settings.memory_dir / "two")} <= set(memory_folders(listed, settings))
+    assert sorted(found(service)) == sorted(ids.values())
 
 
 # ---------------------------------------------------------------------- several instances on one home
