@@ -129,7 +129,7 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, dict[str, Path]]:
     """Each checkout's own copy of the homes when several are compared: a server leaves derived state for the
     next start (its index snapshot, with the folder stamps that spare a start the listing of unchanged folders),
-    and another version's server would overwrite it. Each copy gets one start first, as a user's home had one."""
+    and another version's server would overwrite it. Each copy gets one session first (`settle`)."""
     built = {name: work / HOMES[name] for name in names}
     if len(checkouts) == 1:
         return {checkouts[0]: built}
@@ -141,8 +141,17 @@ def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, 
             if not copy.exists():
                 shutil.copytree(home, copy, symlinks=True)
             homes[checkout][name] = copy
-            cold_start(checkout, copy, None, "warm up")
+            settle(checkout, copy)
     return homes
+
+
+def settle(checkout: Path, home: Path) -> None:
+    """One session that lets the start's work finish, as a user's first session would: a copy's new inodes make
+    the index re-list every folder and the episode index re-read every day file, and a short session would end
+    before what they rebuilt is kept (its episodes load in the background, which a search of episodes awaits)."""
+    with server(checkout, home, None) as (_, call):
+        tool(call, "search_memory", {"query": "warm", "stores": ["episodes"]})
+        tool(call, "graph", {"action": "find", "query": "Quinn"}, ident=2)
 
 
 def measure(

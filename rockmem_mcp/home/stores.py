@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -77,3 +78,14 @@ def open_stores(settings: Settings) -> Stores:
     memory.save_listeners.append(new_entries.saved)
     graph = partial(GraphService, settings, reinforcer=memory.reinforcer, new_entries=new_entries)
     return Stores(memory, Deferred(graph, "rockmem-graph"), episodes, warming)
+
+
+def release_freed_memory() -> None:
+    """Hand the system back the memory the start freed but the C allocator kept: glibc keeps freed heap pages for
+    reuse, and loading the snapshots while the SDK imports left ~40 MB of them at 100k memories (BENCHMARKS.md,
+    issue 46). A server calls this once its first answer is out. Without glibc's malloc_trim: nothing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)

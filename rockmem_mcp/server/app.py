@@ -36,7 +36,7 @@ from rockmem_mcp.governance.integrity import CriticalFiles
 from rockmem_mcp.governance.rollback import Rollback
 from rockmem_mcp.governance.trail import AuditTrail
 from rockmem_mcp.graph.service import GraphService
-from rockmem_mcp.home.stores import Deferred, Stores, open_stores
+from rockmem_mcp.home.stores import Deferred, Stores, open_stores, release_freed_memory
 from rockmem_mcp.llm import language_model
 from rockmem_mcp.procedures.service import Procedures
 from rockmem_mcp.proposals.service import committing, gates
@@ -234,6 +234,7 @@ async def open_services(
         graph_opening.start()
     else:
         start_later(graph_opening.start)
+        start_later(release_freed_memory)  # what loading the stores freed (a server's start only)
     core = CoreMemory(settings, memory)
     learnings = Learnings(FeedbackLog(settings), memory, settings)
     workspace = Workspace(settings)
