@@ -12,7 +12,8 @@ episodes, procedures, workspace files). Each round, for each checkout (alternati
   - per call: `--queries` corpus queries as `search_memory`, and `get_memory` of one id (the SDK's per-call
     floor: a round trip that does almost no work), p50/p95, over both;
   - the index's own cost, in this process: `MemoryService.search` (what the tool calls) and the bare index.
-Medians over the rounds; writes benchmarks/results/default-config-{size}.json.
+Medians over the rounds; each checkout runs on its own settled copy of the home when several are compared
+(stdio_start.own_copies says why). Writes benchmarks/results/default-config-{size}.json.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import anyio
 
 from benchmarks import speed
 from benchmarks.corpus import Corpus, write_jsonl
+from benchmarks.stdio_start import own_copies
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -144,10 +146,12 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def measure(work: Path, checkouts: list[Path], rounds: int, queries: int) -> dict[str, Any]:
     asked = Corpus(seed=speed.QUERY_SEED).queries(queries)
     home = work / "rockmem-home"
+    homes = {checkout: copies["home"] for checkout, copies in own_copies(work, checkouts, {"home": home}).items()}
     raw: dict[str, list[dict[str, Any]]] = {}
     sdk: dict[str, list[dict[str, Any]]] = {}
     for r in range(rounds):
         for checkout in checkouts if r % 2 == 0 else checkouts[::-1]:
+            home = homes[checkout]
             raw.setdefault(str(checkout), []).append(raw_run(checkout, home, asked))
             sdk.setdefault(str(checkout), []).append(sdk_run(checkout, home, asked))
             print(checkout, json.dumps({"raw": raw[str(checkout)][-1], "sdk": sdk[str(checkout)][-1]}),
@@ -159,7 +163,7 @@ def measure(work: Path, checkouts: list[Path], rounds: int, queries: int) -> dic
         "rounds": rounds,
         "raw_jsonrpc": {c: median_of(runs) for c, runs in raw.items()},
         "sdk_client": {c: median_of(runs) for c, runs in sdk.items()},
-        "index_in_process": index_cost(home, asked),
+        "index_in_process": index_cost(work / "rockmem-home", asked),
     }
 
 

@@ -127,10 +127,15 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, dict[str, Path]]:
+    """The homes each checkout runs on (`own_copies`)."""
+    built = {name: work / HOMES[name] for name in names}
+    return own_copies(work, checkouts, built)
+
+
+def own_copies(work: Path, checkouts: list[Path], built: dict[str, Path]) -> dict[Path, dict[str, Path]]:
     """Each checkout's own copy of the homes when several are compared: a server leaves derived state for the
     next start (its index snapshot, with the folder stamps that spare a start the listing of unchanged folders),
     and another version's server would overwrite it. Each copy gets one session first (`settle`)."""
-    built = {name: work / HOMES[name] for name in names}
     if len(checkouts) == 1:
         return {checkouts[0]: built}
     homes: dict[Path, dict[str, Path]] = {}

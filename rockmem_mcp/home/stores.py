@@ -86,6 +86,6 @@ def release_freed_memory() -> None:
     issue 46). A server calls this once its first answer is out. Without glibc's malloc_trim: nothing."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # (Windows: CDLL(None) is a TypeError)
         return
     trim(0)

@@ -26,6 +26,7 @@ ROOT_FOLDER = "."  # the memory folder itself, among the stamps' relative paths
 # A folder changed this recently is not stamped: a change within the same tick of its timestamp (coarse clocks,
 # 2 s on FAT) would leave the stamp as it was. It is listed again next time.
 RACY_NS = 3_000_000_000
+LIST_AGAIN: FolderStamp = (-1, -1, -1)  # the stamp of a folder to list at the next start whatever it holds
 
 
 @dataclass
@@ -33,6 +34,13 @@ class FolderListing:
     found: dict[str | None, set[str]] = field(default_factory=dict)  # file stems per folder that was listed
     unchanged: set[str | None] = field(default_factory=set)  # folders not listed: their stamp matched
     stamps: dict[str, FolderStamp] = field(default_factory=dict)  # every real folder's, by path (ROOT_FOLDER, a/b)
+    folders: dict[str | None, str] = field(default_factory=dict)  # each category's folder, as a key of `stamps`
+
+    def list_again(self, category: str | None) -> None:
+        """The category's folder is listed at the next start even if unchanged (a file in it could not be read:
+        fixed in place, which changes no folder, it is read then)."""
+        if category in self.folders:
+            self.stamps[self.folders[category]] = LIST_AGAIN
 
 
 class MemoryFiles:
@@ -188,8 +196,10 @@ class MemoryFiles:
         while stack:
             directory, relative, category, info = stack.pop()
             stamp = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
-            if now_ns - info.st_mtime_ns > RACY_NS:  # else a change in the same timestamp tick could go unseen
-                listing.stamps[relative] = stamp
+            listing.folders[category] = relative
+            # Changed in the last seconds: a change in the same timestamp tick could go unseen, so it is listed
+            # again next time (kept as LIST_AGAIN, never a folder's stamp, so that its parent still names it).
+            listing.stamps[relative] = stamp if now_ns - info.st_mtime_ns > RACY_NS else LIST_AGAIN
             if known is not None and known.get(relative) == stamp:
                 listing.unchanged.add(category)
                 names = subfolders.get(relative, [])
@@ -197,7 +207,7 @@ class MemoryFiles:
                 try:
                     names = os.listdir(directory)
                 except OSError as exc:
-                    listing.stamps.pop(relative, None)
+                    listing.stamps[relative] = LIST_AGAIN
                     self.warn_once(f"cannot list {directory}: {exc}")
                     continue
                 stems = {name[:-5] for name in names if name.endswith(".json") and not name.startswith(".")}

@@ -238,10 +238,15 @@ class MemoryService:
         else:
             listing = self.files.list_folders()
             self._settle_duplicates(listing.found)
-            entries = self._read_locations(self.files.locations(listing.found))
-            index.folder_stamps = listing.stamps
+            locations = self.files.locations(listing.found)
+            entries = self._read_locations(locations)
         while batch := list(itertools.islice(entries, REBUILD_BATCH)):
             index.upsert_many(batch)
+        if not self.shared:
+            for location in locations:
+                if location.entry_id not in index:  # unreadable: tried again at the next start
+                    listing.list_again(location.category)
+            index.folder_stamps = listing.stamps
         log.info("indexed %d memories from %s", len(index), self.files.root)
         return index
 
@@ -294,10 +299,13 @@ class MemoryService:
                     continue
                 paths = {c: self.files.path_for(stem, c) for c in categories}
                 indexed = index.location(stem) if index is not None and stem in index else None
-                if indexed is not None and indexed.category in paths:
-                    newest = indexed.category
-                else:
-                    newest = max(categories, key=lambda c: _mtime_ns(paths[c]))
+                # The indexed copy's folder, however the index spells its category (on a case-insensitive
+                # filesystem "work" is filed in the folder "Work").
+                held = None
+                if indexed is not None:
+                    own = self.files.path_for(stem, indexed.category)
+                    held = next((c for c in categories if c == indexed.category or _same_file(paths[c], own)), None)
+                newest = held if held is not None else max(categories, key=lambda c: _mtime_ns(paths[c]))
                 for category in categories:
                     if category != newest:
                         moved = quarantine(self.settings.home, paths[category], self._clock())
@@ -317,13 +325,23 @@ class MemoryService:
         listing = self.files.list_folders(index.folder_stamps)
         on_disk = listing.found
         known = index.ids_by_category(excluding=listing.unchanged)
-        # An id listed in a changed folder but indexed in an unchanged one is a copy: settled like any other.
+        # An id listed in a changed folder but indexed in an unchanged one is a copy: settled like any other. The
+        # index may spell that folder's category in another case (a case-insensitive filesystem files "work" in
+        # "Work"): the folder is then found by its folded name.
         copies: dict[str | None, set[str]] = {}
+        unchanged_folded = {c.casefold(): c for c in listing.unchanged if c is not None}
         for category, stems in on_disk.items():
             for stem in stems - known.get(category, set()):
                 indexed = index.location(stem)
-                if indexed is not None and indexed.category in listing.unchanged:
-                    copies.setdefault(indexed.category, set()).add(stem)
+                if indexed is None:
+                    continue
+                if indexed.category in listing.unchanged:
+                    folder = indexed.category
+                elif indexed.category is not None and indexed.category.casefold() in unchanged_folded:
+                    folder = unchanged_folded[indexed.category.casefold()]
+                else:
+                    continue  # indexed in a listed folder (settled with it) or in none
+                copies.setdefault(folder, set()).add(stem)
         self._settle_duplicates({**copies, **on_disk} if copies else on_disk, index)
         if since_ns:
             rewritten = [
@@ -354,6 +372,9 @@ class MemoryService:
             index.remove(entry_id)
         for entry in self._read_locations(added):
             index.upsert(entry)
+        for location in added:
+            if location.entry_id not in index:  # unreadable: tried again at the next start, whether or not its
+                listing.list_again(location.category)  # folder changes (a fix in place changes none)
         index.folder_stamps = listing.stamps
         # Without a snapshot to keep the stamps, every start would list these folders again.
         self._stamps_unsaved = sum(map(len, on_disk.values())) >= self.settings.snapshot_every_changes
@@ -1246,6 +1267,13 @@ def _restored(entry: MemoryEntry, restore: bool) -> dict[str, Any]:
             "changes you pass), or save_memory a new one"
         )
     return {"archived_at": None, "archive_reason": None, "superseded_by": None}
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def _mtime_ns(path: Path) -> int:

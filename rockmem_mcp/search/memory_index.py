@@ -291,7 +291,9 @@ class MemoryIndex:
         names: list[str | None] = [*self.categories, None]  # code -1 picks the trailing None
         grouped: dict[str | None, set[str]] = {}
         if excluding:
-            skipped = [self._category_ids.get(c, _NO_CATEGORY) if c is not None else _NO_CATEGORY for c in excluding]
+            # A folder that is no indexed category (a parent of one, an empty one) excludes nothing.
+            skipped = [_NO_CATEGORY if c is None else self._category_ids[c] for c in excluding
+                       if c is None or c in self._category_ids]  # fmt: skip
             view = self.category_code.view
             wanted = np.flatnonzero((self.bm25.state.view != DEAD) & ~np.isin(view, skipped)).tolist()
             pairs: Iterable[tuple[str, int]] = ((self.bm25.keys[slot], slot) for slot in wanted)

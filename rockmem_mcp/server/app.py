@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import wait
 from contextlib import asynccontextmanager, nullcontext
 from functools import partial
 from typing import Any
@@ -333,7 +334,9 @@ async def open_services(
         if opened.reflection_triggers is not None:
             closing.append(("the reflection triggers", opened.reflection_triggers.close))
         if memory.read_only is None:
-            closing.append(("the episode index", episodes.close))  # its index, for the next start
+            # Its index, for the next start; the load begun with the stores ends first (else nothing is saved,
+            # and that thread could save after the close).
+            closing.append(("the episode index", partial(_close_episodes, stores)))
         if opened.history is not None:
             closing.append(("the history", opened.history.close))  # commits what is pending
         closing.append(("the conversation windows", partial(_keep_windows, conversation)))
@@ -344,6 +347,11 @@ async def open_services(
                 ("the store's connections", partial(close_shared, str(settings.store), settings.store_schema))
             )
         await anyio.to_thread.run_sync(_close_each, closing)
+
+
+def _close_episodes(stores: Stores) -> None:
+    wait([stores.episodes_warmed])  # its failure was logged by warm itself
+    stores.episodes.close()
 
 
 def _close_each(steps: list[tuple[str, Callable[[], object]]]) -> None:

@@ -238,3 +238,31 @@ def test_an_import_refiling_by_case_keeps_the_memory_and_so_does_its_undo(
     assert_one_file(folded_settings, refiled, "Work")
     service.close()
     assert_consistent(folded_settings, [refiled])
+
+
+def test_a_stray_copy_of_an_entry_in_an_unchanged_folder_spelled_otherwise_is_settled(
+    folded_settings: Settings,
+) -> None:
+    """A start lists only changed folders (memory/files.py, folder stamps). An entry filed as "work" in the folder
+    "Work", unchanged since, whose copy turns up in another folder: the copy goes to quarantine as at any start,
+    and the entry its folder holds stays; the one folder two spellings share is never taken for two."""
+    settings = folded_settings.model_copy(update={"snapshot_every_changes": 1})  # any listing's stamps are kept
+    first = MemoryService(settings)
+    first.save("Standup moved to ten", category="Work")
+    kept = first.save("Review the ferry budget", category="work")
+    first.close()
+    old = os.stat(settings.memory_dir).st_mtime - 3600
+    for folder in (settings.memory_dir, settings.memory_dir / "Work"):
+        os.utime(folder, (old, old))
+    MemoryService(settings).close()  # stamps both folders
+    stray = settings.memory_dir / "other" / f"{kept.id}.json"
+    stray.parent.mkdir()
+    stray.write_text(json.dumps({**json.loads(kept.model_dump_json()), "content": "a stray copy"}))
+
+    again = MemoryService(settings)
+    try:
+        assert again.get(kept.id).content == "Review the ferry budget"
+        assert not stray.exists()  # quarantined
+        assert contents(again) == [("Review the ferry budget", "work"), ("Standup moved to ten", "Work")]
+    finally:
+        again.close()

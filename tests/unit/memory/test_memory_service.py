@@ -437,16 +437,58 @@ def test_a_folder_swapped_for_a_copy_with_the_same_times_is_listed(services: Ser
     assert sorted(found(service)) == sorted([*ids.values(), "handmade0003"])
 
 
-def test_a_folder_changed_in_the_last_seconds_is_not_stamped(services: Services, settings: Settings) -> None:
-    """Its next change could fall in the same tick of its timestamp and leave the stamp as it was."""
+def test_a_folder_changed_in_the_last_seconds_is_listed_again_next_time(
+    services: Services, settings: Settings, listed: list[str]
+) -> None:
+    """Its next change could fall in the same tick of its timestamp and leave its stamp as it was: it is listed
+    at the next start even though its parent, stamped, is not."""
     service = services.open()
-    service.save("fresh", category="fresh")
+    service.save("first", category="box")
     services.close(service)
     _aged(settings)
-    os.utime(settings.memory_dir / "fresh")  # changed just now
+    os.utime(settings.memory_dir / "box")  # changed just now; the memory folder itself an hour ago
+    service = services.open(settings.model_copy(update={"snapshot_every_changes": 1}))
+    services.close(service)
+    write_by_hand(settings, "box/handmade0009.json", content="added by hand later")  # the memory folder unchanged
+    listed.clear()
     service = services.open()
-    assert "fresh" not in service.index.folder_stamps
-    assert {".", "fresh"} - {"fresh"} <= set(service.index.folder_stamps)
+    assert str(settings.memory_dir / "box") in memory_folders(listed, settings)
+    assert found(service, "added by hand") == ["handmade0009"]
+
+
+@pytest.mark.parametrize("other_folder", ["projects/deep", "empty"])
+def test_uncategorized_entries_removed_by_hand_go_beside_folders_that_are_no_category(
+    services: Services, settings: Settings, other_folder: str
+) -> None:
+    """A folder holding only another folder (or nothing) is no category of the index: unchanged, it must not
+    stand for the uncategorized entries, whose folder (the memory folder itself) did change."""
+    ids = _stamped_home(services, settings, {"root fact": "", "deep fact": "projects/deep"})
+    (settings.memory_dir / "empty").mkdir()
+    _aged(settings)
+    service = services.open(settings.model_copy(update={"snapshot_every_changes": 1}))
+    services.close(service)
+    (settings.memory_dir / f"{ids['root fact']}.json").unlink()
+
+    service = services.open()
+    assert ids["root fact"] not in service.index
+    assert found(service) == [ids["deep fact"]]
+
+
+def test_an_unreadable_file_fixed_in_place_is_read_at_the_next_start(services: Services, settings: Settings) -> None:
+    """A fix in place changes no folder: the folder of a file that could not be read is listed again anyway."""
+    _stamped_home(services, settings, {"fact": "box"})
+    path = settings.memory_dir / "box" / "handmade0007.json"
+    path.write_text("{ not json")
+    _aged(settings)
+    service = services.open(settings.model_copy(update={"snapshot_every_changes": 1}))
+    assert found(service, "fixed") == []
+    services.close(service)
+    with path.open("r+") as file:  # the same file, rewritten in place
+        file.truncate(0)
+        file.write(json.dumps({"id": "handmade0007", "content": "fixed by hand", "created_at": T0.isoformat()}))
+
+    service = services.open()
+    assert found(service, "fixed by hand") == ["handmade0007"]
 
 
 def test_a_snapshot_without_stamps_lists_every_folder(
