@@ -156,10 +156,6 @@ class MemoryFiles:
         with writing(path):
             return remove_durably(path)
 
-    def walk(self) -> list[EntryLocation]:
-        """Every entry file by name only (no reads, no stats); stale temp files from crashes are cleared."""
-        return self.locations(self.listing())
-
     def locations(self, found: Mapping[str | None, set[str]]) -> list[EntryLocation]:
         """The entries a listing's file stems stand for (names that are no id are warned of once)."""
         return [
@@ -168,10 +164,6 @@ class MemoryFiles:
             for stem in stems
             if (loc := self.location(stem, category)) is not None
         ]
-
-    def listing(self) -> dict[str | None, set[str]]:
-        """File stems (unvalidated ids) per category folder: the cheap form of walk() for diffing."""
-        return self.list_folders().found
 
     def list_folders(self, known: Mapping[str, FolderStamp] | None = None) -> FolderListing:
         """Every category folder's file stems, except in the folders whose stamp is in `known` unchanged: no file

@@ -39,6 +39,11 @@ def test_path_layout(files: MemoryFiles) -> None:
     assert files.path_for("abc", None) == files.root / "abc.json"
 
 
+def walk(files: MemoryFiles) -> list[EntryLocation]:
+    """Every entry file by name (a listing of every folder; stale temp files from crashes are cleared)."""
+    return files.locations(files.list_folders().found)
+
+
 def test_write_then_read_round_trip(files: MemoryFiles) -> None:
     e = entry(category="work/notes")
     files.write(e)
@@ -52,7 +57,7 @@ def test_write_then_read_round_trip(files: MemoryFiles) -> None:
 def test_write_many_and_remove(files: MemoryFiles) -> None:
     entries = [entry("e1"), entry("e2", "a"), entry("e3", "a/b")]
     assert files.write_many(entries) == 3
-    assert sorted((loc.entry_id, loc.category) for loc in files.walk()) == [("e1", None), ("e2", "a"), ("e3", "a/b")]
+    assert sorted((loc.entry_id, loc.category) for loc in walk(files)) == [("e1", None), ("e2", "a"), ("e3", "a/b")]
     assert files.remove(EntryLocation("e2", "a")) is True
     assert files.remove(EntryLocation("e2", "a")) is False
     assert not (files.root / "a" / "e2.json").exists()
@@ -64,7 +69,7 @@ def test_read_of_a_missing_file_raises_file_not_found(files: MemoryFiles) -> Non
 
 
 def test_walk_of_a_missing_root_is_empty(files: MemoryFiles) -> None:
-    assert files.walk() == []
+    assert walk(files) == []
 
 
 def test_walk_finds_entries_by_name_only(files: MemoryFiles) -> None:
@@ -83,7 +88,7 @@ def test_walk_finds_entries_by_name_only(files: MemoryFiles) -> None:
     touch(root / "bad folder" / "skipped1.json")
     touch(root / "a" / "sp ace" / "skipped2.json")
     touch(root / ".git" / "skipped3.json")
-    found = sorted(files.walk(), key=lambda loc: loc.entry_id)
+    found = sorted(walk(files), key=lambda loc: loc.entry_id)
     assert found == [
         EntryLocation("deep_1", "a/b-c"),
         EntryLocation("mid1", "a"),
@@ -97,7 +102,7 @@ def test_walk_clears_only_stale_temp_files(files: MemoryFiles) -> None:
     fresh = touch(files.root / "a" / ".e2.json.0badf00d.tmp")
     old = time.time() - STALE_TEMP_SECONDS - 60
     os.utime(stale, (old, old))
-    assert files.walk() == []
+    assert walk(files) == []
     assert not stale.exists()
     assert fresh.exists()
 
@@ -128,7 +133,7 @@ def test_a_file_moved_by_hand_takes_its_folder_as_category(files: MemoryFiles) -
     target = files.root / "new" / "place" / f"{e.id}.json"
     target.parent.mkdir(parents=True)
     (files.root / "old" / "place" / f"{e.id}.json").rename(target)
-    [location] = files.walk()
+    [location] = walk(files)
     assert location == EntryLocation(e.id, "new/place")
     moved = files.read(location)
     assert (moved.id, moved.category, moved.content) == (e.id, "new/place", e.content)
