@@ -14,7 +14,9 @@ from tests.test_cli import rockmem
 
 def test_list_commit_reject_and_defer_from_the_shell(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    sub = Settings(home=home, namespace="subagent/researcher", gated_writes=True, audit_git=False)
+    sub = Settings(
+        home=home, namespace="subagent/researcher", gated_writes=True, audit_git=False, embedding_model="off"
+    )
     proposer = Proposals(sub, Audit(sub))
     keep = proposer.propose("The user's shell is fish", trigger="save_memory", category="user-preferences/shell")
     drop = proposer.propose("A stale fact", trigger="save_memory")

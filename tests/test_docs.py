@@ -63,7 +63,7 @@ def test_eviction_is_described_as_the_code_does_it(tmp_path: Path) -> None:
 
 
 def test_decay_is_described_as_the_code_does_it(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path)
+    settings = Settings(home=tmp_path, embedding_model="off")
     now = [NOW]
     memory = MemoryService(settings, clock=lambda: now[0])
     graph = GraphService(settings, clock=lambda: now[0])

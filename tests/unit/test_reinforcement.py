@@ -90,7 +90,7 @@ def test_an_export_carries_the_uses_and_an_import_keeps_them(services: Services,
     source.get(entry.id, reinforce=True)
     out = io.StringIO()
     export_jsonl(source, out)
-    target = services.open(Settings(home=tmp_path / "restored"), clock=FakeClock(T0 + DAY))
+    target = services.open(Settings(home=tmp_path / "restored", embedding_model="off"), clock=FakeClock(T0 + DAY))
     import_jsonl(target, out.getvalue().splitlines())
     restored = target.get(entry.id)
     assert (restored.reinforcement_count, restored.last_seen_at) == (2, T0 + timedelta(minutes=5, seconds=1))

@@ -20,7 +20,7 @@ from tests.unit.helpers import FakeClock
 def test_a_search_returns_while_the_reinforcement_write_is_stuck(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = Settings(home=tmp_path / "home", salience_flush_s=0.01)
+    settings = Settings(home=tmp_path / "home", salience_flush_s=0.01, embedding_model="off")
     # Every clock reading is 2 minutes on: each search is past the once-a-minute reinforcement limit.
     memory = MemoryService(settings, clock=FakeClock(step=timedelta(minutes=2)))
     first = memory.save("the kafka consumer runbook lives in ops.md")

@@ -21,7 +21,7 @@ def test_each_session_id_gets_its_own_namespace_and_keeps_it(tmp_path: Path) -> 
         workspace=sentinel.workspace,
         episodes=sentinel.episodes,
         procedures=sentinel.procedures,
-        settings=Settings(home=tmp_path),
+        settings=Settings(home=tmp_path, embedding_model="off"),
     )
     a, b, process = services.working("abc"), services.working("def"), services.working(None)
     assert len({a.namespace, b.namespace, process.namespace}) == 3
@@ -42,6 +42,6 @@ def test_a_configured_namespace_is_used_for_every_caller(tmp_path: Path) -> None
         workspace=sentinel.workspace,
         episodes=sentinel.episodes,
         procedures=sentinel.procedures,
-        settings=Settings(home=tmp_path, namespace="subagent/t1b2c3"),
+        settings=Settings(home=tmp_path, namespace="subagent/t1b2c3", embedding_model="off"),
     )
     assert services.working("abc").namespace == services.working(None).namespace == "subagent/t1b2c3"

@@ -28,7 +28,7 @@ def save_turns(service: MemoryService) -> None:
 def test_the_answer_turn_is_found_through_its_question(
     tmp_path: Path, clock: FakeClock, neighbours: bool, answered: bool
 ) -> None:
-    services = Services(Settings(home=tmp_path / "home", search_neighbours=neighbours))
+    services = Services(Settings(home=tmp_path / "home", search_neighbours=neighbours, embedding_model="off"))
     try:
         service = services.open(clock=clock)
         save_turns(service)

@@ -91,7 +91,7 @@ def test_two_editors_of_one_version_one_wins(settings: Settings, service: Memory
 def test_an_edit_past_a_cap_is_refused_with_the_overflow_and_pruning_is_allowed(
     tmp_path: Path, service: MemoryService
 ) -> None:
-    settings = Settings(home=service.settings.home, core_persona_tokens=20, core_total_tokens=60)
+    settings = Settings(home=service.settings.home, core_persona_tokens=20, core_total_tokens=60, embedding_model="off")
     core = CoreMemory(settings, service)
     v = core.edit("append", "persona", core.read().version, "- " + "word " * 15).version  # 17 tokens
     with pytest.raises(InvalidInputError, match=r"Persona would be 2\d tokens, over its cap of 20 by \d") as caught:

@@ -39,7 +39,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def workspace(home: Path, **settings: object) -> Workspace:
-    return Workspace(Settings(home=home, **settings))
+    return Workspace(Settings(home=home, **settings, embedding_model="off"))
 
 
 # ---------------------------------------------------------------------------------------------- sections

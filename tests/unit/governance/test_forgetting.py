@@ -30,7 +30,7 @@ CORE_LINE = "- Sister: Anna, lives in Lisbon"
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Every use counts (no interval between two counted uses), so a find that counted one would show it."""
-    return Settings(home=tmp_path / "home", reinforce_interval_s=0)
+    return Settings(home=tmp_path / "home", reinforce_interval_s=0, embedding_model="off")
 
 
 @dataclass

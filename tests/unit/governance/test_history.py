@@ -450,7 +450,7 @@ def test_the_home_is_its_own_repository_whatever_the_environment(
     hook.chmod(0o755)
     monkeypatch.setenv("GIT_DIR", str(parent / ".git"))
     monkeypatch.setenv("GIT_INDEX_FILE", str(parent / "other-index"))
-    settings = Settings(home=parent / "home")
+    settings = Settings(home=parent / "home", embedding_model="off")
     memory = services.open(settings)
     history = GitHistory(settings, memory.audit)
     memory.save("hermetic", "notes")

@@ -143,7 +143,7 @@ def test_export_then_import_into_an_empty_home_round_trips_byte_for_byte(
     assert len(exported.splitlines()) == 4
     assert all(json.loads(x)["id"] for x in exported.splitlines())
 
-    target = services.open(Settings(home=tmp_path / "other-home"))
+    target = services.open(Settings(home=tmp_path / "other-home", embedding_model="off"))
     report = import_jsonl(target, io.StringIO(exported))
     assert (report.imported, report.replaced, report.errors) == (4, 0, [])
     assert export_text(target) == exported
@@ -156,7 +156,7 @@ def test_export_survives_a_restart_of_the_importer(services: Services, settings:
     source = services.open()
     populated(source)
     exported = export_text(source)
-    other = Settings(home=tmp_path / "other-home")
+    other = Settings(home=tmp_path / "other-home", embedding_model="off")
     importer = services.open(other)
     import_jsonl(importer, exported.splitlines())
     services.close(importer)
@@ -174,7 +174,7 @@ def test_batch_size_does_not_change_the_result(services: Services, tmp_path: Pat
     lines = [
         line(content=f"entry number {i}", id=f"batch{i:07d}", created_at=f"2024-01-01T00:00:{i:02d}Z") for i in range(5)
     ]
-    service = services.open(Settings(home=tmp_path / f"home-{batch_size}"))
+    service = services.open(Settings(home=tmp_path / f"home-{batch_size}", embedding_model="off"))
     report = import_jsonl(service, [*lines, lines[0]], batch_size=batch_size)
     assert (report.imported, report.replaced) == (6, 1)
     assert [json.loads(x)["id"] for x in export_text(service).splitlines()] == [f"batch{i:07d}" for i in range(5)]
@@ -293,7 +293,7 @@ def test_a_backup_carries_core_memory_and_a_restore_never_overwrites_one(
         {"store": "file", "name": "SOUL.md", "text": "Be kind.\n"},
     ]
 
-    fresh = Settings(home=tmp_path / "fresh")
+    fresh = Settings(home=tmp_path / "fresh", embedding_model="off")
     report = restore(fresh, services, lines)
     assert fresh.core_file.read_text(encoding="utf-8") == core and report.other_stores["files"] == 2
     assert (fresh.home / "SOUL.md").read_text() == "Be kind.\n"
@@ -330,7 +330,7 @@ def test_a_backup_restores_a_workspace_file_larger_than_a_memory_and_refuses_a_b
         {"store": "file", "name": "SOUL.md", "text": ["x"]},
         {"store": "file", "name": "AGENTS.md", "text": "a" * (MAX_FILE_BYTES + 1)},
     ]
-    fresh = Settings(home=tmp_path / "fresh")
+    fresh = Settings(home=tmp_path / "fresh", embedding_model="off")
     report = restore(fresh, services, [*bad, *lines])
     assert (fresh.home / "USER.md").read_bytes() == user.encode("utf-8")
     assert report.other_stores["files"] == 1
@@ -361,7 +361,7 @@ def test_a_backup_carries_the_episode_logs_and_a_restore_twice_adds_each_once(
         graph.close()
     assert [(line["store"], line["id"]) for line in lines] == [("episode", old.id), ("episode", new.id)]
 
-    fresh = Settings(home=tmp_path / "fresh")
+    fresh = Settings(home=tmp_path / "fresh", embedding_model="off")
     restored = Episodes(fresh)
     assert restored.search("staging").hits == []  # followed from before the restore
     report = restore(fresh, services, lines)
@@ -391,7 +391,7 @@ def test_a_backup_carries_procedures_with_their_history_and_never_overwrites_one
         graph.close()
     assert [(line["store"], line["name"], line["version"]) for line in lines] == [("procedure", "How to deploy", 2)]
 
-    fresh = Settings(home=tmp_path / "fresh")
+    fresh = Settings(home=tmp_path / "fresh", embedding_model="off")
     report = restore(fresh, services, lines)
     assert report.other_stores["procedures"] == 1 and not report.skipped
     restored = Procedures(fresh)

@@ -40,7 +40,7 @@ def folded_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
         (folder / "Probe").mkdir()
         assert (folder / "PROBE").is_dir() and os.listdir(folder) == ["Probe"]  # folds case, keeps the first
         (folder / "Probe").rmdir()
-        yield Settings(home=folder / "home")
+        yield Settings(home=folder / "home", embedding_model="off")
 
 
 def contents(service: MemoryService, **search: object) -> list[tuple[str, str | None]]:

@@ -125,7 +125,7 @@ def test_bad_input_is_refused_with_what_to_do(store: Procedures, change: dict[st
 
 
 def test_a_procedure_over_the_content_cap_is_refused(tmp_path: Path) -> None:
-    store = Procedures(Settings(home=tmp_path / "home", max_content_bytes=1_000))
+    store = Procedures(Settings(home=tmp_path / "home", max_content_bytes=1_000, embedding_model="off"))
     try:
         with pytest.raises(InvalidInputError, match="ROCKMEM_MAX_CONTENT_BYTES"):
             store.save("Long one", ["deploy"], ["a" * 600, "b" * 600])
@@ -310,7 +310,7 @@ def test_records_and_restore_records_write_only_what_is_missing(
     store.archive("Code review")
     backup = store.records()
     assert [(p.name, p.version, p.archived) for p in backup] == [("Code review", 1, True), ("How to deploy", 2, False)]
-    other = Procedures(Settings(home=tmp_path / "other"))
+    other = Procedures(Settings(home=tmp_path / "other", embedding_model="off"))
     try:
         other.save("How to deploy", ["deploy"], ["Their own steps"])
         assert other.restore_records(backup) == ["Code review"]  # theirs is kept
@@ -359,7 +359,7 @@ def test_a_hand_edit_and_a_removal_are_seen_by_the_next_read(store: Procedures, 
 
 # ---------------------------------------------------------------------------------------------- two processes
 def _save_in_another_process(home: str, name: str, count: int, start: Any) -> None:
-    store = Procedures(Settings(home=Path(home)))
+    store = Procedures(Settings(home=Path(home), embedding_model="off"))
     try:
         start.wait(10)
         for n in range(count):

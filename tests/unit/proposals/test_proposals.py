@@ -21,7 +21,7 @@ SUB = {"namespace": "subagent/researcher", "gated_writes": True}
 
 @pytest.fixture
 def base(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "home", audit_git=False, encode_driver="rules")
+    return Settings(home=tmp_path / "home", audit_git=False, encode_driver="rules", embedding_model="off")
 
 
 @pytest.fixture
