@@ -355,7 +355,9 @@ async def test_processes_writing_at_once_lose_nothing_and_see_each_others_writes
             for p in range(PROCESSES)
         ]
         per_lane = [OPS_PER_PROCESS // LANES + (lane < OPS_PER_PROCESS % LANES) for lane in range(LANES)]
-        with anyio.fail_after(120):
+        # The deadlines only turn a hang into a failure: the storm takes ~90 s alone on 2 cores, twice that when
+        # the machine is busy with other work.
+        with anyio.fail_after(300):
             async with anyio.create_task_group() as storm:
                 for process in range(PROCESSES):
                     for lane, operations in enumerate(per_lane):
@@ -370,7 +372,7 @@ async def test_processes_writing_at_once_lose_nothing_and_see_each_others_writes
         assert len(ledger.erased) > 15 and len(ledger.deleted_keys) > 15 and len(ledger.deleted_triples) > 15
 
         # Each process, on its next calls, sees everything every other process acknowledged.
-        with anyio.fail_after(120):
+        with anyio.fail_after(300):
             async with anyio.create_task_group() as checks:
                 for reader, client in enumerate(clients):
                     checks.start_soon(check_memories, client, reader, ledger)
