@@ -52,7 +52,9 @@ def statements(word: str) -> list[tuple[str, str]]:
 
 
 def test_eviction_is_described_as_the_code_does_it(tmp_path: Path) -> None:
-    working = WorkingMemory(Settings(home=tmp_path, working_max_entries=2), "session/s1", lambda: NOW)
+    working = WorkingMemory(
+        Settings(home=tmp_path, working_max_entries=2, embedding_model="off"), "session/s1", lambda: NOW
+    )
     working.save("saved-first", "lives an hour", ttl_minutes=60)
     working.save("saved-last", "lives a minute", ttl_minutes=1)
     assert working.save("one-more", "x").evicted == "session/s1/saved-last"  # closest to expiry, not the oldest
@@ -98,7 +100,7 @@ def test_decay_is_described_as_the_code_does_it(tmp_path: Path) -> None:
     finally:
         graph.close()
         memory.close()
-    defaults = Settings(home=tmp_path)
+    defaults = Settings(home=tmp_path)  # embeddings: the default
     assert (defaults.salience_lambda, defaults.salience_floor, defaults.salience_flush_s) == (0.03, 0.4, 2.0)
     assert defaults.reinforce_interval_s == 60 and (ACTIVE_MIN, FADING_MIN, DORMANT_MIN) == (0.5, 0.2, 0.05)
     assert (BASE_EXPLICIT, BASE_AGENT, BASE_DERIVED) == (1.0, 0.7, 0.5) and RANKING_FLOOR == 0.4

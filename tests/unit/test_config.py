@@ -80,11 +80,11 @@ def test_invalid_override_is_a_config_error() -> None:
 
 
 def test_settings_are_frozen_and_reject_unknown_fields(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path)
+    settings = Settings(home=tmp_path)  # embeddings: the default
     with pytest.raises(ValueError):
         settings.max_tags = 3  # type: ignore[misc]
     with pytest.raises(ValueError):
-        Settings(home=tmp_path, unknown_field=1)  # type: ignore[call-arg]
+        Settings(home=tmp_path, unknown_field=1)  # type: ignore[call-arg]  # embeddings: the default
 
 
 def test_toolsets_default_to_the_default_selection_and_read_a_comma_separated_list() -> None:

@@ -258,11 +258,11 @@ def test_an_unusable_local_model_warns_once_and_search_stays_bm25(
 
 def test_endpoint_without_a_model_name_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="ROCKMEM_EMBEDDING_MODEL is not"):
-        open_provider(Settings(home=tmp_path, embedding_endpoint="http://127.0.0.1:9"))
+        open_provider(Settings(home=tmp_path, embedding_endpoint="http://127.0.0.1:9"))  # embeddings: the default
 
 
 def test_no_settings_means_the_bundled_transformer_and_static_is_one_setting_away(tmp_path: Path) -> None:
-    provider = open_provider(Settings(home=tmp_path))
+    provider = open_provider(Settings(home=tmp_path))  # embeddings: the default
     assert isinstance(provider, OnnxEmbeddings) and provider.model_id == "onnx:minilm-l3-int8@1+whole-known"
     assert isinstance(open_provider(Settings(home=tmp_path, embedding_model="Bundled")), OnnxEmbeddings)
     static = open_provider(Settings(home=tmp_path, embedding_model="static"))
@@ -275,7 +275,7 @@ def test_without_onnxruntime_the_default_falls_back_to_the_static_model(
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what a platform without its wheel looks like
     with caplog.at_level(logging.WARNING):
-        assert isinstance(open_provider(Settings(home=tmp_path)), StaticEmbeddings)
+        assert isinstance(open_provider(Settings(home=tmp_path)), StaticEmbeddings)  # embeddings: the default
     assert "static model instead" in caplog.text
 
 
@@ -287,7 +287,7 @@ def test_off_means_no_provider_even_with_an_endpoint(tmp_path: Path, off: str) -
 
 
 def test_with_no_settings_saves_get_bundled_vectors_and_hybrid_finds_a_paraphrase(tmp_path: Path) -> None:
-    service = MemoryService(Settings(home=tmp_path / "home"), embed_in_background=False)
+    service = MemoryService(Settings(home=tmp_path / "home"), embed_in_background=False)  # embeddings: the default
     try:
         taxes = service.save("Quarterly taxes are due on the fifteenth")
         service.save("The staging deploy needs the VPN turned on first")

@@ -39,5 +39,5 @@ def test_the_answer_turn_is_found_through_its_question(
 
 
 def test_defaults_switch_both_levers_on() -> None:
-    settings = Settings(home=Path("/nonexistent"))
+    settings = Settings(home=Path("/nonexistent"))  # embeddings: the default
     assert settings.search_neighbours and settings.search_lifts

@@ -142,7 +142,7 @@ def test_a_damaged_vocabulary_is_an_embedding_error_and_the_default_falls_back(
     monkeypatch.setattr(onnx_embeddings, "_wordpiece", None)  # not read yet in this process
     with pytest.raises(EmbeddingError, match="reinstall rockmem-mcp"):
         OnnxEmbeddings(DEFAULT)
-    assert isinstance(open_provider(Settings(home=tmp_path)), StaticEmbeddings)
+    assert isinstance(open_provider(Settings(home=tmp_path)), StaticEmbeddings)  # embeddings: the default
 
 
 def test_the_vocabulary_ships_in_the_package_with_its_notice() -> None:
