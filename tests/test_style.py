@@ -31,13 +31,11 @@ def test_settings_built_in_tests_name_their_embedding_model() -> None:
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
         for node in ast.walk(ast.parse(source)):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Settings"):
+            if not isinstance(node, ast.Call):
                 continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             keywords = {k.arg for k in node.keywords}
-            if (
-                "home" in keywords
-                and "embedding_model" not in keywords
-                and DEFAULT_MODEL_MARK not in lines[node.lineno - 1]
-            ):
+            marked = any(DEFAULT_MODEL_MARK in line for line in lines[node.lineno - 1 : node.end_lineno])
+            if name == "Settings" and "home" in keywords and "embedding_model" not in keywords and not marked:
                 unnamed.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not unnamed, f"Settings(home=...) without embedding_model= (or {DEFAULT_MODEL_MARK!r}): {unnamed}"

@@ -18,7 +18,7 @@ whole-home backup, the reference server's graph) are fuzzed with generated lines
 
 FUZZ_EXAMPLES (env ROCKMEM_FUZZ_EXAMPLES, default 500) calls per tool (a fifth of it for the classic set's),
 IMPORT_EXAMPLES (env ROCKMEM_FUZZ_IMPORT_EXAMPLES) imports per importer. About 200 calls a second per core (the
-SDK's client and server take ~2 ms of each call): ~1.5 minutes of one core for all tools, which pytest-xdist
+SDK's client and server take ~2 ms of each call): ~3 minutes of CPU with the seeding, which pytest-xdist
 spreads over the machine's cores. Generation is derandomized (the same calls every run, but for the ids the
 server makes) and failures are not shrunk: the failing call is named in the message.
 """
