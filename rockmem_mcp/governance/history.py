@@ -143,6 +143,7 @@ _COMMIT_NAME = re.compile(r"[0-9a-fA-F]{4,64}|HEAD")
 _QUOTED = re.compile(r'"[^"]*"?')
 _CONTEXT = re.compile(r"\(([^()]{1,120})\)")
 _GLOB = re.compile(r"[*?\[]")
+_ON_DISK = object()  # a file committed as it is on disk, not as a captured version holds it
 
 _missing_warned = False
 _missing_lock = threading.Lock()
@@ -260,6 +261,15 @@ class GitHistory:
             self._write_gitignore()
         except OSError as exc:
             log.warning("git history: could not write .gitignore (%s); the history starts without it", exc)
+        if not os.path.lexists(self.audit_path) and not (self.git_dir / "HEAD").exists():
+            # A new home's first commit (a few git runs) before any change: made beside the server's first
+            # writes, it could hold a file newer than its lines, and the next commit's captured versions of
+            # that file would then step back in time. A big home's (not new) is made in the thread.
+            try:
+                with self._exclusive():
+                    self._ensure_repo()
+            except (HistoryError, OSError) as exc:
+                log.warning("git history: the first commit failed (retried in the background): %s", exc)
         self._thread = threading.Thread(target=self._loop, name="rockmem-git-history", daemon=True)
         self._thread.start()
 
@@ -459,11 +469,11 @@ class GitHistory:
         author = actors.pop() if len(actors) == 1 else COMMITTER
         moment = pending.lines[-1].time if pending.lines else self._clock()
         audit = pending.data if pending.stat is not None else None
-        middle = self._middle_versions(pending, captured) if audit is not None and captured else []
+        middle, last = self._captured_stretches(pending, captured) if audit is not None and captured else ([], {})
         if middle:  # the batch's last stretch: from its first line after the middle versions
             tail_start, lines_after = middle[-1].end, pending.lines[sum(len(m.lines) for m in middle) :]
             message = _message(lines_after, tail_start, len(pending.data), self.settings.critical_files, empty)
-        commit = self._commit(message, head, author, moment, folders, files, audit, middle)
+        commit = self._commit(message, head, author, moment, folders, files, audit, middle, last)
         if captured is not None and captured.end:
             self.audit.versions.consume(captured.end, captured.inode)
         if pending.stat is not None:
@@ -485,16 +495,21 @@ class GitHistory:
         self._seen = _key(info)
         return True
 
-    def _middle_versions(self, pending: _Pending, captured: VersionRead) -> list[_Middle]:
+    def _captured_stretches(
+        self, pending: _Pending, captured: VersionRead
+    ) -> tuple[list[_Middle], dict[str, bytes | None]]:
         """A batch where a file changed more than once, cut before each repeat: every stretch but the last
         becomes a commit of its own, of the files' bytes captured at their change (audit/service.py), so
-        every version is in the history. Nothing when no file repeats, or nothing was captured."""
+        every version is in the history. Also the last stretch's captured files: each as its last line in the
+        batch left it. Read from disk instead, a file may already hold a later change whose line is not read
+        yet, and the version between would be in no commit (a revert "before the latest change" then went
+        two back). Nothing when nothing was captured; disk for a stretch that names a folder or pattern."""
         kept = {(version.time, version.file): version.data for version in captured.versions}
         if not kept:
-            return []
+            return [], {}
         ends = _line_ends(pending.data, pending.start)
         if len(ends) != len(pending.lines):
-            return []  # lines that do not parse: one commit, as the files are now
+            return [], {}  # lines that do not parse: one commit, as the files are now
         middle: list[_Middle] = []
         stretch: list[AuditLine] = []
         named: set[str] = set()
@@ -515,7 +530,10 @@ class GitHistory:
             if old is not None and _relative(old) is not None:
                 named.add(old)
                 files[old] = None  # moved away
-        return middle
+        folders = {path.rsplit("/", i)[0] for path in files for i in range(1, path.count("/") + 1)}
+        if any(_GLOB.search(line.file) or line.file.rstrip("/") in folders for line in stretch):
+            files = {}  # a folder's or a pattern's change: its files go in as they are now, with it
+        return middle, files
 
     def _commit(
         self,
@@ -527,11 +545,13 @@ class GitHistory:
         files: Sequence[str],
         audit: bytes | None,
         middle: Sequence[_Middle] = (),
+        captured: dict[str, bytes | None] | None = None,
     ) -> str:
-        """One commit on `parent`: `folders` replaced by what is in them now, `files` as they are on disk (gone:
-        removed), the log as `audit` (None: removed). `git fast-import` writes the blobs, trees and commit as one
-        pack with one fsync (thousands of loose objects would cost a flush each); update-ref then moves HEAD
-        with a compare-and-swap on `parent`, so a commit made meanwhile is never overwritten."""
+        """One commit on `parent`: `folders` replaced by what is in them now, `files` as `captured` holds them or
+        else as they are on disk (gone: removed), the log as `audit` (None: removed). `git fast-import` writes
+        the blobs, trees and commit as one pack with one fsync (thousands of loose objects would cost a flush
+        each); update-ref then moves HEAD with a compare-and-swap on `parent`, so a commit made meanwhile is
+        never overwritten."""
 
         def header(message: str, author: str, moment: datetime, first: bool) -> bytes:
             stamp = f"{int(moment.timestamp())} +0000"
@@ -554,11 +574,7 @@ class GitHistory:
                 who = actors.pop() if len(actors) == 1 else COMMITTER
                 text = _message(version.lines, version.start, version.end, critical, "")
                 out.write(header(text, who, version.lines[-1].time, i == 0))
-                for path, data in version.files.items():
-                    if data is None:
-                        out.write(b"D " + _quote(path) + b"\n")
-                    else:
-                        out.write(b"M 100644 inline " + _quote(path) + b"\n" + _data(data))
+                out.writelines(self._file_command(path, data) for path, data in version.files.items())
                 out.write(b"M 100644 inline " + _quote(self.audit_file) + b"\n" + _data(audit[: version.end]))
                 out.write(b"\n")
             out.write(header(message, author, moment, not middle))
@@ -566,8 +582,9 @@ class GitHistory:
                 out.write(b"deleteall\n")
             else:
                 out.writelines(b"D " + _quote(folder) + b"\n" for folder in folders)
+            kept = captured or {}
             for path in files:
-                out.write(self._file_command(path))
+                out.write(self._file_command(path, kept.get(path, _ON_DISK)))
             if audit is None:
                 out.write(b"D " + _quote(self.audit_file) + b"\n")
             else:
@@ -585,18 +602,26 @@ class GitHistory:
             self._run(["repack", "-d", "-q", "--geometric=2"], check=False)
         return commit
 
-    def _file_command(self, path: str) -> bytes:
-        """The fast-import command that makes `path` what it is on disk (a link as a link; never followed)."""
+    def _file_command(self, path: str, captured: bytes | object | None = _ON_DISK) -> bytes:
+        """The fast-import command that makes `path` what it is on disk (a link as a link; never followed), or
+        what `captured` holds (None: gone) with the mode it has on disk."""
         full = self.home / path
         try:
             info = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
+            info = None
+        if captured is None or (info is None and captured is _ON_DISK):
             return b"D " + _quote(path) + b"\n"
+        executable = info is not None and stat.S_ISREG(info.st_mode) and info.st_mode & 0o111
+        if isinstance(captured, bytes):
+            mode = b"100755" if executable else b"100644"
+            return b"M " + mode + b" inline " + _quote(path) + b"\n" + _data(captured)
+        assert info is not None
         try:
             if stat.S_ISLNK(info.st_mode):
                 return b"M 120000 inline " + _quote(path) + b"\n" + _data(os.fsencode(os.readlink(full)))
             if stat.S_ISREG(info.st_mode):
-                mode = b"100755" if info.st_mode & 0o111 else b"100644"
+                mode = b"100755" if executable else b"100644"
                 return b"M " + mode + b" inline " + _quote(path) + b"\n" + _data(read_bytes(full))
         except (OSError, RefusedFileError) as exc:
             log.warning("git history: %s left as it was committed: %s", path, exc)
@@ -708,13 +733,19 @@ class GitHistory:
         with self._exclusive():
             self._ensure_repo()
             self._commit_pending()
+            committed = self._known[1] if self._known else 0
             first = self._outside_changes()
         if not first or self._stop.wait(self.settle_seconds):
             return
         with self._exclusive():
             self._commit_pending()  # a save still in progress at the first look has its line (and commit) now
             second = self._outside_changes()
-            found = [(path, action) for path, action in second.items() if path in first]
+            # A file the server changed since the first look is explained by its line, committed or not yet
+            # (a commit takes a file as captured at its line: the disk may be a change ahead of HEAD).
+            explained = self._named_from(committed)
+            found = [
+                (path, action) for path, action in second.items() if path in first and not _under_any(path, explained)
+            ]
             if not found:
                 return
             self.audit.record_many(
@@ -723,6 +754,14 @@ class GitHistory:
             )
             self._commit_pending()
         log.warning("git history: %d file(s) changed outside the server were logged and committed", len(found))
+
+    def _named_from(self, offset: int) -> set[str]:
+        """The paths the log's lines from byte `offset` on name (a folder or "." for a pattern's)."""
+        try:
+            data, _ = read_bytes_and_stat(self.audit_path)
+        except FileNotFoundError:
+            return set()
+        return set(self._paths_of(_parse(data[offset : data.rfind(b"\n") + 1])))
 
     def _outside_changes(self) -> dict[str, str]:
         """Tracked or trackable files that differ from HEAD, with the action that describes the change."""
@@ -1276,6 +1315,14 @@ def _relative(name: str) -> str | None:
     if name == ".." or name.startswith("../") or name.split("/")[0] == ".git":
         return None
     return name
+
+
+def _under_any(path: str, named: set[str]) -> bool:
+    """Whether `path` is one of `named` or inside one of them."""
+    if "." in named:
+        return True
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in named for i in range(1, len(parts) + 1))
 
 
 def _names(logged: str, file: str) -> bool:
