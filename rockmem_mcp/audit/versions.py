@@ -1,9 +1,11 @@
 """What a file held right after each audited change, until the git history commits it (governance/history.py).
 
-The history commits in batches, from the files as they are then: a memory edited twice within one batch would
-lose its middle version. So each audited change also appends the file's new bytes here (or that it is gone),
-and the committer turns a batch into one commit per version. Not durable (no fsync): a crash loses at most the
-middle versions of the last batch, never a file's latest state. Kept inside `.git`, never in the history.
+The history commits in batches: read from disk, a memory edited twice within one batch would lose its middle
+version, and one edited again while the batch commits would go in with a change whose line comes later. So each
+audited change also appends the file's new bytes here (or that it is gone), and the committer turns a batch into
+one commit per version, each file as its line left it. Not durable (no fsync): a crash loses at most the middle
+versions of the last batch (a file not found here is read from disk), never a file's latest state. Kept inside
+`.git`, never in the history.
 
 Format: a JSON header line `{"t": TIME, "f": FILE, "n": SIZE}` (SIZE -1: the file is gone), then SIZE bytes
 and a newline. A torn record at the end (a crash) is ignored and never swallows a later one's header.

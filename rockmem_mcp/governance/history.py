@@ -50,6 +50,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -134,6 +135,7 @@ INFO_ATTRIBUTES = """\
 # A driver's settings that name a command (filter.NAME.process, diff.NAME.textconv, merge.NAME.driver, …):
 # found by `git config --get-regexp` and overridden empty, in case an attribute still selects one.
 _DRIVER_COMMAND = re.compile(r"^(filter\..+\.(process|clean|smudge)|diff\..+\.(textconv|command)|merge\..+\.driver)$")
+FIRST_COMMIT_INLINE_FILES = 200  # a new home's first commit, made before the first request: a few git runs
 VERSIONS_KEEP_BYTES = 1 << 20  # .git/rockmem-versions while commits fail: the newest captured versions, 1 MiB
 _TRAILER = re.compile(r"^Audit-Lines: (\d+)-(\d+)\s*$", re.MULTILINE)
 _TIME_TRAILER = re.compile(r"^Audit-Time: (\S+)\s*$", re.MULTILINE)
@@ -261,10 +263,10 @@ class GitHistory:
             self._write_gitignore()
         except OSError as exc:
             log.warning("git history: could not write .gitignore (%s); the history starts without it", exc)
-        if not os.path.lexists(self.audit_path) and not (self.git_dir / "HEAD").exists():
+        if not (self.git_dir / "HEAD").exists() and not os.path.lexists(self.audit_path) and self._few_files():
             # A new home's first commit (a few git runs) before any change: made beside the server's first
             # writes, it could hold a file newer than its lines, and the next commit's captured versions of
-            # that file would then step back in time. A big home's (not new) is made in the thread.
+            # that file would then step back in time. A home with many files is committed in the thread.
             try:
                 with self._exclusive():
                     self._ensure_repo()
@@ -272,6 +274,16 @@ class GitHistory:
                 log.warning("git history: the first commit failed (retried in the background): %s", exc)
         self._thread = threading.Thread(target=self._loop, name="rockmem-git-history", daemon=True)
         self._thread.start()
+
+    def _few_files(self) -> bool:
+        """Whether the home holds at most FIRST_COMMIT_INLINE_FILES files (counted until there are more)."""
+        count = 0
+        for _, folders, files in os.walk(self.home):
+            folders[:] = [folder for folder in folders if folder != ".git"]
+            count += len(files)
+            if count > FIRST_COMMIT_INLINE_FILES:
+                return False
+        return True
 
     def close(self) -> None:
         """Stop the background thread and commit what is pending."""
@@ -413,7 +425,8 @@ class GitHistory:
     def _bound_versions(self) -> None:
         """While commits fail (a `.git` git cannot use) nothing consumes `.git/rockmem-versions`: keep its newest
         VERSIONS_KEEP_BYTES of whole records, dropping the oldest (their middle versions would be lost anyway
-        if the history never recovers; each file's latest state is on disk and is what the next commit takes)."""
+        if the history never recovers; each file's latest state is on disk, where the next commit reads a file
+        whose capture was dropped)."""
         versions = self.audit.versions
         if versions is None:
             return
@@ -504,7 +517,11 @@ class GitHistory:
         batch left it. Read from disk instead, a file may already hold a later change whose line is not read
         yet, and the version between would be in no commit (a revert "before the latest change" then went
         two back). Nothing when nothing was captured; disk for a stretch that names a folder or pattern."""
-        kept = {(version.time, version.file): version.data for version in captured.versions}
+        # A capture is matched to its line by (time to the millisecond, file): where two lines or two captures
+        # share that, which bytes are whose is not known, and the file is read from disk.
+        counts = Counter((version.time, version.file) for version in captured.versions)
+        kept = {(v.time, v.file): v.data for v in captured.versions if counts[(v.time, v.file)] == 1}
+        lines = Counter((format_time(line.time), line.file) for line in pending.lines)
         if not kept:
             return [], {}
         ends = _line_ends(pending.data, pending.start)
@@ -523,7 +540,7 @@ class GitHistory:
             stretch.append(line)
             named.add(line.file)
             key = (format_time(line.time), line.file)
-            if key in kept:
+            if key in kept and lines[key] == 1:
                 files[line.file] = kept[key]
             else:
                 files.pop(line.file, None)  # not captured: its state comes with the batch's last commit

@@ -301,7 +301,7 @@ async def open_services(
         opened.enricher = Enricher(memory, settings, opened.templates)
     if history is not None:  # a home nobody may write has no history to keep
         opened.history = history
-        history.start()  # its own thread: the first commit of a big home never delays the start
+        history.start()  # its own thread (a new home with few files: its first commit first, a few git runs)
     opened.audit_trail = AuditTrail(memory.audit, opened.history)
     opened.critical_files = critical
     opened.rollback = Rollback(settings, memory.audit, opened.history, memory, graph_opening.result, critical=critical)

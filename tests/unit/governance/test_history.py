@@ -11,11 +11,12 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine
-from rockmem_mcp.audit.service import Audit
+from rockmem_mcp.audit.service import CAPTURE_BYTES, Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.governance import history as history_module
@@ -258,6 +259,52 @@ def test_a_change_written_while_the_committer_stages_leaves_each_version_its_own
     ]
 
 
+def head_text(home: Home, history: GitHistory, path: str) -> str:
+    return json.loads(history.read("HEAD", path) or b"{}")["content"]
+
+
+def test_two_lines_of_a_file_in_one_millisecond_take_the_file_from_disk(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture is matched to its line by time and file: two lines of one file in one millisecond could get
+    each other's bytes, so HEAD stayed behind the disk with nothing pending (a late capture, or a file too big to
+    capture). Such a file is read from disk."""
+    history = home.history()
+    home.memory.audit._clock = FakeClock(T0, timedelta(0))  # every line in the same millisecond
+    entry = home.memory.save("version one", "notes")
+    path = home.path(entry.id)
+    big = "version two " + "x" * (CAPTURE_BYTES + 1)  # too big to capture
+    home.memory.update(entry.id, content=big)
+    history.flush()
+    assert head_text(home, history, path) == big
+
+    capture = Audit._capture
+    late: list[Any] = []
+    monkeypatch.setattr(Audit, "_capture", lambda audit, batch: late.append((audit, batch)))
+    home.memory.update(entry.id, content="version three")  # its capture comes after the commit read them
+    monkeypatch.setattr(Audit, "_capture", capture)
+    history.flush()
+    for audit, batch in late:
+        capture(audit, batch)
+    history.flush()
+    assert head_text(home, history, path) == "version three"
+
+
+def test_a_pattern_line_after_a_captured_change_takes_the_folder_from_disk(home: Home) -> None:
+    history = home.history()
+    audit = home.memory.audit
+    notes = home.settings.home / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("a one")
+    audit.record("CREATE", notes / "a.md", "a")
+    (notes / "a.md").write_text("a two")  # changed again, by a change of every note
+    (notes / "b.md").write_text("b one")
+    audit.record("EDIT", "notes/*", "every note")
+    history.flush()
+    assert git(home.settings.home, "show", "HEAD:notes/a.md") == b"a two"
+    assert git(home.settings.home, "show", "HEAD:notes/b.md") == b"b one"
+
+
 def test_read_and_read_many(home: Home) -> None:
     history = home.history()
     a = home.memory.save("alpha", "notes")
@@ -415,9 +462,17 @@ def test_a_new_home_s_first_commit_is_made_before_start_returns(home: Home, monk
 def test_a_home_with_changes_gets_its_first_commit_in_the_background(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A home that is not new may be big: its first commit never delays the start."""
+    """A home that is not new may be big: its first commit never delays the start. Nor does a home with many
+    files and no log (its audit was off, or its files were copied in)."""
     home.memory.save("before history", "notes")
     monkeypatch.setattr(GitHistory, "_loop", lambda self: self.ready.set())
+    history = home.history(first_commit=False)
+    history.start()
+    assert history.head() is None
+
+    (home.settings.meta_dir / "audit.log").unlink()
+    for i in range(history_module.FIRST_COMMIT_INLINE_FILES + 1):
+        (home.settings.home / f"note-{i}.md").write_text(f"note {i}")
     history = home.history(first_commit=False)
     history.start()
     assert history.head() is None
