@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.e2e.browser import CHROMIUM_ARGS, chromium
+from tests.test_cli import rockmem
 
 ARTIFACTS = Path(os.environ.get("ROCKMEM_TEST_ARTIFACTS") or Path(__file__).parents[2] / "test-artifacts")
 STARTUP_TIMEOUT = 30.0
@@ -26,12 +27,9 @@ HOSTILE = "Alice takes her coffee black <img src=x onerror=\"document.title='own
 
 
 def cli(home: Path, *args: str, **env: str) -> Any:
-    """A rockmem-mcp command on `home`; its --json output, parsed."""
+    """A rockmem-mcp command on `home` (the page's checks on the files, in this process); its --json output."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")} | env
-    done = subprocess.run(
-        [sys.executable, "-m", "rockmem_mcp", "--home", str(home), *args, "--json"],
-        capture_output=True, text=True, env=environment, timeout=120,
-    )  # fmt: skip
+    done = rockmem("--home", home, *args, "--json", env=environment)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else None
 
@@ -39,8 +37,8 @@ def cli(home: Path, *args: str, **env: str) -> Any:
 def hits(home: Path, words: str) -> list[dict[str, Any]]:
     """`rockmem-mcp search WORDS --json`: one hit per line."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ROCKMEM_")}
-    done = subprocess.run([sys.executable, "-m", "rockmem_mcp", "--home", str(home), "search", words, "--json"],
-                          capture_output=True, text=True, env=environment, timeout=120, check=True)  # fmt: skip
+    done = rockmem("--home", home, "search", words, "--json", env=environment)
+    assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
