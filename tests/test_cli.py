@@ -3,6 +3,7 @@ subprocess where a test needs one."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -11,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -82,11 +84,13 @@ def rockmem(
     *args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`rockmem-mcp ARGS` with `env` and `stdin`, as a completed process (text mode). Run in this process (the CLI's
-    `main` with the environment, streams and logging a process of its own would have) unless `process` or `env`
-    changes what an interpreter reads once at its start: a subprocess costs ~0.8 s of CPU per command."""
+    `main` with the environment, streams and logging a process of its own would have: a subprocess costs ~0.8 s of
+    CPU a command) unless `process`, the command serves (a server claims the real stdin and stdout and holds
+    process-wide state until its first answer), or `env` changes what an interpreter reads once at its start."""
     env = clean_env() if env is None else env
     argv = [str(arg) for arg in args]
-    if process or any(env.get(name) != os.environ.get(name) for name in {*env, *os.environ} if _read_at_start(name)):
+    changes_start = any(env.get(name) != os.environ.get(name) for name in {*env, *os.environ} if _read_at_start(name))
+    if process or changes_start or _serves(argv):
         return subprocess.run(
             [sys.executable, "-m", "rockmem_mcp", *argv],
             input=stdin,
@@ -94,46 +98,80 @@ def rockmem(
             text=True,
             encoding="utf-8",
             env=env,
-            timeout=60,
+            timeout=CLI_SECONDS,
             check=False,
         )
     return _run_in_process(argv, env, stdin or "")
+
+
+CLI_SECONDS = 60  # a command that takes longer has hung
 
 
 def _read_at_start(name: str) -> bool:
     return name.startswith(("PYTHON", "LC_")) or name == "LANG"
 
 
+def _serves(argv: list[str]) -> bool:
+    from rockmem_mcp.cli.parser import build_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            command = build_parser().parse_args(argv).command
+    except SystemExit:  # --help, --version, a usage error: answered without serving
+        return False
+    return command in (None, "serve", "ui")
+
+
 def _run_in_process(argv: list[str], env: dict[str, str], stdin: str) -> subprocess.CompletedProcess[str]:
+    """`main(argv)` on a thread of its own (no event loop of the test's in the way, and a deadline), with this
+    process's environment, streams and root logger as a new process would have them, put back after."""
     from rockmem_mcp.cli import main
 
     def stream(data: bytes = b"") -> io.TextIOWrapper:
         return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", write_through=True)
 
     out, err = stream(), stream()
+    status: list[int] = []
+
+    def run() -> None:
+        try:
+            status.append(main(argv) or 0)  # sys.exit(None): 0
+        except SystemExit as exc:  # argparse's usage errors, --help, --version
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            status.append(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+        except BaseException:  # as the interpreter would: the traceback on stderr, status 1
+            traceback.print_exc()
+            status.append(1)
+
     root = logging.getLogger()
     saved = sys.stdin, sys.stdout, sys.stderr, root.handlers[:], root.level
     root.handlers = []  # as in a new process: the CLI's logging.basicConfig writes to this stderr
     sys.stdin, sys.stdout, sys.stderr = stream(stdin.encode()), out, err
     try:
         with mock.patch.dict(os.environ, env, clear=True):
-            code = main(argv) or 0  # sys.exit(None): 0
-    except SystemExit as exc:  # argparse's usage errors, --help, --version
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if isinstance(exc.code, str):
-            print(exc.code, file=sys.stderr)
-    except Exception:  # as the interpreter would: the traceback on stderr, status 1
-        traceback.print_exc()
-        code = 1
+            thread = threading.Thread(target=run, name="rockmem-mcp " + " ".join(argv)[:60], daemon=True)
+            thread.start()
+            thread.join(CLI_SECONDS)
     finally:
         for handler in root.handlers:
             handler.close()
         sys.stdin, sys.stdout, sys.stderr, root.handlers, root.level = saved
+        _close_database_connections()  # as a process's exit would: the next command connects and migrates anew
+    if thread.is_alive():
+        pytest.fail(f"rockmem-mcp {' '.join(argv)} did not finish in {CLI_SECONDS} s")
 
     def text(written: io.TextIOWrapper) -> str:  # decoded as subprocess.run(text=True) does: universal newlines
         return stream(written.buffer.getvalue()).read()  # type: ignore[attr-defined]
 
-    return subprocess.CompletedProcess(["rockmem-mcp", *argv], code, text(out), text(err))
+    return subprocess.CompletedProcess(["rockmem-mcp", *argv], status[0], text(out), text(err))
+
+
+def _close_database_connections() -> None:
+    pg = sys.modules.get("rockmem_mcp.storage.pg")
+    if pg is not None:
+        for url, _, schema in list(pg._shared):
+            pg.close_shared(url, schema)
 
 
 def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""Browsing and fixing memory from a shell (cli/browse.py), as real subprocesses: get, list, add, delete,
+"""Browsing and fixing memory from a shell (cli/browse.py), through test_cli's `rockmem`: get, list, add, delete,
 categories, graph, working, status, each human by default and JSON with --json."""
 
 from __future__ import annotations

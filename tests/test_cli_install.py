@@ -1,4 +1,4 @@
-"""`rockmem-mcp install CLIENT` (cli/clients.py), as a real subprocess: the entry merged into the client's file,
+"""`rockmem-mcp install CLIENT` (cli/clients.py), through test_cli's `rockmem`: the entry merged into the client's file,
 idempotent, a backup before a change, a broken file refused untouched; the README's snippets are what it writes."""
 
 from __future__ import annotations

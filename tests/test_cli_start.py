@@ -1,4 +1,4 @@
-"""The first five minutes at the command line (issue 26, part 4), as real subprocesses: a data home that
+"""The first five minutes at the command line (issue 26, part 4), through test_cli's `rockmem`: a data home that
 cannot be one, ports that cannot be had, `--port 0`, the start line, a reader that stops reading."""
 
 from __future__ import annotations

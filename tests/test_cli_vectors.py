@@ -1,6 +1,6 @@
 """Vectors made where memories are written (issue 44, part 3): `add`, `import` and `migrate-store` embed what they
 wrote, the way a server's backfill does, so no server has to catch up; a provider that is down defers the vectors
-and never the write; `reindex` says what it does from its first moment. As real subprocesses."""
+and never the write; `reindex` says what it does from its first moment. Through test_cli's `rockmem`."""
 
 from __future__ import annotations
 
