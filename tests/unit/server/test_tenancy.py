@@ -255,6 +255,9 @@ async def test_a_tenant_reopened_while_its_stores_close_leaves_no_connection_ope
             assert [hit.entry.content for hit in found.results] == ["Alice keeps the lighthouse log"]
             assert await anyio.to_thread.run_sync(shared_closed.wait, 10)  # the first opening's close is done
             await anyio.to_thread.run_sync(second.memory.save, "Alice saved again")  # its audit line: shared
-    with psycopg.connect(url, autocommit=True) as conn:
-        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rockmem-mcp tenant_alice'"
-        assert conn.execute(query).fetchone() == (0,)
+    # Every connection is closed by now; a server process leaves pg_stat_activity when it has exited, which a
+    # loaded machine may take a moment to get to (seen in CI: 2 still listed at once).
+    query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rockmem-mcp tenant_alice'"
+    with psycopg.connect(url, autocommit=True) as conn, anyio.fail_after(30):
+        while conn.execute(query).fetchone() != (0,):
+            await anyio.sleep(0.05)
