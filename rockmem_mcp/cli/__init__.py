@@ -22,10 +22,18 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `rockmem-mcp` command. The arguments are parsed before anything else loads, so `--help`, `--version`
-    and a usage error answer at once; the command's modules (and numpy, pydantic, the stores) load after."""
-    from rockmem_mcp.cli.parser import build_parser
+    and a usage error answer at once; the command's modules (and numpy, pydantic, the stores) load after. The
+    garbage collector waits while they load (`collector`): a command resumes it before it runs, a server after its
+    first answer."""
+    from rockmem_mcp import collector
 
-    args = build_parser().parse_args(argv)
-    from rockmem_mcp.cli.app import run
+    collector.pause()
+    try:
+        from rockmem_mcp.cli.parser import build_parser
 
-    return run(args)
+        args = build_parser().parse_args(argv)
+        from rockmem_mcp.cli.app import run
+
+        return run(args)
+    finally:
+        collector.resume()  # a server that never answered, a caller in this process (tests)

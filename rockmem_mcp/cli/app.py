@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from rockmem_mcp import collector
 from rockmem_mcp.cli import audit, browse, maintenance, review, serve, transfer
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import ReadOnlyHomeError, RockmemError, reporting_io_errors
@@ -76,7 +77,10 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if command != "doctor":  # which reports such a home; every other command would work through the link
             refuse_linked_store_folders(settings.store_dirs)
-        if command in ("serve", "ui"):
+        if command == "serve":  # resumes the garbage collector after its first answer (server/app.py)
+            return serve.run(settings, args)
+        collector.resume()
+        if command == "ui":
             return serve.run(settings, args)
         from rockmem_mcp.audit.service import MANUAL, acting_as
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import wait
 from contextlib import asynccontextmanager, nullcontext
@@ -17,7 +18,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel
 
-from rockmem_mcp import __version__
+from rockmem_mcp import __version__, collector
 from rockmem_mcp.audit.service import process_actor
 from rockmem_mcp.config import Settings
 from rockmem_mcp.consolidation.compaction import Compactor
@@ -167,6 +168,19 @@ class Answering:
                 FOREGROUND.end_start()
 
 
+def _resume_collector_when_idle() -> None:
+    """The garbage collector, paused by the command line for the start, resumes once the server is idle after its
+    first answer: its first pass over what the start built then delays no request (collector.py)."""
+    if not collector.is_paused():
+        return
+
+    def settle() -> None:
+        FOREGROUND.wait_idle(threading.Event())
+        collector.resume(settle=True)
+
+    threading.Thread(target=settle, name="rockmem-collector", daemon=True).start()
+
+
 def _keep_windows(conversation: ConversationMemory) -> None:
     """The conversation windows, for the next start (stdio clients restart their servers at every launch)."""
     try:
@@ -236,6 +250,7 @@ async def open_services(
     else:
         start_later(graph_opening.start)
         start_later(release_freed_memory)  # what loading the stores freed (a server's start only)
+        start_later(_resume_collector_when_idle)
     core = CoreMemory(settings, memory)
     learnings = Learnings(FeedbackLog(settings), memory, settings)
     workspace = Workspace(settings)

@@ -1,7 +1,9 @@
-"""The knowledge graph loads after the server's first answer, and a tool that needs it waits for all of it."""
+"""What waits for the server's first answer: the knowledge graph's load (a tool that needs it waits for all of it), the
+garbage collector paused for the start."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -12,6 +14,7 @@ import anyio.to_thread
 import pytest
 from mcp import Client
 
+from rockmem_mcp import collector
 from rockmem_mcp.config import Settings
 from rockmem_mcp.graph.service import GraphService
 from rockmem_mcp.home.stores import Deferred, Stores, open_stores
@@ -65,3 +68,24 @@ async def test_first_answer_before_the_graph_loads_and_graph_tools_see_all_of_it
 
 async def _call(client: Client, found: list[Any]) -> None:
     found.append(await client.call_tool("graph", {"action": "find", "limit": 200}))
+
+
+async def test_the_collector_paused_for_the_start_resumes_once_idle_after_the_first_answer(
+    settings_for: Callable[..., Settings],
+) -> None:
+    """The command line pauses the garbage collector for the start (rockmem_mcp/collector.py); the server resumes it
+    once idle after its first answer, having collected what the start left."""
+    settings = settings_for()
+    timer = collector.pause()
+    assert timer is not None
+    try:
+        async with Client(build_server(settings)) as client:
+            assert await client.list_tools()
+            assert collector.is_paused()  # listing is no call: the start goes on
+            assert not (await client.call_tool("search_memory", {"query": "anything"})).is_error
+            settling = [thread for thread in threading.enumerate() if thread.name == "rockmem-collector"]
+            assert len(settling) == 1
+            await anyio.to_thread.run_sync(partial(settling[0].join, 30))
+            assert gc.isenabled() and not collector.is_paused()
+    finally:
+        collector.resume()

@@ -40,6 +40,19 @@ async def test_tools_list_returns_exactly_the_memory_tools(stdio_server, home) -
         assert client.server_info.name == "rockmem"
 
 
+async def test_the_garbage_collector_resumes_after_the_first_answer(stdio_server, home, call) -> None:
+    """The command line pauses the collector for the start (rockmem_mcp/collector.py); the server resumes it once
+    idle after its first answer, collecting what the start left."""
+    resumed = "garbage collector resumed"
+    async with stdio_server(home, ROCKMEM_LOG_LEVEL="DEBUG") as client:
+        await client.list_tools()
+        assert resumed not in stdio_server.logs[0].read_text()
+        await call(client, "search_memory", query="anything")
+        with anyio.fail_after(30):
+            while resumed not in stdio_server.logs[0].read_text():  # a log line is no event to await
+                await anyio.sleep(0.05)
+
+
 async def test_memory_survives_a_restart(stdio_server, home, call) -> None:
     async with stdio_server(home) as first:
         saved = await call(first, "save_memory", content="The deploy key lives in the vault", category="ops/secrets")
