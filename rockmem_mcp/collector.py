@@ -6,12 +6,15 @@ pass, and its passes over the growing heap find almost nothing to free (referenc
 Paused for the start, importing the server took 0.67 s instead of 0.84 s (BENCHMARKS.md, issue 46).
 
 The command line pauses it before anything else loads (`pause`); a command resumes it before it runs
-(`resume`), a server once it is idle after its first answer, or `PAUSE_LIMIT_S` after the pause, whichever comes
-first, so a client that never calls still gets a collected heap. Resumed, the collector's first pass walks all the
-start built (0.14 s at 100k memories): a server makes that pass itself while idle (`settle`), collecting the start's
-~10,000 objects of cyclic garbage (pydantic's schema building, ~3 MB). Nothing is frozen (`gc.freeze`): an object
-the start made that later became cyclic garbage (a closed store, a tenant's services) would never be freed. Only a
-pause made here is resumed: a program that turned the collector off itself keeps it off.
+(`resume`), a server once no call has been in flight for a moment after its first answer, or `PAUSE_LIMIT_S` after
+the pause, whichever comes first. Resumed, the collector's first pass walks all the start built (0.14 s at 100k
+memories, holding the interpreter): a server makes that pass itself when idle, and so does the time limit
+(`settle`), so that it does not fall on whichever request allocates next. It collects the start's ~10,000 objects
+of cyclic garbage (pydantic's schema building, ~3 MB). Nothing is frozen (`gc.freeze`): an object the start made
+that later became cyclic garbage (a closed store, a tenant's services) would never be freed.
+
+The pause is the process's, not its caller's: a program that turned the collector off before the command line ran
+keeps it off, one that turns it off during a pause has it turned back on when the pause ends.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def pause(limit_s: float = PAUSE_LIMIT_S) -> threading.Timer | None:
             return None
         gc.disable()
         _paused = True
-        _timer = threading.Timer(limit_s, resume)
+        _timer = threading.Timer(limit_s, resume, kwargs={"settle": True})
         _timer.daemon = True
         _timer.start()
         return _timer
@@ -56,12 +59,14 @@ def resume(settle: bool = False) -> None:
         if not _paused:
             return
         _paused = False
-        if _timer is not None:
-            _timer.cancel()  # (from the timer's own thread: nothing)
-            _timer = None
-        if settle:
+        timer, _timer = _timer, None
+    try:
+        if timer is not None:
+            timer.cancel()  # (from the timer's own thread: nothing)
+        if settle:  # outside the lock: finalizers run here
             started = time.perf_counter()
             collected = gc.collect()
             log.debug("garbage collector resumed: %d objects of the start collected in %.3f s", collected,
                       time.perf_counter() - started)  # fmt: skip
+    finally:
         gc.enable()

@@ -97,21 +97,23 @@ class Foreground:
             self._answering -= 1
             self._last_answer = time.monotonic()
 
-    def wait_idle(self, stop: threading.Event) -> None:
-        """Until no request is in flight or ended in the last `quiet_s`, `stop` is set, or `patience_s` passed."""
+    def wait_idle(self, stop: threading.Event) -> bool:
+        """Until no request is in flight or ended in the last `quiet_s` (True), `stop` is set, or `patience_s`
+        passed (False)."""
         deadline = time.monotonic() + self.patience_s
         while not stop.is_set():
             now = time.monotonic()
             with self._lock:
                 answering, quiet_at = self._answering, self._last_answer + self.quiet_s
             if not answering and quiet_at <= now:
-                return
+                return True
             if answering:
                 quiet_at = now + self.quiet_s
             wait = min(max(quiet_at - now, 0.01), deadline - now)
             if wait <= 0:
-                return
+                return False
             stop.wait(wait)
+        return False
 
 
 FOREGROUND = Foreground()  # one per process: every store's worker shares the cores with every request

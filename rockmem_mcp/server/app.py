@@ -169,14 +169,18 @@ class Answering:
 
 
 def _resume_collector_when_idle() -> None:
-    """The garbage collector, paused by the command line for the start, resumes once the server is idle after its
-    first answer: its first pass over what the start built then delays no request (collector.py)."""
+    """The garbage collector, paused by the command line for the start, resumes once no call has been in flight for
+    a moment after the first answer, so that its first pass over what the start built (collector.py) falls between
+    calls; if calls never pause, the pause's time limit ends it. The heap that pass freed is handed back too."""
     if not collector.is_paused():
         return
 
     def settle() -> None:
-        FOREGROUND.wait_idle(threading.Event())
+        never = threading.Event()
+        while collector.is_paused() and not FOREGROUND.wait_idle(never):
+            pass
         collector.resume(settle=True)
+        release_freed_memory()
 
     threading.Thread(target=settle, name="rockmem-collector", daemon=True).start()
 

@@ -649,3 +649,13 @@ def test_the_wait_for_requests_ends_when_idle_at_a_stop_or_out_of_patience() -> 
     impatient = vector_worker.Foreground(quiet_s=600, patience_s=0.05)
     with impatient.busy():
         assert not waits(impatient, threading.Event())
+
+
+def test_the_wait_for_requests_says_whether_it_found_the_process_idle() -> None:
+    quick = vector_worker.Foreground(quiet_s=0.01, patience_s=0.05)
+    assert quick.wait_idle(threading.Event()) is True  # nothing in flight
+    with quick.busy():
+        assert quick.wait_idle(threading.Event()) is False  # out of patience, a request still in flight
+        stopped = threading.Event()
+        stopped.set()
+        assert quick.wait_idle(stopped) is False
