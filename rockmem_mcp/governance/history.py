@@ -457,7 +457,9 @@ class GitHistory:
             self._known = (commit, len(pending.data), pending.stat.st_ino)
 
     def _commit_pending(self) -> str | None:
-        # Read before the log: every version read then has its line in the log read after.
+        # Read before the log: every version read then has its line in the log read after, so all of it is
+        # consumed by this commit. A version is captured just after its line is written: one whose line is in
+        # the log read below may be missing here, and is looked for again once the files are read (below).
         captured = self.audit.versions.read() if self.audit.versions is not None else None
         head, blob, size = self._head_audit()
         if self._nothing_new(head, size):
@@ -482,12 +484,18 @@ class GitHistory:
         author = actors.pop() if len(actors) == 1 else COMMITTER
         moment = pending.lines[-1].time if pending.lines else self._clock()
         audit = pending.data if pending.stat is not None else None
-        middle, last = self._captured_stretches(pending, captured) if audit is not None and captured else ([], {})
+        # The batch's files as they are now, then the captured versions again: a file changed again after its
+        # line was read holds the next change by now, but then the version of the line read was captured before
+        # that change was written, so it is in the second read (the disk is used only for a file without one).
+        on_disk = {path: self._file_command(path) for path in files}
+        # (Versions are consumed only under the commit lock held here: the second read extends the first.)
+        matched = self.audit.versions.read() if captured is not None and audit is not None else captured
+        middle, last = self._captured_stretches(pending, matched) if audit is not None and matched else ([], {})
         if middle:  # the batch's last stretch: from its first line after the middle versions
             tail_start, lines_after = middle[-1].end, pending.lines[sum(len(m.lines) for m in middle) :]
             message = _message(lines_after, tail_start, len(pending.data), self.settings.critical_files, empty)
-        commit = self._commit(message, head, author, moment, folders, files, audit, middle, last)
-        if captured is not None and captured.end:
+        commit = self._commit(message, head, author, moment, folders, files, audit, middle, last, on_disk)
+        if captured is not None and captured.end:  # not the second read's: its last versions may be of later lines
             self.audit.versions.consume(captured.end, captured.inode)
         if pending.stat is not None:
             self._seen = _key(pending.stat)
@@ -563,9 +571,11 @@ class GitHistory:
         audit: bytes | None,
         middle: Sequence[_Middle] = (),
         captured: dict[str, bytes | None] | None = None,
+        on_disk: dict[str, bytes] | None = None,
     ) -> str:
         """One commit on `parent`: `folders` replaced by what is in them now, `files` as `captured` holds them or
-        else as they are on disk (gone: removed), the log as `audit` (None: removed). `git fast-import` writes
+        else as they were on disk when `on_disk` was read (else now; gone: removed), the log as `audit` (None:
+        removed). `git fast-import` writes
         the blobs, trees and commit as one pack with one fsync (thousands of loose objects would cost a flush
         each); update-ref then moves HEAD with a compare-and-swap on `parent`, so a commit made meanwhile is
         never overwritten."""
@@ -599,9 +609,11 @@ class GitHistory:
                 out.write(b"deleteall\n")
             else:
                 out.writelines(b"D " + _quote(folder) + b"\n" for folder in folders)
-            kept = captured or {}
+            kept, read = captured or {}, on_disk or {}
             for path in files:
-                out.write(self._file_command(path, kept.get(path, _ON_DISK)))
+                out.write(
+                    self._file_command(path, kept[path]) if path in kept else read.get(path) or self._file_command(path)
+                )
             if audit is None:
                 out.write(b"D " + _quote(self.audit_file) + b"\n")
             else:
