@@ -60,7 +60,7 @@ from typing import BinaryIO
 from rockmem_mcp.audit.line_index import PATTERN_KEY, IndexStale, LogView, file_key
 from rockmem_mcp.audit.log import NO_APPROVAL, AuditLine, format_time, moved_from, parse_time
 from rockmem_mcp.audit.redaction import Redaction
-from rockmem_mcp.audit.service import AUDIT_NAME, MANUAL, Audit
+from rockmem_mcp.audit.service import AUDIT_NAME, CAPTURE_BYTES, MANUAL, Audit
 from rockmem_mcp.audit.versions import VersionRead
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import HistoryError, InvalidInputError, RefusedFileError
@@ -484,12 +484,16 @@ class GitHistory:
         author = actors.pop() if len(actors) == 1 else COMMITTER
         moment = pending.lines[-1].time if pending.lines else self._clock()
         audit = pending.data if pending.stat is not None else None
-        # The batch's files as they are now, then the captured versions again: a file changed again after its
-        # line was read holds the next change by now, but then the version of the line read was captured before
-        # that change was written, so it is in the second read (the disk is used only for a file without one).
-        on_disk = {path: self._file_command(path) for path in files}
-        # (Versions are consumed only under the commit lock held here: the second read extends the first.)
-        matched = self.audit.versions.read() if captured is not None and audit is not None else captured
+        # The files whose line's capture is not read yet, as they are now, then the captured versions again: a file
+        # changed again after its line was read holds the next change by now, but then the version of the line
+        # read was captured before that change was written, so it is in the second read.
+        on_disk, matched = {}, captured
+        if captured is not None and audit is not None:
+            on_disk = {path: self._file_command(path) for path in self._capturable_uncaptured(pending, captured)}
+            again = self.audit.versions.read()
+            # Not when the file was trimmed in between (by a process whose commits fail): its oldest versions are gone.
+            if not captured.end or (again.inode == captured.inode and again.end >= captured.end):
+                matched = again
         middle, last = self._captured_stretches(pending, matched) if audit is not None and matched else ([], {})
         if middle:  # the batch's last stretch: from its first line after the middle versions
             tail_start, lines_after = middle[-1].end, pending.lines[sum(len(m.lines) for m in middle) :]
@@ -515,6 +519,26 @@ class GitHistory:
             return False
         self._seen = _key(info)
         return True
+
+    def _capturable_uncaptured(self, pending: _Pending, captured: VersionRead) -> list[str]:
+        """The files the batch's lines name whose capture may still come (audit/service.py captures every change
+        but an append, a pattern's or folder's, and a file over CAPTURE_BYTES) and is not in `captured`."""
+        have = {version.file for version in captured.versions}
+        paths = []
+        for line in pending.lines:
+            path = _relative(line.file)
+            if path is None or path in have or line.action == "APPEND" or _GLOB.search(line.file):
+                continue
+            if line.file.endswith("/"):
+                continue
+            try:
+                if os.lstat(self.home / path).st_size > CAPTURE_BYTES:
+                    continue
+            except OSError:
+                pass  # gone: a delete, whose capture says so
+            have.add(path)
+            paths.append(path)
+        return paths
 
     def _captured_stretches(
         self, pending: _Pending, captured: VersionRead
@@ -611,9 +635,10 @@ class GitHistory:
                 out.writelines(b"D " + _quote(folder) + b"\n" for folder in folders)
             kept, read = captured or {}, on_disk or {}
             for path in files:
-                out.write(
-                    self._file_command(path, kept[path]) if path in kept else read.get(path) or self._file_command(path)
-                )
+                if path in kept:
+                    out.write(self._file_command(path, kept[path]))
+                else:
+                    out.write(read[path] if path in read else self._file_command(path))
             if audit is None:
                 out.write(b"D " + _quote(self.audit_file) + b"\n")
             else:
