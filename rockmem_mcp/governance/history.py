@@ -527,9 +527,8 @@ class GitHistory:
         paths = []
         for line in pending.lines:
             path = _relative(line.file)
-            if path is None or path in have or line.action == "APPEND" or _GLOB.search(line.file):
-                continue
-            if line.file.endswith("/"):
+            uncapturable = line.action == "APPEND" or _GLOB.search(line.file) or line.file.endswith("/")
+            if path is None or path in have or uncapturable:
                 continue
             try:
                 if os.lstat(self.home / path).st_size > CAPTURE_BYTES:
@@ -599,10 +598,9 @@ class GitHistory:
     ) -> str:
         """One commit on `parent`: `folders` replaced by what is in them now, `files` as `captured` holds them or
         else as they were on disk when `on_disk` was read (else now; gone: removed), the log as `audit` (None:
-        removed). `git fast-import` writes
-        the blobs, trees and commit as one pack with one fsync (thousands of loose objects would cost a flush
-        each); update-ref then moves HEAD with a compare-and-swap on `parent`, so a commit made meanwhile is
-        never overwritten."""
+        removed). `git fast-import` writes the blobs, trees and commit as one pack with one fsync (thousands of
+        loose objects would cost a flush each); update-ref then moves HEAD with a compare-and-swap on `parent`, so
+        a commit made meanwhile is never overwritten."""
 
         def header(message: str, author: str, moment: datetime, first: bool) -> bytes:
             stamp = f"{int(moment.timestamp())} +0000"
