@@ -1,5 +1,3 @@
-import sys
+from rockmem_mcp.cli import program
 
-from rockmem_mcp.cli import main
-
-sys.exit(main())
+program()

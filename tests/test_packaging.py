@@ -46,7 +46,7 @@ def test_the_wheel_and_sdist_build_pass_twine_check_and_hold_every_module(tmp_pa
     }  # fmt: skip
     assert prompts and "rockmem_mcp/search/onnx_minilm/tokenizer.json" in data and "rockmem_mcp/py.typed" in data
     assert (prompts | data) - in_wheel == set(), "data files missing from the wheel (package-data in pyproject.toml)"
-    assert "rockmem-mcp = rockmem_mcp.cli:main" in scripts
+    assert "rockmem-mcp = rockmem_mcp.cli:program" in scripts  # main, then an exit without the teardown
 
     with tarfile.open(sdists[0]) as sdist:
         in_sdist = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
