@@ -4,16 +4,20 @@ and the status the command gave."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from tests.test_cli import clean_env
 
 
-def program(body: str, tmp_path: Path, before: str = "") -> subprocess.CompletedProcess[str]:
-    """A process that runs `cli.program` with `main` replaced by `body` (indented into a function), after `before`."""
+def program(body: str, tmp_path: Path, before: str = "", **run: Any) -> subprocess.CompletedProcess[str]:
+    """A process that runs `cli.program` with `main` replaced by `body` (indented into a function), after `before`;
+    its standard output block-buffered, as a command's is into a pipe or a file (`run` passed to subprocess.run)."""
     script = "\n".join(
         [
             "import atexit, sys, threading, time",
@@ -27,9 +31,11 @@ def program(body: str, tmp_path: Path, before: str = "") -> subprocess.Completed
             "cli.program()",
         ]
     )
+    env = {name: value for name, value in clean_env().items() if name != "PYTHONUNBUFFERED"}
+    streams = {} if {"stdout", "stderr"} & set(run) else {"capture_output": True}
     return subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=clean_env(), timeout=60, check=False
-    )
+        [sys.executable, "-c", script], text=True, env=env, timeout=60, check=False, **streams, **run
+    )  # fmt: skip
 
 
 def test_modules_are_not_torn_down_at_the_exit(tmp_path: Path) -> None:
@@ -54,6 +60,39 @@ def test_the_status_is_the_commands_own(tmp_path: Path) -> None:
     assert (said.returncode, said.stderr.strip()) == (1, "rockmem-mcp: stopped")
     failed = program("raise RuntimeError('boom')", tmp_path)
     assert failed.returncode == 1 and "RuntimeError: boom" in failed.stderr  # the traceback is still printed
+
+
+def test_a_status_of_none_is_0_without_a_word(tmp_path: Path) -> None:
+    ended = program("print('done')", tmp_path)  # a command that forgot its `return 0`
+    assert (ended.returncode, ended.stdout, ended.stderr) == (0, "done\n", "")
+
+
+def test_output_that_cannot_be_written_at_the_exit_is_said_and_is_status_120(tmp_path: Path) -> None:
+    """Output small enough to wait in the buffer is only written at the exit: a full disk then (`export - >
+    backup.jsonl`) must not end as a success with the file empty."""
+    with open("/dev/full", "w") as full:
+        ended = program("print('a backup line')\nreturn 0", tmp_path, stdout=full, stderr=subprocess.PIPE)
+    assert ended.returncode == 120
+    assert ended.stderr.startswith("rockmem-mcp: the output could not be written: [Errno 28]"), ended.stderr
+
+
+def test_a_reader_gone_away_before_the_exit_is_status_141_quietly(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as gone:
+        ended = program("print('listed')\nreturn 0", tmp_path, stdout=gone, stderr=subprocess.PIPE)
+    assert (ended.returncode, ended.stderr) == (141, "")
+
+
+def test_an_interrupt_ends_the_process_by_sigint_as_python_does(tmp_path: Path) -> None:
+    ended = program("raise KeyboardInterrupt", tmp_path)
+    assert ended.returncode == -signal.SIGINT  # a shell's loop stops on a child killed by it, not on status 130
+
+
+def test_closed_standard_streams_end_quietly(tmp_path: Path) -> None:
+    ended = program("return 0", tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=True,
+                    preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert (ended.returncode, ended.stderr) == (0, "")
 
 
 def test_buffered_output_exit_handlers_and_other_threads_all_finish_first(tmp_path: Path) -> None:

@@ -49,26 +49,45 @@ def program() -> NoReturn:
     that skips Python's teardown of every module it imported. With the MCP SDK loaded that teardown took 0.3-0.5 s
     of CPU at every exit (a client closing its server, every command) and does nothing a file needs: `main` returns
     once every store is closed and every write durable. What Python's exit does first still runs: other threads are
-    joined, then every exit handler registered after this one (logging's flush among them), then the standard
-    streams are flushed here."""
-    status = [1]  # an exception out of main: Python prints it, and the exit status is 1
+    joined, then every exit handler registered after this one (logging's flush among them); the standard streams
+    are flushed here, a failure said as Python's exit would (status 120; 141, quietly, for a reader gone away)."""
+    status: list[int | None] = [1]  # an exception out of main: Python prints it, and the exit status is 1
     # Registered first, it runs after every other exit handler. One registered before (coverage's, a
     # sitecustomize's) would run after it, so never: then Python exits as it always does.
     if getattr(atexit, "_ncallbacks", lambda: 1)() == 0:
         atexit.register(_end, status)
     try:
-        status[0] = main()
+        status[0] = _status(main())
     except SystemExit as exc:  # a usage error (2), --help (0): the status Python would give it
-        status[0] = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        status[0] = _status(exc.code)
         raise
-    except KeyboardInterrupt:
-        status[0] = 130
+    except KeyboardInterrupt:  # Python's own exit: the process dies by SIGINT, as a shell expects
+        status[0] = None
         raise
     sys.exit(status[0])
 
 
-def _end(status: list[int]) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader that went away, a closed stream: nothing to lose
-            stream.flush()
-    os._exit(status[0])
+def _status(code: object) -> int:
+    """The exit status Python gives `sys.exit(code)`."""
+    return code if isinstance(code, int) else 0 if code is None else 1
+
+
+def _end(status: list[int | None]) -> None:
+    code = status[0]
+    if code is None:
+        return
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:  # `export - | head`: as a command killed by SIGPIPE (cli/app.py)
+        code = 141
+    except (OSError, ValueError) as exc:  # a full disk: the output is not all there, and the status says so
+        with contextlib.suppress(Exception):
+            print(f"rockmem-mcp: the output could not be written: {exc}", file=sys.stderr)
+        code = 120
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        code = 120
+    os._exit(code)

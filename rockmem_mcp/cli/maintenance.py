@@ -263,6 +263,7 @@ def _tools(settings: Settings, args: argparse.Namespace) -> int:
         f"selected ({','.join(settings.toolsets)}): {', '.join(enabled)}; {counted}, ≈ {cost:,} tokens "
         f"(the default must stay within {toolsets.TOKEN_BUDGET:,})"
     )
+    return 0
 
 
 def _salience(settings: Settings, args: argparse.Namespace) -> int:
