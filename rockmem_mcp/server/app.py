@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import server as sdk_server
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel
@@ -381,6 +382,18 @@ def _close_each(steps: list[tuple[str, Callable[[], object]]]) -> None:
             close()
         except Exception as exc:
             log.warning("closing %s failed (%s)", what, exc)
+
+
+def _sdk_logging(level: Any) -> None:
+    """MCPServer configures logging as it is built: `logging.basicConfig` with a rich handler, which changes nothing
+    once the root logger has a handler (the command line sets one up before any server is built), yet imported rich
+    and built a console first: 14 ms of every start. Left to the SDK only where logging is not set up yet."""
+    if not logging.getLogger().handlers:
+        _configure_sdk_logging(level)
+
+
+_configure_sdk_logging = sdk_server.configure_logging
+sdk_server.configure_logging = _sdk_logging
 
 
 class SelectedTools(MCPServer[Services]):
