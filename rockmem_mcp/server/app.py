@@ -225,13 +225,14 @@ class CompactText(FuncMetadata):
 
 async def sweep_working_memory(settings: Settings) -> None:
     """Drop expired working-memory entries at start and every `working_sweep_seconds` (they are never
-    returned anyway; this keeps the files small). A failed sweep is logged and tried again next time."""
+    returned anyway; this keeps the files small). A failed sweep is logged and tried again next time: a database
+    store that does not answer then (RockmemError) must not end the server's services with it."""
     while True:
         try:
             dropped = await anyio.to_thread.run_sync(sweep_expired, settings)
             if dropped:
                 log.info("working memory: dropped %d expired entries", dropped)
-        except OSError as exc:
+        except (OSError, RockmemError) as exc:
             log.warning("working-memory sweep failed (%s); trying again in %gs", exc, settings.working_sweep_seconds)
         await anyio.sleep(settings.working_sweep_seconds)
 

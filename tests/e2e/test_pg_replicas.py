@@ -178,6 +178,38 @@ def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path)
         assert again.status_code == 200  # it reconnects
 
 
+def test_a_store_outage_during_a_working_memory_sweep_leaves_the_server_serving(database: str, tmp_path: Path) -> None:  # noqa: F811
+    """The periodic sweep of expired working memory reads the store. An outage at that moment is a warning in the
+    log, and the server is ready again once the store answers (the sweep's StorageError once ended every service:
+    /readyz said "starting" until a restart)."""
+    import time
+
+    import httpx
+    import psycopg
+
+    log = tmp_path / "replica.log"
+    env = {"ROCKMEM_STORE": database, "ROCKMEM_EMBEDDING_MODEL": "off", "ROCKMEM_WORKING_SWEEP_SECONDS": "0.1"}
+    with serving_process(tmp_path / "home", log, **env) as (url, _):
+        ready = url.removesuffix("/mcp") + "/readyz"
+        assert httpx.get(ready).status_code == 200
+        name = database.rsplit("/", 1)[1]
+        with psycopg.connect(database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            try:
+                deadline = time.monotonic() + 60
+                while "working-memory sweep failed" not in log.read_text() and time.monotonic() < deadline:
+                    time.sleep(0.05)  # the log file is the only signal the process gives
+                assert "working-memory sweep failed" in log.read_text()
+            finally:
+                admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        deadline = time.monotonic() + 60  # its connections come back as the store's pool retries
+        while (answer := httpx.get(ready).json()) != {"status": "ok"} and time.monotonic() < deadline:
+            assert not answer["reason"].startswith("starting"), answer  # the services ended with the sweep
+            time.sleep(0.05)
+        assert answer == {"status": "ok"}
+
+
 def test_migrate_store_moves_every_memory_to_the_database_and_back_exactly(database: str, tmp_path: Path) -> None:  # noqa: F811
     """A file home -> PostgreSQL -> another file home: the two homes' exports of long-term memory are the same
     file (archived and pinned memories, categories, tags, metadata, uses and times included)."""
