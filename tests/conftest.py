@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import compileall
-import multiprocessing
 import os
 import re
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -49,36 +47,42 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 TESTS = Path(__file__).parent
 TEST_MODULE = re.compile(r"[/\\]test_[^/\\]*\.py$")
-_REWRITING: pytest.Config | None = None  # the config, for the forked processes that rewrite
 
 
 def _rewrite_test_modules(config: pytest.Config) -> None:
     """Each xdist worker imports every test module to collect it, and pytest rewrites a test module's asserts as it
     imports it. pytest keeps rewritten code in __pycache__, but not where PYTHONDONTWRITEBYTECODE is set, so there
-    every worker rewrote every module. Rewritten here once, on every core, before the workers start (pytest reads
-    what is there whatever that setting says), collecting the suite on 2 cores took 10 s instead of 16. This uses
-    pytest's own (private) rewriting: if it changes, nothing is rewritten here and the workers rewrite as before."""
-    global _REWRITING
-    modules = [path for path in TESTS.rglob("*.py") if TEST_MODULE.search(str(path)) or path.name == "conftest.py"]
-    try:
-        context = multiprocessing.get_context("fork")
-    except ValueError:  # no fork (Windows): the workers rewrite
+    every worker rewrote every module. Rewritten here once, a share in each of one forked process per core, before
+    the workers start (pytest reads what is there whatever that setting says), collecting the suite on 2 cores took
+    10 s instead of 16. This uses pytest's own (private) rewriting: if it changes, the forked processes fail, and the
+    workers rewrite as before."""
+    if not hasattr(os, "fork"):  # Windows: the workers rewrite
         return
-    _REWRITING = config
-    try:
-        with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=context) as pool:
-            list(pool.map(_rewrite_test_module, modules, chunksize=8))
-    except Exception as exc:  # only ever a speed-up
-        warnings.warn(f"test modules not rewritten ahead of the workers: {exc!r}", stacklevel=1)
-    finally:
-        _REWRITING = None
+    modules = sorted(
+        path for path in TESTS.rglob("*.py") if TEST_MODULE.search(str(path)) or path.name == "conftest.py"
+    )
+    cores = os.cpu_count() or 1
+    children = []
+    for share in range(cores):
+        child = os.fork()
+        if child == 0:  # nothing of the parent's (buffers, exit handlers) may run here: os._exit, always
+            status = 1
+            try:
+                for path in modules[share::cores]:
+                    _rewrite_test_module(path, config)
+                status = 0
+            finally:
+                os._exit(status)
+        children.append(child)
+    if any(os.waitpid(child, 0)[1] for child in children):
+        warnings.warn("test modules not all rewritten ahead of the workers: they rewrite the rest", stacklevel=1)
 
 
-def _rewrite_test_module(path: Path) -> None:
+def _rewrite_test_module(path: Path, config: pytest.Config) -> None:
     from _pytest.assertion import rewrite
 
     pyc = rewrite.get_cache_dir(path) / (path.name[: -len(".py")] + rewrite.PYC_TAIL)
     if rewrite._read_pyc(path, pyc) is not None or not rewrite.try_makedirs(pyc.parent):
         return
-    source_hash, code = rewrite._rewrite_test(path, _REWRITING)
+    source_hash, code = rewrite._rewrite_test(path, config)
     rewrite._write_pyc(SimpleNamespace(trace=lambda _message: None), code, source_hash, pyc)
