@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 import signal
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,22 @@ async def test_three_replicas_in_a_storm_with_one_killed_lose_no_acknowledged_wr
     assert sum(1 for t in topics.values() if t is not None) > 50 and None in topics.values()
 
 
+@contextmanager
+def database_cut_off(url: str) -> Iterator[None]:
+    """For the body: no new connection to the database at `url`, and every open one cut (an outage, as its clients
+    see it)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        try:
+            yield
+        finally:
+            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+
+
 def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path) -> None:  # noqa: F811
     """/healthz and /readyz answer without the token (they say nothing of the memory); /readyz checks the store."""
     import httpx
@@ -162,18 +179,10 @@ def test_health_and_readiness_for_a_load_balancer(database: str, tmp_path: Path)
         assert ready.status_code == 200 and ready.json() == {"status": "ok"}
         assert httpx.post(url, json={}).status_code == 401  # everything else still needs the token
         # The database goes away (its connections cut): the replica is not ready, and says why.
-        import psycopg
-
-        name = database.rsplit("/", 1)[1]
-        with psycopg.connect(database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
-            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            try:
-                down = httpx.get(base + "/readyz")
-                assert down.status_code == 503 and down.json()["reason"].startswith("the store does not answer")
-                assert httpx.get(base + "/healthz").status_code == 200  # alive all the same
-            finally:
-                admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        with database_cut_off(database):
+            down = httpx.get(base + "/readyz")
+            assert down.status_code == 503 and down.json()["reason"].startswith("the store does not answer")
+            assert httpx.get(base + "/healthz").status_code == 200  # alive all the same
         again = httpx.get(base + "/readyz")
         assert again.status_code == 200  # it reconnects
 
@@ -185,24 +194,17 @@ def test_a_store_outage_during_a_working_memory_sweep_leaves_the_server_serving(
     import time
 
     import httpx
-    import psycopg
 
     log = tmp_path / "replica.log"
     env = {"ROCKMEM_STORE": database, "ROCKMEM_EMBEDDING_MODEL": "off", "ROCKMEM_WORKING_SWEEP_SECONDS": "0.1"}
     with serving_process(tmp_path / "home", log, **env) as (url, _):
         ready = url.removesuffix("/mcp") + "/readyz"
         assert httpx.get(ready).status_code == 200
-        name = database.rsplit("/", 1)[1]
-        with psycopg.connect(database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
-            admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            try:
-                deadline = time.monotonic() + 60
-                while "working-memory sweep failed" not in log.read_text() and time.monotonic() < deadline:
-                    time.sleep(0.05)  # the log file is the only signal the process gives
-                assert "working-memory sweep failed" in log.read_text()
-            finally:
-                admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        with database_cut_off(database):
+            deadline = time.monotonic() + 60
+            while "working-memory sweep failed" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the log file is the only signal the process gives
+            assert "working-memory sweep failed" in log.read_text()
         deadline = time.monotonic() + 60  # its connections come back as the store's pool retries
         while (answer := httpx.get(ready).json()) != {"status": "ok"} and time.monotonic() < deadline:
             assert not answer["reason"].startswith("starting"), answer  # the services ended with the sweep
