@@ -36,6 +36,7 @@ so no object holds the removed item's text (issue 45). Without git the server wo
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fnmatch
 import hashlib
@@ -99,6 +100,7 @@ COMMITTER = "rockmem"
 INIT_ACTOR = "system:init"
 MAX_BLOCKS = 200
 REPACK_EVERY_COMMITS = 25  # each commit is a small pack: merge them this often
+FEW_PATHSPECS = 32  # ignored paths looked up in the index by name; more: the whole index listed (`_ignored`)
 WORK_REF = "refs/rockmem/last"  # where fast-import writes a commit before update-ref moves HEAD to it
 OUTSIDE_SUMMARY = "changed outside the server (found at start)"
 ZERO_SHA = "0" * 40
@@ -761,9 +763,21 @@ class GitHistory:
         return folders, list(dict.fromkeys(files))
 
     def _ignored(self, paths: Sequence[str]) -> set[str]:
+        """The paths .gitignore leaves out, but for files the history tracks (git's rule: a tracked file's changes
+        are committed whatever the patterns say). Asked with --no-index, then the few paths named are looked up in
+        the index: check-ignore reading the index walks all of it for every path it is given (git 2.39: 4.4 ms a
+        path at 100k tracked files, so the first commit after importing 100k memories took minutes)."""
         # check-ignore takes paths, not pathspecs, and refuses the literal-pathspec switch.
-        out = self._run(["check-ignore", "-z", "--stdin"], _nul(paths), {"GIT_LITERAL_PATHSPECS": "0"}, ok=(0, 1))
-        return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
+        out = self._run(
+            ["check-ignore", "--no-index", "-z", "--stdin"], _nul(paths), {"GIT_LITERAL_PATHSPECS": "0"}, ok=(0, 1)
+        )
+        ignored = set(_names_of(out))
+        if not ignored:
+            return ignored
+        # Each pathspec is matched against every index entry: past a few, listing the whole index is cheaper.
+        few = sorted(ignored) if len(ignored) <= FEW_PATHSPECS else []
+        tracked = sorted(_names_of(self._run(["ls-files", "-z", "--cached", "--", *few])))
+        return {path for path in ignored if not _holds(tracked, path)}
 
     def _beyond_link(self, path: str, links: dict[str, bool]) -> bool:
         """A path under a symbolic link (git refuses it; the stores never write through one)."""
@@ -1332,6 +1346,18 @@ def _quote(path: str) -> bytes:
 
 def _names_of(listed: bytes) -> list[str]:
     return [name.decode("utf-8", "surrogateescape") for name in listed.split(b"\0") if name]
+
+
+def _holds(names: list[str], path: str) -> bool:
+    """Whether the sorted file names hold `path` or a file under it: git's test of a path against the index (a
+    folder with a tracked file in it is not ignored either)."""
+    if path == ".":
+        return bool(names)
+    at = bisect.bisect_left(names, path)
+    if at < len(names) and names[at] == path:
+        return True
+    at = bisect.bisect_left(names, path + "/")
+    return at < len(names) and names[at].startswith(path + "/")
 
 
 def _nul(paths: Iterable[str]) -> bytes:

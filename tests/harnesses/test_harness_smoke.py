@@ -438,3 +438,23 @@ def test_every_harness_runs_by_name_from_one_entry_point() -> None:
     assert "--corpora" in helped
     unknown = subprocess.run([*run, "no_such_harness"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "one of:" in unknown.stderr
+
+
+def test_history_commit_harness_commits_each_batch_from_each_checkout(tmp_path: Path) -> None:
+    from benchmarks import git_history, history_commit
+    from rockmem_mcp.audit.service import Audit
+    from rockmem_mcp.governance.history import GitHistory
+    from rockmem_mcp.memory.service import MemoryService
+
+    settings = speed.home_settings(tmp_path / "home")
+    memory = MemoryService(settings)
+    for i in range(30):
+        memory.save(f"note {i} about the deploy", "work")
+    memory.close()
+    GitHistory(settings, Audit(settings)).flush()
+    checkout = Path(history_commit.__file__).resolve().parents[1]
+    report = history_commit.measure(tmp_path / "home", tmp_path / "work", [checkout], [5, 20], rounds=2)
+    assert [len(runs) for runs in report["commit_s"][str(checkout)].values()] == [2, 2]
+    assert report["ratio_to_first"][str(checkout)] == {"5": 1.0, "20": 1.0}
+    subjects = git_history.git(tmp_path / "work" / "checkout-0", "log", "--format=%s").stdout.decode().splitlines()
+    assert [s.split(" — ")[0] for s in subjects[:4]] == ["[BATCH] 20 changes", "[BATCH] 5 changes"] * 2  # one per run

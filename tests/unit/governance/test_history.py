@@ -20,7 +20,7 @@ from rockmem_mcp.audit.service import CAPTURE_BYTES, Audit
 from rockmem_mcp.config import Settings
 from rockmem_mcp.errors import InvalidInputError
 from rockmem_mcp.governance import history as history_module
-from rockmem_mcp.governance.history import GitHistory
+from rockmem_mcp.governance.history import FEW_PATHSPECS, GitHistory
 from rockmem_mcp.memory.service import MemoryService
 from tests.unit.helpers import T0, FakeClock, Services
 
@@ -708,3 +708,39 @@ def test_odd_file_names_links_and_modes_are_committed_as_they_are(home: Home) ->
     entries = git(root, "ls-tree", "HEAD", "run.sh", "link.md").decode()
     assert "100755 blob" in entries and "120000 blob" in entries
     assert history.read(head, "link.md") == b"with space.md"  # the link itself, never its target
+
+
+@pytest.mark.parametrize("padding", [0, FEW_PATHSPECS + 5], ids=["few paths", "many paths"])
+def test_the_paths_left_out_are_those_git_itself_ignores(home: Home, padding: int) -> None:
+    # Asked of check-ignore without the index, then the index consulted: the answer must be git's own, where a
+    # tracked file, or a folder holding one, is never ignored whatever the patterns say.
+    history = home.history()
+    root = home.settings.home
+    (root / "notes").mkdir()
+    (root / "notes" / "kept.md").write_text("tracked before the pattern came")
+    (root / "drafts").mkdir()
+    (root / "drafts" / "old.md").write_text("tracked too")
+    git(root, "add", "notes/kept.md", "drafts/old.md")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "tracked")
+    with (root / ".gitignore").open("a") as gitignore:
+        gitignore.write("/notes/\n/drafts/\n*.scratch\n/cache-*\n")
+    (root / "notes" / "new.md").write_text("untracked, under an ignored folder")
+    (root / "index" / "scratch.bin").write_bytes(b"derived")
+    paths = [
+        *(f"cache-{n}" for n in range(padding)),  # ignored, never tracked
+        "notes/kept.md",  # tracked, matches a pattern: not ignored
+        "notes/new.md",  # untracked under an ignored folder: ignored
+        "notes",  # a folder holding a tracked file: not ignored
+        "drafts",
+        "drafts/old.md",
+        "drafts/gone.md",  # never existed, under an ignored folder: ignored
+        "index/scratch.bin",
+        "index",
+        "a.scratch",
+        "memory/work/x.json",  # not matched by any pattern
+        ".",
+    ]
+    oracle = git(root, "check-ignore", "-z", "--stdin", stdin=b"".join(p.encode() + b"\0" for p in paths))
+    expected = {p.decode() for p in oracle.split(b"\0") if p}
+    assert "notes/new.md" in expected and "notes/kept.md" not in expected and "notes" not in expected  # the oracle
+    assert history._ignored(paths) == expected
