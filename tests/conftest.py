@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 import rockmem_mcp
+import rockmem_mcp.server  # before any test imports the SDK: its wire models built on first use, as in a server
 
 # Servers and commands the suite starts run with embeddings off unless a test asks for a model (the product's
 # default is the bundled model: tests/e2e/test_hybrid.py and the service tests check it with the setting unset).

@@ -58,3 +58,11 @@ def test_nothing_is_deferred_once_the_wire_models_exist_or_where_the_sdk_has_no_
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setattr(wire_models, "WIRE_BASE_MODULE", "mcp_types._no_such_module")
     assert wire_models.defer_wire_models() is False
+
+
+def test_the_suites_own_servers_run_with_the_wire_models_deferred() -> None:
+    # tests/conftest.py imports the server package before any test imports the SDK, so the servers tests build in
+    # this process validate messages as a started server does (built on first use), not with models built at import.
+    from mcp_types._wire_base import WireModel
+
+    assert WireModel.model_config.get("defer_build") is True
