@@ -67,6 +67,15 @@ class RedactedLog:
             return None if offset > self.spans[at - 1][0] else offset + (self.spans[at - 2][2] if at > 1 else 0)
         return offset + (self.spans[at - 1][2] if at else 0)
 
+    def followed_by(self, tail: RedactedLog, at: int, whole: bytes) -> RedactedLog:
+        """The redaction of `whole` from this one of its first `at` bytes and `tail`, that of the bytes after them:
+        what `Redaction.audit_log(whole)` gives when `at` is a line's start (each line is redacted on its own)."""
+        if not self.changed and not tail.changed:
+            return RedactedLog(whole, 0)
+        shift = self.spans[-1][2] if self.spans else 0
+        spans = self.spans + [(start + at, end + at, gained + shift) for start, end, gained in tail.spans]
+        return RedactedLog(self.data + tail.data, self.changed + tail.changed, spans)
+
 
 class Redaction:
     def __init__(self, texts: Iterable[str], own_files: Iterable[str] = (), shared: Iterable[str] = ()) -> None:
@@ -162,9 +171,12 @@ class Redaction:
         parts = line.split(_SEPARATOR, 5)
         if len(parts) != 6:  # torn: its FILE cannot be trusted; redacted only if it names one of the covered files
             return self.text(line) if any(self.covers(part) for part in parts) else line
-        parsed = AuditLine.parse(line if line.endswith("\n") else line + "\n")
-        old = moved_from(parsed) if parsed is not None else None
-        if not (self.covers(parts[2]) or (old is not None and self.covers(old))):
+        covered = self.covers(parts[2])
+        if not covered and parts[1] == "RENAME":  # parsed only here: a purge reads every line of every version
+            parsed = AuditLine.parse(line if line.endswith("\n") else line + "\n")
+            old = moved_from(parsed) if parsed is not None else None
+            covered = old is not None and self.covers(old)
+        if not covered:
             return line
         return _SEPARATOR.join([*parts[:5], self.text(parts[5])])
 

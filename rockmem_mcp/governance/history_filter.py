@@ -57,6 +57,7 @@ class HistoryFilter:
         self._read_blob = read_blob
         self._live_sha = live_sha
         self._rewritten: dict[str, Rewritten] = {}  # by (path kind, sha): a blob shared by commits is read once
+        self._last_log: tuple[bytes, RedactedLog] | None = None  # the audit log version read last, and its redaction
         self.counts = FilterCounts()
 
     def run(self, export: BinaryIO, out: BinaryIO) -> None:
@@ -140,7 +141,7 @@ class HistoryFilter:
             return known
         data = self._read_blob(sha)
         if is_log:
-            redacted = self.redaction.audit_log(data)
+            redacted = self._redacted_log(data)
             known = Rewritten(redacted.data, redacted) if redacted.changed else Rewritten(None)
         else:
             new = self.redaction.file_bytes(data)
@@ -149,6 +150,19 @@ class HistoryFilter:
             self.counts.blobs_rewritten += 1
         self._rewritten[key] = known
         return known
+
+    def _redacted_log(self, data: bytes) -> RedactedLog:
+        """`Redaction.audit_log(data)`, reusing the version of the log read before when `data` begins with it: the
+        log is appended to, so a commit's version is mostly the last one's plus new lines, and a purge redacts each
+        line once instead of once for every commit that holds it (that was most of a purge's time)."""
+        last = self._last_log
+        if last is not None and last[0].endswith(b"\n") and data.startswith(last[0]):
+            at = len(last[0])
+            redacted = last[1].followed_by(self.redaction.audit_log(data[at:]), at, data)
+        else:
+            redacted = self.redaction.audit_log(data)
+        self._last_log = (data, redacted)
+        return redacted
 
     def _message(self, message: bytes, audit_moves: RedactedLog | None) -> bytes:
         text = message.decode("utf-8", "surrogateescape")

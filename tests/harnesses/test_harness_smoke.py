@@ -458,3 +458,16 @@ def test_history_commit_harness_commits_each_batch_from_each_checkout(tmp_path: 
     assert report["ratio_to_first"][str(checkout)] == {"5": 1.0, "20": 1.0}
     subjects = git_history.git(tmp_path / "work" / "checkout-0", "log", "--format=%s").stdout.decode().splitlines()
     assert [s.split(" — ")[0] for s in subjects[:4]] == ["[BATCH] 20 changes", "[BATCH] 5 changes"] * 2  # one per run
+
+
+def test_purge_harness_forgets_each_victim_for_good_in_each_round(tmp_path: Path) -> None:
+    from benchmarks import git_history, purge
+
+    purge.build(tmp_path / "home", commits=12)
+    ids = (tmp_path / purge.IDS).read_text().split()
+    assert len(ids) == 12 and git_history.git(tmp_path / "home", "rev-list", "--count", "HEAD").stdout.strip() == b"12"
+    checkout = Path(purge.__file__).resolve().parents[1]
+    report = purge.measure(tmp_path / "home", tmp_path / "work", [checkout], [0.1, 0.9], rounds=2)
+    assert [len(runs) for runs in report["purge_s"][str(checkout)].values()] == [2, 2]
+    assert report["commits"] == 12 and report["ratio_to_first"][str(checkout)] == {"0.1": 1.0, "0.9": 1.0}
+    assert (tmp_path / "home" / "meta").exists() and not (tmp_path / "work" / "home").exists()  # the copy goes
