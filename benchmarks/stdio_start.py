@@ -6,8 +6,9 @@
 `--build` makes two homes of the same corpus: `plain` (memories, the episodes save_memory would have logged,
 the bundled model's vectors, git history begun) and `graph` (the same plus a 100,000-triple knowledge graph).
 Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_mcp`, run from CHECKOUT so its
-own package is imported), alternating checkouts within every round, each on its own copy of the homes when
-several are compared (`homes_of` says why), and reports medians over the rounds:
+own package is imported, compiled to bytecode first as an installed package is), alternating checkouts within
+every round, each on its own copy of the homes when several are compared (`homes_of` says why), and reports
+medians over the rounds:
   - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home and
     embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
     answer and once the graph has loaded (a `graph` find answered);
@@ -159,10 +160,22 @@ def settle(checkout: Path, home: Path) -> None:
         tool(call, "graph", {"action": "find", "query": "Quinn"}, ident=2)
 
 
+def compile_package(checkout: Path) -> None:
+    """`checkout`'s package compiled to bytecode, as a user's install has it (pip compiles what it installs; an
+    editable install writes it on first import): without it, with PYTHONDONTWRITEBYTECODE set (as on CI), every
+    measured start would compile the package's sources again, which no user's start does."""
+    python = checkout / ".venv" / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "compileall", "-q", "rockmem_mcp"], cwd=checkout, check=True, stdout=subprocess.DEVNULL
+    )
+
+
 def measure(
     work: Path, checkouts: list[Path], rounds: int, queries: int, parts: set[str], home_names: list[str]
 ) -> dict[str, Any]:
     asked = Corpus(seed=speed.QUERY_SEED).queries(queries)
+    for checkout in checkouts:
+        compile_package(checkout)
     homes_by_checkout = homes_of(work, checkouts, home_names)
     cold: dict[str, list[dict[str, Any]]] = {}
     calls: dict[str, list[dict[str, Any]]] = {}
