@@ -68,8 +68,8 @@ class RedactedLog:
         return offset + (self.spans[at - 1][2] if at else 0)
 
     def followed_by(self, tail: RedactedLog, at: int, whole: bytes) -> RedactedLog:
-        """The redaction of `whole` from this one of its first `at` bytes and `tail`, that of the bytes after them:
-        what `Redaction.audit_log(whole)` gives when `at` is a line's start (each line is redacted on its own)."""
+        """The redaction of `whole`, made of this one (of `whole[:at]`) and `tail` (of `whole[at:]`): the same as
+        `Redaction.audit_log(whole)` when `whole[:at]` ends a line, since each line is redacted on its own."""
         if not self.changed and not tail.changed:
             return RedactedLog(whole, 0)
         shift = self.spans[-1][2] if self.spans else 0
@@ -167,16 +167,14 @@ class Redaction:
     def audit_line(self, line: str) -> str:
         """An audit log line (with or without its newline): its summary redacted when its FILE (or the file it
         moved from) is covered; any other line as it is. A line that does not parse is redacted whole when one of
-        its fields names a covered file (a torn line's FILE cannot be trusted), else left as it is."""
+        its fields names a covered file (a torn line's FILE cannot be trusted, nor that of a line run into the
+        one a crash tore, whose fields have moved), else left as it is."""
         parts = line.split(_SEPARATOR, 5)
-        if len(parts) != 6:  # torn: its FILE cannot be trusted; redacted only if it names one of the covered files
+        parsed = AuditLine.parse(line if line.endswith("\n") else line + "\n") if len(parts) == 6 else None
+        if parsed is None:
             return self.text(line) if any(self.covers(part) for part in parts) else line
-        covered = self.covers(parts[2])
-        if not covered and parts[1] == "RENAME":  # parsed only here: a purge reads every line of every version
-            parsed = AuditLine.parse(line if line.endswith("\n") else line + "\n")
-            old = moved_from(parsed) if parsed is not None else None
-            covered = old is not None and self.covers(old)
-        if not covered:
+        old = moved_from(parsed)
+        if not (self.covers(parts[2]) or (old is not None and self.covers(old))):
             return line
         return _SEPARATOR.join([*parts[:5], self.text(parts[5])])
 

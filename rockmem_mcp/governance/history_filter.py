@@ -7,7 +7,9 @@ The export names every blob by its sha; the filter passes each command through a
   texts replaced (audit/redaction.py), written inline, when that changes them;
 - a commit message's blocks about covered files are redacted, and its `Audit-Lines: START-END` trailer (bytes of
   the commit's own audit log) moved to where those lines now are in the rewritten log.
-Commits are buffered one at a time (a message precedes the files it describes); nothing else is held.
+Commits are buffered one at a time (a message precedes the files it describes). Held besides: the last version of
+the audit log read and its redaction (the next version is redacted from it), and the rewrites of other covered
+files by blob (a file unchanged across commits is read once); never every version of the log.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class HistoryFilter:
         self._read_blob = read_blob
         self._live_sha = live_sha
         self._rewritten: dict[str, Rewritten] = {}  # by (path kind, sha): a blob shared by commits is read once
-        self._last_log: tuple[bytes, RedactedLog] | None = None  # the audit log version read last, and its redaction
+        self._last_log: tuple[str, bytes, Rewritten] | None = None  # the log version read last: sha, bytes, rewrite
         self.counts = FilterCounts()
 
     def run(self, export: BinaryIO, out: BinaryIO) -> None:
@@ -132,37 +134,41 @@ class HistoryFilter:
         return path == self.audit_file or self.redaction.covers(path)
 
     def _blob(self, path: str, sha: str) -> Rewritten:
-        is_log = path == self.audit_file
-        if not is_log and self._live_sha(path) == sha:
+        if path == self.audit_file:
+            return self._log(sha)
+        if self._live_sha(path) == sha:
             return Rewritten(None)
-        key = ("log:" if is_log else "file:") + sha
-        known = self._rewritten.get(key)
-        if known is not None:
-            return known
-        data = self._read_blob(sha)
-        if is_log:
-            redacted = self._redacted_log(data)
-            known = Rewritten(redacted.data, redacted) if redacted.changed else Rewritten(None)
-        else:
+        known = self._rewritten.get(sha)
+        if known is None:
+            data = self._read_blob(sha)
             new = self.redaction.file_bytes(data)
-            known = Rewritten(None if new == data else new)
-        if known.data is not None:
-            self.counts.blobs_rewritten += 1
-        self._rewritten[key] = known
+            known = self._rewritten[sha] = self._counted(Rewritten(None if new == data else new))
         return known
 
-    def _redacted_log(self, data: bytes) -> RedactedLog:
-        """`Redaction.audit_log(data)`, reusing the version of the log read before when `data` begins with it: the
-        log is appended to, so a commit's version is mostly the last one's plus new lines, and a purge redacts each
-        line once instead of once for every commit that holds it (that was most of a purge's time)."""
+    def _log(self, sha: str) -> Rewritten:
+        """A version of the audit log rewritten. The log is appended to, so a commit's version is mostly the last
+        one's plus new lines: the last version's redaction is reused when this one begins with it (at a line's
+        end), and only the lines after it are redacted, so a purge reads each line once instead of once for every
+        commit that holds it (that was most of a purge's time). Only the last version is kept: keeping them all
+        would hold every version of the log in memory."""
         last = self._last_log
-        if last is not None and last[0].endswith(b"\n") and data.startswith(last[0]):
-            at = len(last[0])
-            redacted = last[1].followed_by(self.redaction.audit_log(data[at:]), at, data)
+        if last is not None and last[0] == sha:
+            return last[2]
+        data = self._read_blob(sha)
+        previous = last[2].log if last is not None else None
+        if last is not None and previous is not None and last[1].endswith(b"\n") and data.startswith(last[1]):
+            at = len(last[1])
+            redacted = previous.followed_by(self.redaction.audit_log(data[at:]), at, data)
         else:
             redacted = self.redaction.audit_log(data)
-        self._last_log = (data, redacted)
-        return redacted
+        known = self._counted(Rewritten(redacted.data if redacted.changed else None, redacted))
+        self._last_log = (sha, data, known)
+        return known
+
+    def _counted(self, known: Rewritten) -> Rewritten:
+        if known.data is not None:
+            self.counts.blobs_rewritten += 1
+        return known
 
     def _message(self, message: bytes, audit_moves: RedactedLog | None) -> bytes:
         text = message.decode("utf-8", "surrogateescape")

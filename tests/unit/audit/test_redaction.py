@@ -39,6 +39,15 @@ def test_a_quote_of_the_text_whole_or_cut_becomes_its_hash_in_the_lines_about_th
     assert "Elm" not in long and "Anna" not in long
 
 
+def test_a_line_run_into_one_a_crash_tore_is_redacted_whole_when_a_field_names_the_item() -> None:
+    """Its fields are one place off (FILE holds the action), so FILE cannot be trusted: any field will do."""
+    gone = redaction()
+    torn = "2026-11-24T09:00:00.00Z | CREA"
+    assert "Anna" not in gone.audit_line(torn + line(MEMORY_FILE, f"saved {quoted(TEXT)}"))
+    other = torn + line("memory/family/aaaaaaaaaaaa.json", f"saved {quoted(TEXT)}")
+    assert gone.audit_line(other) == other
+
+
 def test_lines_about_other_files_and_other_words_stay_as_they_are() -> None:
     gone = redaction()
     other = line("memory/family/aaaaaaaaaaaa.json", f"saved {quoted(TEXT)}")

@@ -32,10 +32,10 @@ def versions() -> list[bytes]:
     lines = [line(f"memory/n/{i:012x}.json", f"saved {quoted(f'{OTHER} #{i}')}") for i in range(40)]
     lines.insert(3, line(OWN, f"saved {quoted(TEXT)}"))
     lines.insert(20, line("memory/away/3f9a0c1b2d4e.json", f"moved from {OWN} {quoted(TEXT)}", "RENAME"))
-    lines.insert(21, line("memory/n/000000000001.json", f"edited: moved from {OWN} {quoted(TEXT)}", "UPDATE"))
+    lines.insert(21, line("memory/n/000000000001.json", f"edited: moved from {OWN} {quoted(TEXT)}", "EDIT"))
     lines.append(line(OWN, f"deleted for good {quoted(TEXT)}", "DELETE"))
-    lines.insert(30, b"2026-11-24T09:00:00.00Z | CREA")  # torn by a crash: the next line is appended to it
-    lines.insert(31, line(OWN, f"edited {quoted(TEXT)}", "UPDATE"))  # so that one line names no file of its own
+    lines.insert(30, b"2026-11-24T09:00:00.00Z | CREA")  # torn by a crash, and the next line run into it: its
+    lines.insert(31, line(OWN, f"edited {quoted(TEXT)}", "EDIT"))  # fields are one place off, FILE is EDIT
     out = [b"".join(lines[:n]) for n in range(1, len(lines) + 1)]
     out.insert(10, out[9].replace(TEXT.encode(), b"[gone]"))  # not an extension of the one before
     return out
@@ -96,26 +96,32 @@ def test_every_version_of_the_log_is_redacted_as_the_whole_log_would_be() -> Non
     for blob, log in zip(blobs, logs, strict=True):
         assert log == gone.audit_log(blob).data
     last = logs[-1].decode().splitlines()
-    kept = [text for text in last if "| UPDATE |" in text]  # another memory's line, and the torn one's
-    assert "Lisbon" not in "".join(text for text in last if text not in kept)
-    assert sum("forgotten sha256" in text for text in last) == 3 and all(quoted(TEXT) in text for text in kept)
+    other = [text for text in last if "| EDIT | memory/n/" in text]  # another memory's line: not about the item
+    assert len(other) == 1 and quoted(TEXT) in other[0]
+    assert "Lisbon" not in "".join(text for text in last if text not in other)
+    assert sum("forgotten sha256" in text for text in last) == 4  # saved, renamed, the run-on line, deleted
 
 
 def test_a_commit_message_trailer_moves_with_the_lines_before_it() -> None:
-    """Audit-Lines spans count bytes of the rewritten log: each version's end is where the redacted log ends."""
+    """Audit-Lines spans are bytes of the rewritten log: each commit's own lines (from where the version before it
+    ended to where it ends) move as they would in that version's log redacted whole."""
     gone = Redaction([TEXT], own_files=[OWN])
-    blobs = [blob for blob in versions() if blob.endswith(b"\n")][:30]
-    messages = [f"commit {n}\n\nAudit-Lines: 0-{len(blob)}\n".encode() for n, blob in enumerate(blobs, start=1)]
+    blobs = [blob for blob in versions() if blob.endswith(b"\n")]
+    spans = [(len(before), len(blob)) for before, blob in zip([b"", *blobs], blobs, strict=False)]
     export = stream(blobs)
-    for number, message in enumerate(messages, start=1):
-        old = f"commit {number}\n".encode()
+    for number, (start, end) in enumerate(spans, start=1):
+        old, message = f"commit {number}\n".encode(), f"commit {number}\n\nAudit-Lines: {start}-{end}\n".encode()
         export = export.replace(b"data %d\n" % len(old) + old, b"data %d\n" % len(message) + message, 1)
     by_sha = {sha(blob): blob for blob in blobs}
     out = io.BytesIO()
     HistoryFilter(gone, LOG, by_sha.__getitem__, lambda _path: None).run(io.BytesIO(export), out)
 
-    ends = [int(end) for end in re.findall(rb"Audit-Lines: 0-(\d+)", out.getvalue())]
-    assert ends == [len(gone.audit_log(blob).data) for blob in blobs]
+    moved = [(int(a), int(b)) for a, b in re.findall(rb"Audit-Lines: (\d+)-(\d+)", out.getvalue())]
+    expected = []
+    for blob, (start, end) in zip(blobs, spans, strict=True):
+        whole = gone.audit_log(blob)
+        expected.append((whole.moved(start), whole.moved(end)) if whole.changed else (start, end))
+    assert moved == expected and moved != spans  # and the lines after the item's did move
 
 
 def test_each_line_is_redacted_once_however_many_commits_hold_it(monkeypatch: pytest.MonkeyPatch) -> None:
