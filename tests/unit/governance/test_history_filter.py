@@ -37,8 +37,17 @@ def versions() -> list[bytes]:
     lines.insert(30, b"2026-11-24T09:00:00.00Z | CREA")  # torn by a crash, and the next line run into it: its
     lines.insert(31, line(OWN, f"edited {quoted(TEXT)}", "EDIT"))  # fields are one place off, FILE is EDIT
     out = [b"".join(lines[:n]) for n in range(1, len(lines) + 1)]
-    out.insert(10, out[9].replace(TEXT.encode(), b"[gone]"))  # not an extension of the one before
+    out.insert(10, out[9].replace(b"spare key", b"[gone]"))  # not an extension of the one before
     return out
+
+
+def appended() -> list[bytes]:
+    """The versions that each extend the one before: a plain run of appends."""
+    run: list[bytes] = []
+    for blob in versions():
+        if blob.endswith(b"\n") and (not run or blob.startswith(run[-1])):
+            run.append(blob)
+    return run
 
 
 def stream(blobs: list[bytes]) -> bytes:
@@ -128,7 +137,7 @@ def test_each_line_is_redacted_once_however_many_commits_hold_it(monkeypatch: py
     """A purge reads every commit's log; re-reading each version whole cost commits x lines (most of a purge's
     time when the item's first words begin many other memories, as "The user ..." does)."""
     gone = Redaction([TEXT], own_files=[OWN])
-    blobs = [blob for blob in versions() if blob.endswith(b"\n")]  # a plain run of appends
+    blobs = appended()
     read: list[str] = []
     real = Redaction.audit_line
     monkeypatch.setattr(Redaction, "audit_line", lambda self, text: read.append(text) or real(self, text))
@@ -136,3 +145,20 @@ def test_each_line_is_redacted_once_however_many_commits_hold_it(monkeypatch: py
     run_filter(gone, blobs)
 
     assert len(read) == len(set(read)) <= blobs[-1].count(b"\n")
+
+
+def test_a_version_several_commits_hold_in_a_row_is_read_once() -> None:
+    """Commits that changed other files hold the same log: read and redacted once, as when every rewrite was kept
+    (now only the last is, so the filter never holds every version of the log at once)."""
+    gone = Redaction([TEXT], own_files=[OWN])
+    blobs = appended()[:12]
+    held = [blob for blob in blobs for _ in range(3)]  # each version in three commits in a row
+    by_sha = {sha(blob): blob for blob in blobs}
+    read: list[str] = []
+    history_filter = HistoryFilter(gone, LOG, lambda s: read.append(s) or by_sha[s], lambda _path: None)
+    out = io.BytesIO()
+
+    history_filter.run(io.BytesIO(stream(held)), out)
+
+    assert read == [sha(blob) for blob in blobs]
+    assert imported_logs(out.getvalue(), blobs) == [gone.audit_log(blob).data for blob in held]
