@@ -6,10 +6,11 @@ pass, and its passes over the growing heap find almost nothing to free (referenc
 Paused for the start, importing the server took 0.67 s instead of 0.84 s (BENCHMARKS.md, issue 46).
 
 The command line pauses it before anything else loads (`pause`); a command resumes it before it runs
-(`resume`), a server once no call has been in flight for a moment after its first answer, or `PAUSE_LIMIT_S` after
-the pause, whichever comes first. Resumed, the collector's first pass walks all the start built (0.14 s at 100k
-memories, holding the interpreter): a server makes that pass itself when idle, and so does the time limit
-(`settle`), so that it does not fall on whichever request allocates next. It collects the start's ~10,000 objects
+(`resume`), a server once no call has been in flight for 2 s after its first answer (`server/app.py`: a process
+that ends sooner never makes the pass below), or `PAUSE_LIMIT_S` after the pause, whichever comes first. Resumed,
+the collector's first pass walks all the start built (0.14 s at 100k memories, holding the interpreter): a server
+makes that pass itself when idle, and so does the time limit (`settle`), so that it does not fall on whichever
+request allocates next. It collects the start's ~10,000 objects
 of cyclic garbage (pydantic's schema building, ~3 MB). Nothing is frozen (`gc.freeze`): an object the start made
 that later became cyclic garbage (a closed store, a tenant's services) would never be freed.
 

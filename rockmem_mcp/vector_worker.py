@@ -97,18 +97,19 @@ class Foreground:
             self._answering -= 1
             self._last_answer = time.monotonic()
 
-    def wait_idle(self, stop: threading.Event) -> bool:
-        """Until no request is in flight or ended in the last `quiet_s` (True), `stop` is set, or `patience_s`
-        passed (False)."""
+    def wait_idle(self, stop: threading.Event, quiet_s: float | None = None) -> bool:
+        """Until no request is in flight or ended in the last `quiet_s` (default: the instance's) (True), `stop` is
+        set, or `patience_s` passed (False)."""
+        quiet = self.quiet_s if quiet_s is None else quiet_s
         deadline = time.monotonic() + self.patience_s
         while not stop.is_set():
             now = time.monotonic()
             with self._lock:
-                answering, quiet_at = self._answering, self._last_answer + self.quiet_s
+                answering, quiet_at = self._answering, self._last_answer + quiet
             if not answering and quiet_at <= now:
                 return True
             if answering:
-                quiet_at = now + self.quiet_s
+                quiet_at = now + quiet
             wait = min(max(quiet_at - now, 0.01), deadline - now)
             if wait <= 0:
                 return False

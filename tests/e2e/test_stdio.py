@@ -53,6 +53,18 @@ async def test_the_garbage_collector_resumes_after_the_first_answer(stdio_server
                 await anyio.sleep(0.05)
 
 
+async def test_a_server_closed_soon_after_its_calls_never_makes_the_collectors_first_pass(
+    stdio_server, home, call
+) -> None:
+    """A client that opens its server for a question or two: the pass over what the start built (0.14-0.2 s of
+    CPU) waits for calls to pause 2 s, so a short pause between calls (a model thinking) does not start it."""
+    async with stdio_server(home, ROCKMEM_LOG_LEVEL="DEBUG") as client:
+        await call(client, "search_memory", query="anything")  # the first answer
+        await anyio.sleep(0.6)  # the client's pause between its calls is the scenario, not a wait for an event
+        await call(client, "save_memory", content="The standup moved to 9:30")
+    assert "garbage collector resumed" not in stdio_server.logs[0].read_text()
+
+
 async def test_memory_survives_a_restart(stdio_server, home, call) -> None:
     async with stdio_server(home) as first:
         saved = await call(first, "save_memory", content="The deploy key lives in the vault", category="ops/secrets")

@@ -659,3 +659,13 @@ def test_the_wait_for_requests_says_whether_it_found_the_process_idle() -> None:
         stopped = threading.Event()
         stopped.set()
         assert quick.wait_idle(stopped) is False
+
+
+def test_a_caller_may_ask_for_a_longer_quiet_moment_than_the_instances() -> None:
+    """The collector's first pass after a start waits for calls to pause longer than a backlog batch does
+    (server/app.py, COLLECT_AFTER_QUIET_S), so a process that ends soon after its calls never makes it."""
+    quick = vector_worker.Foreground(quiet_s=0.01, patience_s=0.2)
+    with quick.busy():
+        pass  # a request just ended
+    assert quick.wait_idle(threading.Event(), quiet_s=600) is False  # out of patience before so long a quiet
+    assert quick.wait_idle(threading.Event()) is True  # the instance's own quiet moment came
