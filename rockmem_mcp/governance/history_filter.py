@@ -58,7 +58,7 @@ class HistoryFilter:
         self.audit_file = audit_file
         self._read_blob = read_blob
         self._live_sha = live_sha
-        self._rewritten: dict[str, Rewritten] = {}  # by (path kind, sha): a blob shared by commits is read once
+        self._rewritten: dict[str, Rewritten] = {}  # other covered files' by sha: one shared by commits read once
         self._last_log: tuple[str, bytes, Rewritten] | None = None  # the log version read last: sha, bytes, rewrite
         self.counts = FilterCounts()
 
