@@ -122,6 +122,9 @@ GIT_CONFIG = (
     "credential.helper=",
     "core.fsync=committed,index",
     "core.fsyncMethod=batch",
+    # A commit's pack is kept as written (one file and one fsync): git's default unpacks an import of fewer than 100
+    # objects into loose files, one `unpack-objects` run and a file per object (the audit log compressed again).
+    "fastimport.unpackLimit=1",
     "gc.auto=0",
     "gc.autoDetach=false",
     "maintenance.auto=false",

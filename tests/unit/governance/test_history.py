@@ -108,6 +108,21 @@ def test_every_audited_save_is_in_head_after_a_flush(home: Home) -> None:
     assert history.flush() == head
 
 
+def test_a_commit_is_kept_as_the_pack_it_was_written_in(home: Home) -> None:
+    """One file and one fsync per commit: git would otherwise unpack a small import into a loose file per object
+    (the audit log compressed a second time); the packs are merged every REPACK_EVERY_COMMITS commits."""
+    history = home.history()
+    for i in range(3):
+        home.memory.save(f"note {i} about the deploy", "work/notes")
+        history.flush()
+    counts = subprocess.run(
+        ["git", "--git-dir", str(home.settings.home / ".git"), "count-objects", "-v"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found = dict(line.split(": ") for line in counts.splitlines())
+    assert found["count"] == "0" and int(found["packs"]) >= 3 and int(found["in-pack"]) > 0
+
+
 def test_commit_message_follows_the_seed_format(home: Home) -> None:
     history = home.history()
     entry = home.memory.save("we chose the hybrid approach", "decisions")
