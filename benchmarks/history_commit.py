@@ -21,12 +21,11 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.checkouts import run_in_checkout
 from benchmarks.salience import machine
 
 RESULTS = Path(__file__).parent / "results"
@@ -75,15 +74,7 @@ def build(home: Path, size: int) -> None:
 
 
 def commit_once(checkout: Path, home: Path, changes: int, step: float) -> dict[str, Any]:
-    python = checkout / ".venv" / "bin" / "python"
-    run = subprocess.run(
-        [str(python if python.exists() else sys.executable), "-c", WORKER, str(home), str(changes), str(step)],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_in_checkout(checkout, WORKER, str(home), str(changes), str(step))
 
 
 def measure(home: Path, work: Path, checkouts: list[Path], changes: list[int], rounds: int) -> dict[str, Any]:

@@ -21,12 +21,12 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.checkouts import run_in_checkout
 from benchmarks.salience import machine
 
 RESULTS = Path(__file__).parent / "results"
@@ -72,17 +72,7 @@ def build(home: Path, commits: int) -> None:
 
 
 def purge_once(checkout: Path, home: Path, victim: str) -> dict[str, Any]:
-    python = checkout / ".venv" / "bin" / "python"
-    run = subprocess.run(
-        [str(python if python.exists() else sys.executable), "-c", WORKER, str(home), victim],
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if run.returncode != 0:
-        raise SystemExit(f"{checkout}: the worker failed:\n{run.stderr[-3000:]}")
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = run_in_checkout(checkout, WORKER, str(home), victim)
     if result["problems"]:
         raise SystemExit(f"{checkout}: the delete left traces: {result['problems']}")
     return result

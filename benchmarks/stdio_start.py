@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import search_stdio, speed
+from benchmarks.checkouts import checkout_python
 from benchmarks.corpus import Corpus
 
 RESULTS = Path(__file__).parent / "results"
@@ -164,10 +165,8 @@ def compile_package(checkout: Path) -> None:
     """`checkout`'s package compiled to bytecode, as a user's install has it (pip compiles what it installs; an
     editable install writes it on first import): without it, with PYTHONDONTWRITEBYTECODE set (as on CI), every
     measured start would compile the package's sources again, which no user's start does."""
-    python = checkout / ".venv" / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "compileall", "-q", "rockmem_mcp"], cwd=checkout, check=True, stdout=subprocess.DEVNULL
-    )
+    compiling = [checkout_python(checkout), "-m", "compileall", "-q", "rockmem_mcp"]
+    subprocess.run(compiling, cwd=checkout, check=True, stdout=subprocess.DEVNULL)
 
 
 def measure(
