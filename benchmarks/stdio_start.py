@@ -9,7 +9,8 @@ Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_m
 own package is imported, compiled to bytecode first as an installed package is), alternating checkouts within
 every round, each on its own copy of the homes when several are compared (`homes_of` says why), and reports
 medians over the rounds:
-  - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home and
+  - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home (`--homes
+    empty` adds a home with nothing in it: the start's fixed cost) and
     embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
     answer and once the graph has loaded (a `graph` find answered);
   - per-call: 300 corpus queries as raw `search_memory` calls (p50/p95), on the plain home with each setting;
@@ -38,7 +39,9 @@ from benchmarks.corpus import Corpus
 
 RESULTS = Path(__file__).parent / "results"
 SETTINGS = {"default": None, "off": "off"}  # ROCKMEM_EMBEDDING_MODEL: unset (the bundled model) or off
-HOMES = {"plain": "rockmem-home", "graph": "graph-home"}  # what --build makes, by the name results use
+# What --build makes, by the name results use; `empty` is a home with nothing saved in it (made when first
+# measured): the start's fixed cost (Python, the SDK, the server's own imports and tools), beside the homes'.
+HOMES = {"plain": "rockmem-home", "graph": "graph-home", "empty": "empty-home"}
 
 
 def build(work: Path, size: int) -> None:
@@ -73,9 +76,9 @@ def server(checkout: Path, home: Path, model: str | None) -> Iterator[tuple[subp
     env = {k: v for k, v in os.environ.items() if k != "ROCKMEM_EMBEDDING_MODEL"}
     if model is not None:
         env["ROCKMEM_EMBEDDING_MODEL"] = model
-    python = checkout / ".venv" / "bin" / "python"
     # A server closing a 100k home writes its snapshot: on a busy machine that took over a minute.
-    with speed.jsonrpc_server(home, env, python=str(python), cwd=checkout, close_timeout=900) as running:
+    python = checkout_python(checkout)
+    with speed.jsonrpc_server(home, env, python=python, cwd=checkout, close_timeout=900) as running:
         yield running
 
 
@@ -131,6 +134,8 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, dict[str, Path]]:
     """The homes each checkout runs on (`own_copies`)."""
     built = {name: work / HOMES[name] for name in names}
+    if "empty" in built:
+        built["empty"].mkdir(exist_ok=True)
     return own_copies(work, checkouts, built)
 
 
@@ -209,7 +214,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--parts", default="cold,calls", help="cold, calls or both")
-    parser.add_argument("--homes", default="plain,graph", help="plain, graph or both (calls: plain alone)")
+    parser.add_argument(
+        "--homes", default="plain,graph", help="any of plain, graph and empty, comma-separated (calls: plain alone)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="result file (default results/stdio-start-SIZE.json)")
     args = parser.parse_args()
     if args.build:

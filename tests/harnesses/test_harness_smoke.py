@@ -460,6 +460,17 @@ def test_history_commit_harness_commits_each_batch_from_each_checkout(tmp_path: 
     assert [s.split(" — ")[0] for s in subjects[:4]] == ["[BATCH] 20 changes", "[BATCH] 5 changes"] * 2  # one per run
 
 
+def test_stdio_start_harness_times_a_cold_start_on_a_home_with_nothing_in_it(tmp_path: Path) -> None:
+    from benchmarks import stdio_start
+
+    checkout = Path(stdio_start.__file__).resolve().parents[1]
+    report = stdio_start.measure(tmp_path, [checkout], rounds=1, queries=1, parts={"cold"}, home_names=["empty"])
+    cold = report["cold_start"]
+    assert set(cold) == {f"{checkout}|empty|{setting}" for setting in stdio_start.SETTINGS}
+    assert all(run["runs"] == 1 and run["first_search_s"] > 0 for run in cold.values())
+    assert (tmp_path / "empty-home" / "memory").is_dir()  # made, then started on
+
+
 def test_purge_harness_forgets_each_victim_for_good_in_each_round(tmp_path: Path) -> None:
     from benchmarks import git_history, purge
 
