@@ -5,14 +5,14 @@
 
 `--build` makes two homes of the same corpus: `plain` (memories, the episodes save_memory would have logged,
 the bundled model's vectors, git history begun) and `graph` (the same plus a 100,000-triple knowledge graph).
-Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_mcp`, run from CHECKOUT so its
-own package is imported, compiled to bytecode first as an installed package is), alternating checkouts within
-every round, each on its own copy of the homes when several are compared (`homes_of` says why), and reports
-medians over the rounds:
+Measuring starts each checkout's server (`CHECKOUT/.venv/bin/python -m rockmem_mcp`, or this interpreter for a
+checkout without a `.venv`, run from CHECKOUT so its own package is imported, compiled to bytecode first as an
+installed package is), alternating checkouts within every round, each on its own copy of the homes when
+several are compared (`homes_of` says why), and reports medians over the rounds:
   - cold start: spawn → initialize → first `search_memory` answered (raw JSON-RPC lines), per home (`--homes
-    empty` adds a home with nothing in it: the start's fixed cost) and
-    embedding setting (the default, the bundled model; and `off`), with the server's VmRSS just after that
-    answer and once the graph has loaded (a `graph` find answered);
+    empty` adds a home with nothing in it: the start's fixed cost) and embedding setting (the default, the
+    bundled model; and `off`), with the server's VmRSS just after that answer and once the graph has loaded (a
+    `graph` find answered);
   - per-call: 300 corpus queries as raw `search_memory` calls (p50/p95), on the plain home with each setting;
   - the size of a typical search reply's text (characters, and tokens as the tool-budget test counts them).
 Writes benchmarks/results/stdio-start-{size}.json.
@@ -134,8 +134,9 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def homes_of(work: Path, checkouts: list[Path], names: list[str]) -> dict[Path, dict[str, Path]]:
     """The homes each checkout runs on (`own_copies`)."""
     built = {name: work / HOMES[name] for name in names}
-    if "empty" in built:
-        built["empty"].mkdir(exist_ok=True)
+    if "empty" in built and not built["empty"].exists():
+        built["empty"].mkdir()
+        settle(checkouts[0], built["empty"])  # a new home's first start makes its first commit: not measured
     return own_copies(work, checkouts, built)
 
 
@@ -210,7 +211,9 @@ def main() -> None:
     parser.add_argument("--build", type=Path, help="make the two homes in this folder")
     parser.add_argument("--size", type=speed.parse_size, default=100_000)
     parser.add_argument("--work", type=Path, help="measure the homes made by --build here")
-    parser.add_argument("--checkout", type=Path, action="append", help="a checkout with its .venv (repeatable)")
+    parser.add_argument(
+        "--checkout", type=Path, action="append", help="a checkout, run on its .venv's Python if any (repeatable)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--parts", default="cold,calls", help="cold, calls or both")

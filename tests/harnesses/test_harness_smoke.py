@@ -468,7 +468,8 @@ def test_stdio_start_harness_times_a_cold_start_on_a_home_with_nothing_in_it(tmp
     cold = report["cold_start"]
     assert set(cold) == {f"{checkout}|empty|{setting}" for setting in stdio_start.SETTINGS}
     assert all(run["runs"] == 1 and run["first_search_s"] > 0 for run in cold.values())
-    assert (tmp_path / "empty-home" / "memory").is_dir()  # made, then started on
+    memory = tmp_path / "empty-home" / "memory"
+    assert memory.is_dir() and not list(memory.rglob("*.json"))  # made, started on, and still without memories
 
 
 def test_purge_harness_forgets_each_victim_for_good_in_each_round(tmp_path: Path) -> None:
